@@ -1,0 +1,146 @@
+// Copyright (c) fencedkv authors.
+//
+// DBImpl: the RocksDB-backed implementation of fencedkv::DB. It owns the
+// rocksdb::DB and its column family handles and is the ONLY code that calls
+// rocksdb::DB::Write: every mutation (Put, Delete, Write, AdvanceFence,
+// SetFenceFloor, lease grants) reaches Commit(), which writes one
+// rocksdb::WriteBatch holding the data and the new max tokens together.
+//
+// Why the check is race-free: a writer locks the FenceTable stripes of all
+// the domains it touches, reads the current maxima (exact cache, else the
+// high-water-mark shortcut, else RocksDB), decides, writes, updates the cache
+// and only then unlocks. Per domain, checks and applies are therefore
+// serialized in one order; writers on different stripes run in parallel and
+// RocksDB group-commits them.
+//
+// The high-water mark (hwm_) is an upper bound of every stored domain max:
+// it is raised (persisted with a max() merge in the same batch) whenever a
+// write raises a max above it. A token that passes against the hwm passes
+// against every domain, so such writes need no read at all.
+
+#ifndef FENCEDKV_ENGINE_DB_DB_IMPL_H_
+#define FENCEDKV_ENGINE_DB_DB_IMPL_H_
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <rocksdb/db.h>
+
+#include "db/fence_gc_filter.h"
+#include "db/fence_table.h"
+#include "fencedkv/db.h"
+
+namespace fencedkv {
+
+class DBImpl final : public DB {
+ public:
+  DBImpl(const Options& options, const FenceDomainSpec& spec,
+         std::string path);
+  ~DBImpl() override;
+
+  // Opens or creates the database (called by DB::Open).
+  Status OpenImpl();
+
+  Status Put(const WriteOptions& options, std::string_view key,
+             std::string_view value, Token token) override;
+  Status Delete(const WriteOptions& options, std::string_view key,
+                Token token) override;
+  Status Write(const WriteOptions& options, const WriteBatch& batch) override;
+  Status Get(const ReadOptions& options, std::string_view key,
+             std::string* value) override;
+  using DB::GetFenced;
+  Status GetFenced(const ReadOptions& options, std::string_view key,
+                   Token token, std::string* value, Token* max_token) override;
+  Status GetFence(std::string_view key, Token* max_token) override;
+  Status AdvanceFence(const WriteOptions& options, std::string_view key,
+                      Token token, Token* max_after) override;
+  Status SetFenceFloor(const WriteOptions& options, Token floor) override;
+  Token GetFenceFloor() override;
+  std::unique_ptr<Iterator> NewIterator(const ReadOptions& options) override;
+  FenceDomainSpec GetFenceDomain() const override { return spec_; }
+  FenceMode GetFenceMode() const override { return mode_; }
+  FenceStats GetFenceStats() const override;
+  bool GetProperty(std::string_view property, std::string* value) override;
+  Status Flush() override;
+  Status CompactRange(const std::string* begin,
+                      const std::string* end) override;
+
+  // ---- For the embedded lease service (same process, same write path) ----
+  // Reads a meta record; NotFound if absent.
+  Status GetMeta(std::string_view key, std::string* value);
+  // Writes meta records atomically and synced, serialized with every other
+  // meta commit by meta_mu_ (callers hold their own higher-level lock).
+  Status PutMetaSynced(const std::vector<std::pair<std::string, std::string>>&
+                           records);
+  // Lists meta records whose key starts with `prefix`.
+  Status ScanMeta(std::string_view prefix,
+                  std::vector<std::pair<std::string, std::string>>* out);
+
+  // ---- Test hooks ----
+  Token TEST_HighWaterMark() const { return hwm_.load(); }
+  // Number of physical fence-state records: fence CF records plus no-value
+  // data records (what floor GC may drop).
+  size_t TEST_CountFenceStateRecords();
+  size_t TEST_FenceCacheBytes() { return table_->ApproximateMemoryUsage(); }
+
+ private:
+  enum class OpKind : uint8_t { kPut, kDelete, kAdvance };
+  struct PendingOp {
+    OpKind kind;
+    std::string_view key;
+    std::string_view value;
+    Token token;             // 0 = unfenced (only with allow_unfenced)
+    uint32_t domain_index;   // into the scratch domain states
+    Token record_token;      // the token stored in the data record
+  };
+  struct DomainState;
+  struct Scratch;
+
+  Status ValidateKey(std::string_view key) const;
+  Status ValidateWriteOp(OpKind kind, std::string_view key,
+                         std::string_view value, Token token) const;
+  // The single write path. `ops` are validated. Locks, checks, builds one
+  // rocksdb::WriteBatch, commits, updates the cache.
+  // `is_batch`: stale errors carry the op's index (DB::Write).
+  Status WriteOps(const WriteOptions& options, PendingOp* ops, size_t n,
+                  bool is_batch, Token* max_after);
+  // Reads the stored max of `domain` from RocksDB (0 if none).
+  Status ReadStoredMax(std::string_view domain, Token* max);
+  // Reads the raw data record of `key`; NotFound if absent.
+  Status ReadDataRecord(const rocksdb::ReadOptions& ro, std::string_view key,
+                        rocksdb::PinnableSlice* raw);
+
+  Status InitializeNewDatabase();
+  Status LoadMeta();
+
+  const Options options_;
+  const std::string path_;
+  // The fence configuration in force: from the options at creation, else
+  // the stored one. Set once by OpenImpl before the DB is published.
+  FenceDomainSpec spec_;
+  FenceMode mode_;
+
+  std::unique_ptr<FenceTable> table_;
+  std::atomic<Token> floor_{0};
+  std::atomic<Token> hwm_{0};
+  std::mutex meta_mu_;  // serializes meta-only commits (floor, leases)
+
+  std::unique_ptr<FenceGcFilter> data_gc_;
+  std::unique_ptr<FenceGcFilter> fence_gc_;
+  std::unique_ptr<rocksdb::DB> db_;
+  rocksdb::ColumnFamilyHandle* data_cf_ = nullptr;
+  rocksdb::ColumnFamilyHandle* fence_cf_ = nullptr;
+  rocksdb::ColumnFamilyHandle* meta_cf_ = nullptr;
+
+  std::atomic<uint64_t> stat_accepted_{0};
+  std::atomic<uint64_t> stat_rejected_{0};
+  std::atomic<uint64_t> stat_advances_{0};
+  std::atomic<uint64_t> stat_rejected_reads_{0};
+  std::atomic<uint64_t> stat_unfenced_{0};
+};
+
+}  // namespace fencedkv
+
+#endif  // FENCEDKV_ENGINE_DB_DB_IMPL_H_

@@ -1,0 +1,96 @@
+// Copyright (c) fencedkv authors.
+
+#include "db/db_iter.h"
+
+#include "db/fence_format.h"
+
+namespace fencedkv {
+
+namespace {
+
+class DBIter final : public Iterator {
+ public:
+  DBIter(rocksdb::DB* db, rocksdb::ColumnFamilyHandle* cf,
+         const ReadOptions& options)
+      : upper_bound_(options.iterate_upper_bound),
+        upper_slice_(upper_bound_) {
+    rocksdb::ReadOptions ro;
+    ro.verify_checksums = options.verify_checksums;
+    ro.fill_cache = options.fill_cache;
+    if (!upper_bound_.empty()) ro.iterate_upper_bound = &upper_slice_;
+    iter_.reset(db->NewIterator(ro, cf));
+  }
+
+  bool Valid() const override { return valid_; }
+  void SeekToFirst() override {
+    iter_->SeekToFirst();
+    SkipForward();
+  }
+  void SeekToLast() override {
+    iter_->SeekToLast();
+    SkipBackward();
+  }
+  void Seek(std::string_view target) override {
+    iter_->Seek(rocksdb::Slice(target.data(), target.size()));
+    SkipForward();
+  }
+  void SeekForPrev(std::string_view target) override {
+    iter_->SeekForPrev(rocksdb::Slice(target.data(), target.size()));
+    SkipBackward();
+  }
+  void Next() override {
+    iter_->Next();
+    SkipForward();
+  }
+  void Prev() override {
+    iter_->Prev();
+    SkipBackward();
+  }
+  std::string_view key() const override {
+    return {iter_->key().data(), iter_->key().size()};
+  }
+  std::string_view value() const override { return record_.value; }
+  Token token() const override { return record_.token; }
+  Status status() const override {
+    if (!corruption_.ok()) return corruption_;
+    if (!iter_->status().ok()) return Status::IOError(iter_->status().ToString());
+    return Status::OK();
+  }
+
+ private:
+  // Decodes the current record; true if it is a visible value.
+  bool Visible() {
+    const rocksdb::Slice raw = iter_->value();
+    if (!format::DecodeDataRecord({raw.data(), raw.size()}, &record_)) {
+      corruption_ = Status::Corruption("bad data record for key",
+                                       EscapeBytes(key()));
+      return true;  // stop here; Valid() becomes false below
+    }
+    return record_.kind == format::RecordKind::kValue;
+  }
+  void SkipForward() {
+    while (iter_->Valid() && !Visible()) iter_->Next();
+    valid_ = iter_->Valid() && corruption_.ok();
+  }
+  void SkipBackward() {
+    while (iter_->Valid() && !Visible()) iter_->Prev();
+    valid_ = iter_->Valid() && corruption_.ok();
+  }
+
+  std::string upper_bound_;
+  rocksdb::Slice upper_slice_;
+  std::unique_ptr<rocksdb::Iterator> iter_;
+  format::DataRecord record_{format::RecordKind::kNoValue, 0, {}};
+  Status corruption_;
+  bool valid_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<Iterator> NewDBIterator(rocksdb::DB* db,
+                                        rocksdb::ColumnFamilyHandle* data_cf,
+                                        const ReadOptions& options) {
+  return std::make_unique<DBIter>(db, data_cf, options);
+}
+
+}  // namespace fencedkv

@@ -1,0 +1,530 @@
+// Copyright (c) fencedkv authors.
+//
+// Every SPEC rule, looped over domain function x mode x floor (LevelDB's
+// ChangeOptions idea). Tokens in these tests are >= 10 and the floor, when
+// set, is 5, so the floor never refuses a token here unless a test says so.
+
+#include <map>
+#include <memory>
+
+#include <gtest/gtest.h>
+
+#include "db/db_impl.h"
+#include "fencedkv/db.h"
+#include "util/testutil.h"
+
+namespace fencedkv {
+
+class DBTest : public testing::Test {
+ protected:
+  struct Config {
+    const char* domain;
+    FenceMode mode;
+    Token floor;
+  };
+
+  DBTest() {
+    for (const char* d : {"key", "prefix:2", "delimiter::", "hashtag"}) {
+      for (FenceMode m : {FenceMode::kMonotonic, FenceMode::kStrict}) {
+        for (Token f : {Token{0}, Token{5}}) configs_.push_back({d, m, f});
+      }
+    }
+  }
+
+  // Moves to the next configuration with a fresh database; false when done.
+  bool ChangeOptions() {
+    if (config_index_ + 1 >= configs_.size()) return false;
+    ++config_index_;
+    db_.reset();
+    dir_ = std::make_unique<test::TempDir>();
+    options_ = Options();
+    options_.create_if_missing = true;
+    options_.fence_domain = config().domain;
+    options_.fence_mode = config().mode;
+    Reopen();
+    if (config().floor > 0) {
+      EXPECT_FENCEDKV_OK(db_->SetFenceFloor(WriteOptions(), config().floor));
+    }
+    return true;
+  }
+
+  const Config& config() const { return configs_[config_index_]; }
+  bool strict() const { return config().mode == FenceMode::kStrict; }
+  std::string ConfigName() const {
+    return std::string(config().domain) + "/" + FenceModeName(config().mode) +
+           "/floor=" + std::to_string(config().floor);
+  }
+  // The stale-write string for this mode: "STALE(7<8)" / "STALE(7<=8)".
+  std::string Stale(Token offered, Token max) const {
+    return "STALE(" + std::to_string(offered) + (strict() ? "<=" : "<") +
+           std::to_string(max) + ")";
+  }
+  // What GetFence reports for a domain never written.
+  Token FreshMax() const {
+    if (config().floor == 0) return 0;
+    return strict() ? config().floor - 1 : config().floor;
+  }
+  bool SameDomain(std::string_view a, std::string_view b) const {
+    FenceDomainSpec spec;
+    EXPECT_TRUE(FenceDomainSpec::Parse(config().domain, &spec).ok());
+    return spec.DomainOf(a) == spec.DomainOf(b);
+  }
+
+  void Reopen() {
+    db_.reset();
+    Status s = DB::Open(options_, dir_->path(), &db_);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+  }
+
+  std::string Put(std::string_view k, std::string_view v, Token t) {
+    return test::StatusString(db_->Put(WriteOptions(), k, v, t));
+  }
+  std::string Delete(std::string_view k, Token t) {
+    return test::StatusString(db_->Delete(WriteOptions(), k, t));
+  }
+  std::string Get(std::string_view k) {
+    std::string value;
+    Status s = db_->Get(ReadOptions(), k, &value);
+    return s.ok() ? value : test::StatusString(s);
+  }
+  std::string GetFenced(std::string_view k, Token t, Token* max = nullptr) {
+    std::string value;
+    Status s = db_->GetFenced(ReadOptions(), k, t, &value, max);
+    return s.ok() ? value : test::StatusString(s);
+  }
+  Token Fence(std::string_view k) {
+    Token max = 12345;
+    Status s = db_->GetFence(k, &max);
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    return max;
+  }
+  std::string Advance(std::string_view k, Token t) {
+    Token after = 0;
+    Status s = db_->AdvanceFence(WriteOptions(), k, t, &after);
+    return s.ok() ? std::to_string(after) : test::StatusString(s);
+  }
+  std::string Contents() {
+    std::string out;
+    auto it = db_->NewIterator(ReadOptions());
+    for (it->SeekToFirst(); it->Valid(); it->Next()) {
+      out += std::string(it->key()) + "=" + std::string(it->value()) + ";";
+    }
+    EXPECT_TRUE(it->status().ok());
+    return out;
+  }
+  DBImpl* impl() { return static_cast<DBImpl*>(db_.get()); }
+
+  std::vector<Config> configs_;
+  size_t config_index_ = static_cast<size_t>(-1);
+  std::unique_ptr<test::TempDir> dir_;
+  Options options_;
+  std::unique_ptr<DB> db_;
+};
+
+TEST_F(DBTest, PutGetAndFence) {
+  while (ChangeOptions()) {
+    SCOPED_TRACE(ConfigName());
+    ASSERT_EQ("NOT_FOUND", Get("a:1"));
+    ASSERT_EQ(FreshMax(), Fence("a:1"));
+    ASSERT_EQ("OK", Put("a:1", "v1", 10));
+    ASSERT_EQ("v1", Get("a:1"));
+    ASSERT_EQ(10u, Fence("a:1"));
+    ASSERT_EQ("OK", Put("a:1", "v2", 11));
+    ASSERT_EQ("v2", Get("a:1"));
+    ASSERT_EQ(11u, Fence("a:1"));
+    ASSERT_EQ("OK", Put("a:1", "", 12));  // an empty value is a value
+    ASSERT_EQ("", Get("a:1"));
+  }
+}
+
+TEST_F(DBTest, TheSeedStaleHolderIsRejectedAndChangesNothing) {
+  while (ChangeOptions()) {
+    SCOPED_TRACE(ConfigName());
+    ASSERT_EQ("OK", Put("k", "from-A", 7 + 10));   // A, token 17
+    ASSERT_EQ("OK", Put("k", "from-B", 8 + 10));   // B, token 18
+    ASSERT_EQ(Stale(17, 18), Put("k", "late-A", 17));
+    ASSERT_EQ("from-B", Get("k"));
+    ASSERT_EQ(18u, Fence("k"));
+    ASSERT_EQ(Stale(17, 18), Delete("k", 17));
+    ASSERT_EQ("from-B", Get("k"));
+  }
+}
+
+TEST_F(DBTest, StaleErrorCarriesOfferedMaxAndDomain) {
+  while (ChangeOptions()) {
+    SCOPED_TRACE(ConfigName());
+    ASSERT_EQ("OK", Put("user:{s1}:x", "v", 20));
+    Status s = db_->Put(WriteOptions(), "user:{s1}:x", "w", 19);
+    ASSERT_TRUE(s.IsStaleToken());
+    EXPECT_EQ(19u, s.stale()->offered);
+    EXPECT_EQ(20u, s.stale()->max);
+    FenceDomainSpec spec;
+    ASSERT_TRUE(FenceDomainSpec::Parse(config().domain, &spec).ok());
+    EXPECT_EQ(spec.DomainOf("user:{s1}:x"), s.stale()->domain);
+    EXPECT_EQ(-1, s.stale()->batch_index);
+  }
+}
+
+TEST_F(DBTest, EqualTokenDependsOnMode) {
+  while (ChangeOptions()) {
+    SCOPED_TRACE(ConfigName());
+    ASSERT_EQ("OK", Put("k", "v1", 10));
+    if (strict()) {
+      ASSERT_EQ("STALE(10<=10)", Put("k", "v2", 10));
+      ASSERT_EQ("v1", Get("k"));
+    } else {
+      ASSERT_EQ("OK", Put("k", "v2", 10));
+      ASSERT_EQ("v2", Get("k"));
+    }
+    ASSERT_EQ(10u, Fence("k"));
+  }
+}
+
+TEST_F(DBTest, DeleteKeepsTheMaxSoStaleHoldersCannotResurrect) {
+  while (ChangeOptions()) {
+    SCOPED_TRACE(ConfigName());
+    ASSERT_EQ("OK", Put("k", "v", 10));
+    ASSERT_EQ("OK", Delete("k", 11));
+    ASSERT_EQ("NOT_FOUND", Get("k"));
+    ASSERT_EQ(11u, Fence("k"));
+    ASSERT_EQ(Stale(10, 11), Put("k", "zombie", 10));
+    ASSERT_EQ("NOT_FOUND", Get("k"));
+    ASSERT_EQ("OK", Delete("never-written", 12));  // deleting nothing is OK
+    ASSERT_EQ(12u, Fence("never-written"));
+    Reopen();
+    ASSERT_EQ(11u, Fence("k"));
+    ASSERT_EQ(Stale(10, 11), Put("k", "zombie", 10));
+    ASSERT_EQ("OK", Put("k", "back", 12));
+    ASSERT_EQ("back", Get("k"));
+  }
+}
+
+TEST_F(DBTest, MaxNeverDecreasesAcrossReopen) {
+  while (ChangeOptions()) {
+    SCOPED_TRACE(ConfigName());
+    ASSERT_EQ("OK", Put("a:1", "v", 30));
+    ASSERT_EQ("OK", Put("b:1", "v", 10));
+    ASSERT_EQ("30", Advance("c:1", 30));
+    Reopen();
+    EXPECT_EQ(30u, Fence("a:1"));
+    EXPECT_EQ(10u, Fence("b:1"));
+    EXPECT_EQ(30u, Fence("c:1"));
+    EXPECT_EQ(Stale(29, 30), Put("a:1", "x", 29));
+    EXPECT_EQ(Stale(29, 30), Put("c:1", "x", 29));
+    ASSERT_FENCEDKV_OK(db_->Flush());
+    Reopen();
+    EXPECT_EQ(30u, Fence("a:1"));
+    EXPECT_EQ(Stale(11, 30), Put("a:1", "x", 11));
+    EXPECT_EQ("v", Get("a:1"));
+  }
+}
+
+TEST_F(DBTest, AdvanceFenceRaisesWithoutWritingData) {
+  while (ChangeOptions()) {
+    SCOPED_TRACE(ConfigName());
+    ASSERT_EQ("OK", Put("k", "old-holder", 10));
+    ASSERT_EQ("20", Advance("k", 20));   // new holder fences the old one out
+    ASSERT_EQ("old-holder", Get("k"));   // data untouched
+    ASSERT_EQ(20u, Fence("k"));
+    ASSERT_EQ(Stale(10, 20), Put("k", "late", 10));
+    ASSERT_EQ("20", Advance("k", 15));   // lower: no change, not an error
+    ASSERT_EQ("20", Advance("k", 20));
+    ASSERT_EQ("NOT_FOUND", Get("fresh"));
+    ASSERT_EQ("25", Advance("fresh", 25));
+    ASSERT_EQ("NOT_FOUND", Get("fresh"));  // a fence is not a value
+    ASSERT_EQ("", Contents().find("fresh=") == std::string::npos ? "" : "x");
+    ASSERT_EQ(strict() ? "STALE(20<=20)" : "OK", Put("k", "new", 20));
+    ASSERT_EQ("INVALID", Advance("k", 0));
+    Reopen();
+    ASSERT_EQ(25u, Fence("fresh"));
+    ASSERT_EQ(20u, Fence("k"));
+  }
+}
+
+TEST_F(DBTest, FencedReads) {
+  while (ChangeOptions()) {
+    SCOPED_TRACE(ConfigName());
+    Token max = 0;
+    ASSERT_EQ("NOT_FOUND", GetFenced("k", 10, &max));
+    ASSERT_EQ(FreshMax(), max);
+    ASSERT_EQ("OK", Put("k", "v", 10));
+    ASSERT_EQ("v", GetFenced("k", 10, &max));  // the writer may read back
+    ASSERT_EQ(10u, max);
+    ASSERT_EQ("v", GetFenced("k", 11, &max));
+    ASSERT_EQ("20", Advance("k", 20));
+    ASSERT_EQ("STALE(10<20)", GetFenced("k", 10, &max));
+    ASSERT_EQ(20u, max);
+    ASSERT_EQ("INVALID", GetFenced("k", 0));
+    ASSERT_EQ(1u, db_->GetFenceStats().rejected_reads);
+  }
+}
+
+TEST_F(DBTest, KeysOfOneDomainShareOneMax) {
+  while (ChangeOptions()) {
+    SCOPED_TRACE(ConfigName());
+    // "ab:{t}:1" and "ab:{t}:2" share a domain under every function but
+    // "key"; "zz:9" shares with nobody.
+    ASSERT_EQ("OK", Put("ab:{t}:1", "v", 20));
+    const bool shared = SameDomain("ab:{t}:1", "ab:{t}:2");
+    EXPECT_EQ(std::string(config().domain) != "key", shared);
+    if (shared) {
+      // The lease protects every key of the domain, even untouched ones.
+      ASSERT_EQ(Stale(19, 20), Put("ab:{t}:2", "v", 19));
+      ASSERT_EQ(20u, Fence("ab:{t}:2"));
+    } else {
+      ASSERT_EQ("OK", Put("ab:{t}:2", "v", 19));
+    }
+    ASSERT_EQ("OK", Put("zz:9", "v", 11));
+  }
+}
+
+TEST_F(DBTest, WriteBatchIsAllOrNothing) {
+  while (ChangeOptions()) {
+    SCOPED_TRACE(ConfigName());
+    ASSERT_EQ("OK", Put("x:1", "old", 20));
+    WriteBatch batch;
+    batch.Put("a:1", "A", 30);
+    batch.Put("b:1", "B", 30);
+    batch.Delete("c:1", 30);
+    batch.Put("x:1", "stale", 19);  // op 3 is stale
+    Status s = db_->Write(WriteOptions(), batch);
+    ASSERT_TRUE(s.IsStaleToken()) << s.ToString();
+    EXPECT_EQ(3, s.stale()->batch_index);
+    EXPECT_EQ(19u, s.stale()->offered);
+    EXPECT_EQ(20u, s.stale()->max);
+    EXPECT_EQ("NOT_FOUND", Get("a:1"));
+    EXPECT_EQ("NOT_FOUND", Get("b:1"));
+    EXPECT_EQ(FreshMax(), Fence("a:1"));
+    EXPECT_EQ(FreshMax(), Fence("c:1"));
+    EXPECT_EQ("old", Get("x:1"));
+    EXPECT_EQ(1u, db_->GetFenceStats().rejected_writes);
+
+    batch.Clear();
+    EXPECT_EQ(0u, batch.Count());
+    batch.Put("a:1", "A", 30);
+    batch.Put("b:1", "B", 31);
+    batch.Delete("x:1", 30);
+    ASSERT_FENCEDKV_OK(db_->Write(WriteOptions(), batch));
+    EXPECT_EQ("A", Get("a:1"));
+    EXPECT_EQ("B", Get("b:1"));
+    EXPECT_EQ("NOT_FOUND", Get("x:1"));
+    EXPECT_EQ(30u, Fence("x:1"));
+    EXPECT_EQ(31u, Fence("b:1"));
+    ASSERT_FENCEDKV_OK(db_->Write(WriteOptions(), WriteBatch()));  // empty
+  }
+}
+
+TEST_F(DBTest, WriteBatchChecksOpsInOrder) {
+  while (ChangeOptions()) {
+    SCOPED_TRACE(ConfigName());
+    WriteBatch batch;
+    batch.Put("k", "first", 40);
+    batch.Put("k", "second", 39);  // older than op 0: stale
+    Status s = db_->Write(WriteOptions(), batch);
+    ASSERT_TRUE(s.IsStaleToken());
+    EXPECT_EQ(1, s.stale()->batch_index);
+    EXPECT_EQ("NOT_FOUND", Get("k"));
+
+    batch.Clear();
+    batch.Put("k", "first", 40);
+    batch.Put("k", "second", 41);
+    ASSERT_FENCEDKV_OK(db_->Write(WriteOptions(), batch));
+    EXPECT_EQ("second", Get("k"));
+    EXPECT_EQ(41u, Fence("k"));
+
+    batch.Clear();
+    batch.Put("k", "third", 41);
+    batch.Put("k", "fourth", 41);
+    s = db_->Write(WriteOptions(), batch);
+    if (strict()) {
+      ASSERT_TRUE(s.IsStaleToken());
+      EXPECT_EQ(0, s.stale()->batch_index);
+      EXPECT_EQ("second", Get("k"));
+    } else {
+      ASSERT_FENCEDKV_OK(s);
+      EXPECT_EQ("fourth", Get("k"));
+    }
+  }
+}
+
+TEST_F(DBTest, FloorRejectsLowerTokensEverywhere) {
+  while (ChangeOptions()) {
+    SCOPED_TRACE(ConfigName());
+    ASSERT_EQ("OK", Put("a:1", "v", 10));
+    ASSERT_FENCEDKV_OK(db_->SetFenceFloor(WriteOptions(), 50));
+    EXPECT_EQ(50u, db_->GetFenceFloor());
+    EXPECT_EQ("STALE(49<floor50)", Put("a:1", "v", 49));
+    EXPECT_EQ("STALE(49<floor50)", Put("never:1", "v", 49));
+    EXPECT_EQ("STALE(49<floor50)", GetFenced("a:1", 49));
+    EXPECT_EQ(strict() ? 49u : 50u, Fence("a:1"));
+    EXPECT_EQ("OK", Put("a:1", "w", 50));
+    EXPECT_EQ(50u, Fence("a:1"));
+    Status s = db_->SetFenceFloor(WriteOptions(), 40);
+    EXPECT_TRUE(s.IsInvalidArgument()) << s.ToString();
+    EXPECT_EQ(50u, db_->GetFenceFloor());
+    EXPECT_FENCEDKV_OK(db_->SetFenceFloor(WriteOptions(), 50));
+    EXPECT_TRUE(db_->SetFenceFloor(WriteOptions(), 0).IsInvalidArgument());
+    Reopen();
+    EXPECT_EQ(50u, db_->GetFenceFloor());
+    EXPECT_EQ("STALE(49<floor50)", Put("x:9", "v", 49));
+  }
+}
+
+TEST_F(DBTest, CompactionDropsWhatTheFloorSubsumesAndNothingElse) {
+  while (ChangeOptions()) {
+    SCOPED_TRACE(ConfigName());
+    for (int i = 0; i < 20; ++i) {
+      const std::string k = "g" + std::to_string(i) + ":k";
+      ASSERT_EQ("OK", Put(k, "v", 10 + 2 * i));
+      ASSERT_EQ("OK", Delete(k, 11 + 2 * i));  // tombstones, tokens 11..49
+    }
+    ASSERT_EQ("100", Advance("adv:1", 100));
+    ASSERT_EQ("OK", Put("kept:1", "value", 12));
+    const size_t before = impl()->TEST_CountFenceStateRecords();
+    EXPECT_GE(before, 10u);
+    std::map<std::string, Token> fences_before;
+    for (int i = 0; i < 20; ++i) {
+      fences_before["g" + std::to_string(i) + ":k"] = 0;
+    }
+    ASSERT_FENCEDKV_OK(db_->SetFenceFloor(WriteOptions(), 25));
+    for (auto& [k, t] : fences_before) t = Fence(k);
+    ASSERT_FENCEDKV_OK(db_->Flush());
+    ASSERT_FENCEDKV_OK(db_->CompactRange(nullptr, nullptr));
+    const size_t after = impl()->TEST_CountFenceStateRecords();
+    EXPECT_LT(after, before);
+    // Nothing a user can observe changed.
+    for (const auto& [k, t] : fences_before) EXPECT_EQ(t, Fence(k)) << k;
+    EXPECT_EQ(100u, Fence("adv:1"));
+    EXPECT_EQ("value", Get("kept:1"));
+    EXPECT_EQ("STALE(24<floor25)", Put("g5:k", "v", 24));
+    EXPECT_EQ("OK", Put("g5:k", "v", 25));  // its old max (21) is subsumed
+  }
+}
+
+TEST_F(DBTest, IteratorSeesUserKeysOnly) {
+  while (ChangeOptions()) {
+    SCOPED_TRACE(ConfigName());
+    ASSERT_EQ("OK", Put("b", "2", 10));
+    ASSERT_EQ("OK", Put("a", "1", 10));
+    ASSERT_EQ("OK", Put("c", "3", 10));
+    ASSERT_EQ("OK", Delete("b", 11));
+    ASSERT_EQ("20", Advance("d", 20));
+    ASSERT_EQ("a=1;c=3;", Contents());
+    auto it = db_->NewIterator(ReadOptions());
+    it->Seek("b");
+    ASSERT_TRUE(it->Valid());
+    EXPECT_EQ("c", it->key());
+    EXPECT_EQ(10u, it->token());
+    it->Prev();
+    ASSERT_TRUE(it->Valid());
+    EXPECT_EQ("a", it->key());
+    it->SeekToLast();
+    ASSERT_TRUE(it->Valid());
+    EXPECT_EQ("c", it->key());
+    it->SeekForPrev("bz");
+    ASSERT_TRUE(it->Valid());
+    EXPECT_EQ("a", it->key());
+    it->Next();
+    it->Next();
+    EXPECT_FALSE(it->Valid());
+    EXPECT_FENCEDKV_OK(it->status());
+    ReadOptions bounded;
+    bounded.iterate_upper_bound = "c";
+    auto b = db_->NewIterator(bounded);
+    int n = 0;
+    for (b->SeekToFirst(); b->Valid(); b->Next()) ++n;
+    EXPECT_EQ(1, n);
+  }
+}
+
+TEST_F(DBTest, BadInputIsRefusedAndChangesNothing) {
+  while (ChangeOptions()) {
+    SCOPED_TRACE(ConfigName());
+    ASSERT_EQ("OK", Put("k", "v", 10));
+    EXPECT_EQ("INVALID", Put("k", "w", 0));
+    EXPECT_EQ("INVALID", Delete("k", 0));
+    EXPECT_EQ("INVALID", Put("", "w", 11));
+    EXPECT_EQ("INVALID", Get(""));
+    std::string at_limit(options_.max_key_size, 'x');
+    std::string over_limit(options_.max_key_size + 1, 'x');
+    EXPECT_EQ("OK", Put(at_limit, "v", 11));
+    EXPECT_EQ("INVALID", Put(over_limit, "v", 11));
+    EXPECT_EQ("INVALID", Get(over_limit));
+    WriteBatch batch;
+    batch.Put("good", "v", 11);
+    batch.Put("", "v", 11);
+    Status s = db_->Write(WriteOptions(), batch);
+    EXPECT_TRUE(s.IsInvalidArgument()) << s.ToString();
+    EXPECT_NE(std::string::npos, s.ToString().find("batch op 1"));
+    EXPECT_EQ("NOT_FOUND", Get("good"));
+    EXPECT_EQ("v", Get("k"));
+    EXPECT_EQ(10u, Fence("k"));
+  }
+}
+
+TEST_F(DBTest, ValueSizeLimit) {
+  while (ChangeOptions()) {
+    SCOPED_TRACE(ConfigName());
+    options_.max_value_size = 1000;
+    Reopen();
+    EXPECT_EQ("OK", Put("k", std::string(1000, 'v'), 10));
+    EXPECT_EQ("INVALID", Put("k", std::string(1001, 'v'), 11));
+    EXPECT_EQ(std::string(1000, 'v'), Get("k"));
+    EXPECT_EQ(10u, Fence("k"));
+  }
+}
+
+TEST_F(DBTest, UnfencedWritesOnlyWhenAllowedAndTheyKeepTheMax) {
+  while (ChangeOptions()) {
+    SCOPED_TRACE(ConfigName());
+    ASSERT_EQ("INVALID", Put("k", "v", 0));
+    options_.allow_unfenced = true;
+    Reopen();
+    ASSERT_EQ("OK", Put("k", "fenced", 20));
+    ASSERT_EQ("OK", Put("k", "unfenced", 0));
+    EXPECT_EQ("unfenced", Get("k"));
+    EXPECT_EQ(20u, Fence("k"));  // an unfenced write never moves a max
+    EXPECT_EQ(Stale(19, 20), Put("k", "v", 19));
+    EXPECT_EQ("OK", Delete("k", 0));
+    EXPECT_EQ(20u, Fence("k"));
+    EXPECT_EQ(2u, db_->GetFenceStats().unfenced_writes);
+    EXPECT_EQ("INVALID", Advance("k", 0));  // never for a fence
+  }
+}
+
+TEST_F(DBTest, StatsAndProperties) {
+  while (ChangeOptions()) {
+    SCOPED_TRACE(ConfigName());
+    ASSERT_EQ("OK", Put("k", "v", 10));
+    ASSERT_EQ(Stale(9, 10), Put("k", "v", 9));
+    ASSERT_EQ("11", Advance("k", 11));
+    ASSERT_EQ("11", Advance("k", 11));  // no raise: not counted
+    FenceStats st = db_->GetFenceStats();
+    EXPECT_EQ(1u, st.accepted_writes);
+    EXPECT_EQ(1u, st.rejected_writes);
+    EXPECT_EQ(1u, st.advances);
+    std::string v;
+    ASSERT_TRUE(db_->GetProperty("fencedkv.stats", &v));
+    EXPECT_NE(std::string::npos, v.find("rejected_writes: 1\n"));
+    EXPECT_TRUE(db_->GetProperty("rocksdb.estimate-num-keys", &v));
+    EXPECT_FALSE(db_->GetProperty("nope", &v));
+    EXPECT_EQ(std::string(config().domain), db_->GetFenceDomain().ToString());
+    EXPECT_EQ(config().mode, db_->GetFenceMode());
+  }
+}
+
+TEST_F(DBTest, ExactWithoutTheCache) {
+  // With no cache every check reads RocksDB: same answers.
+  while (ChangeOptions()) {
+    SCOPED_TRACE(ConfigName());
+    options_.fence_cache_bytes = 0;
+    Reopen();
+    ASSERT_EQ("OK", Put("k", "v", 20));
+    ASSERT_EQ(Stale(19, 20), Put("k", "v", 19));
+    ASSERT_EQ("OK", Put("j", "v", 15));  // below the high-water mark
+    ASSERT_EQ(Stale(14, 15), Put("j", "v", 14));
+    EXPECT_EQ(0u, impl()->TEST_FenceCacheBytes());
+  }
+}
+
+}  // namespace fencedkv

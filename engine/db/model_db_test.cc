@@ -1,0 +1,294 @@
+// Copyright (c) fencedkv authors.
+//
+// Randomized comparison against a trivial model (LevelDB's ModelDB idea): a
+// std::map of values plus a std::map of domain max tokens, with the SPEC's
+// acceptance rule written out again here, independently of the engine.
+// Thousands of random Put / Delete / Write / AdvanceFence / Get / GetFenced /
+// GetFence / floor operations with random tokens are applied to both and
+// compared at every step, and after reopens and compactions.
+
+#include <map>
+#include <random>
+
+#include <gtest/gtest.h>
+
+#include "fencedkv/db.h"
+#include "util/testutil.h"
+
+namespace fencedkv {
+
+namespace {
+
+class ModelDB {
+ public:
+  ModelDB(const FenceDomainSpec& spec, FenceMode mode)
+      : spec_(spec), strict_(mode == FenceMode::kStrict) {}
+
+  // "OK" or "STALE(offered<max)" / "STALE(offered<=max)" /
+  // "STALE(offered<floorF)", the testutil StatusString form.
+  std::string Check(std::string_view key, Token t,
+                    const std::map<std::string, Token>& maxes) const {
+    if (t < floor_) {
+      return "STALE(" + std::to_string(t) + "<floor" + std::to_string(floor_) +
+             ")";
+    }
+    Token m = StoredMax(key, maxes);
+    if (strict_ ? t <= m : t < m) {
+      return "STALE(" + std::to_string(t) + (strict_ ? "<=" : "<") +
+             std::to_string(m) + ")";
+    }
+    return "OK";
+  }
+  Token StoredMax(std::string_view key,
+                  const std::map<std::string, Token>& maxes) const {
+    auto it = maxes.find(std::string(spec_.DomainOf(key)));
+    return it == maxes.end() ? 0 : it->second;
+  }
+  Token Reported(std::string_view key) const {
+    Token m = StoredMax(key, max_);
+    if (floor_ == 0) return m;
+    Token f = strict_ ? floor_ - 1 : floor_;
+    return m > f ? m : f;
+  }
+
+  std::string Put(const std::string& k, const std::string& v, Token t) {
+    std::string r = Check(k, t, max_);
+    if (r == "OK") {
+      data_[k] = v;
+      max_[std::string(spec_.DomainOf(k))] = t;
+    }
+    return r;
+  }
+  std::string Delete(const std::string& k, Token t) {
+    std::string r = Check(k, t, max_);
+    if (r == "OK") {
+      data_.erase(k);
+      max_[std::string(spec_.DomainOf(k))] = t;
+    }
+    return r;
+  }
+  // Returns "OK" or the first stale op's status and index.
+  std::string Write(const std::vector<std::tuple<bool, std::string,
+                                                 std::string, Token>>& ops,
+                    int* stale_index) {
+    auto data = data_;
+    auto maxes = max_;
+    for (size_t i = 0; i < ops.size(); ++i) {
+      const auto& [is_put, k, v, t] = ops[i];
+      std::string r = Check(k, t, maxes);
+      if (r != "OK") {
+        *stale_index = static_cast<int>(i);
+        return r;
+      }
+      if (is_put) {
+        data[k] = v;
+      } else {
+        data.erase(k);
+      }
+      maxes[std::string(spec_.DomainOf(k))] = t;
+    }
+    data_.swap(data);
+    max_.swap(maxes);
+    return "OK";
+  }
+  Token Advance(const std::string& k, Token t) {
+    Token& m = max_[std::string(spec_.DomainOf(k))];
+    if (t > m) m = t;
+    return Reported(k);
+  }
+  std::string Get(const std::string& k) const {
+    auto it = data_.find(k);
+    return it == data_.end() ? "NOT_FOUND" : it->second;
+  }
+  std::string GetFenced(const std::string& k, Token t) const {
+    if (t < floor_) {
+      return "STALE(" + std::to_string(t) + "<floor" + std::to_string(floor_) +
+             ")";
+    }
+    Token m = StoredMax(k, max_);
+    if (t < m) return "STALE(" + std::to_string(t) + "<" + std::to_string(m) + ")";
+    return Get(k);
+  }
+  std::string SetFloor(Token f) {
+    if (f < floor_) return "INVALID";
+    floor_ = f;
+    return "OK";
+  }
+  std::string Contents() const {
+    std::string out;
+    for (const auto& [k, v] : data_) out += k + "=" + v + ";";
+    return out;
+  }
+  Token floor() const { return floor_; }
+
+ private:
+  const FenceDomainSpec spec_;
+  const bool strict_;
+  Token floor_ = 0;
+  std::map<std::string, std::string> data_;
+  std::map<std::string, Token> max_;
+};
+
+struct ModelCase {
+  const char* domain;
+  FenceMode mode;
+  size_t cache_bytes;
+};
+
+void PrintTo(const ModelCase& c, std::ostream* os) {
+  *os << c.domain << "/" << FenceModeName(c.mode) << "/cache=" << c.cache_bytes;
+}
+
+class ModelDBTest : public testing::TestWithParam<ModelCase> {};
+
+std::string Contents(DB* db) {
+  std::string out;
+  auto it = db->NewIterator(ReadOptions());
+  for (it->SeekToFirst(); it->Valid(); it->Next()) {
+    out += std::string(it->key()) + "=" + std::string(it->value()) + ";";
+  }
+  EXPECT_TRUE(it->status().ok()) << it->status().ToString();
+  return out;
+}
+
+TEST_P(ModelDBTest, RandomizedAgainstModel) {
+  const ModelCase& c = GetParam();
+  test::TempDir dir;
+  Options options;
+  options.create_if_missing = true;
+  options.fence_domain = c.domain;
+  options.fence_mode = c.mode;
+  options.fence_cache_bytes = c.cache_bytes;
+  std::unique_ptr<DB> db;
+  ASSERT_FENCEDKV_OK(DB::Open(options, dir.path(), &db));
+  FenceDomainSpec spec;
+  ASSERT_FENCEDKV_OK(FenceDomainSpec::Parse(c.domain, &spec));
+  ModelDB model(spec, c.mode);
+
+  const uint32_t seed = testing::UnitTest::GetInstance()->random_seed() +
+                        static_cast<uint32_t>(std::hash<std::string>()(c.domain));
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  auto uniform = [&](uint64_t n) { return rng() % n; };
+  std::vector<std::string> keys;
+  for (int d = 0; d < 6; ++d) {
+    for (int k = 0; k < 5; ++k) {
+      keys.push_back("d" + std::to_string(d) + ":{t" + std::to_string(k % 3) +
+                     "}:" + std::to_string(k));
+    }
+  }
+  Token base = 20;
+  auto token = [&]() -> Token {
+    if (uniform(50) == 0) base += 1 + uniform(5);
+    int64_t t = static_cast<int64_t>(base) + static_cast<int64_t>(uniform(9)) - 5;
+    return t < 1 ? 1 : static_cast<Token>(t);
+  };
+  const int kSteps = 4000;
+  for (int step = 0; step < kSteps; ++step) {
+    const std::string& k = keys[uniform(keys.size())];
+    const Token t = token();
+    const std::string v = "v" + std::to_string(step);
+    const uint64_t op = uniform(100);
+    SCOPED_TRACE("step " + std::to_string(step) + " key " + k + " token " +
+                 std::to_string(t));
+    if (op < 30) {
+      ASSERT_EQ(model.Put(k, v, t),
+                test::StatusString(db->Put(WriteOptions(), k, v, t)));
+    } else if (op < 40) {
+      ASSERT_EQ(model.Delete(k, t),
+                test::StatusString(db->Delete(WriteOptions(), k, t)));
+    } else if (op < 50) {
+      std::vector<std::tuple<bool, std::string, std::string, Token>> ops;
+      WriteBatch batch;
+      const uint64_t n = 1 + uniform(6);
+      for (uint64_t i = 0; i < n; ++i) {
+        const bool is_put = uniform(4) != 0;
+        const std::string& bk = keys[uniform(keys.size())];
+        const Token bt = token();
+        ops.emplace_back(is_put, bk, is_put ? v + "b" + std::to_string(i) : "",
+                         bt);
+        if (is_put) {
+          batch.Put(bk, std::get<2>(ops.back()), bt);
+        } else {
+          batch.Delete(bk, bt);
+        }
+      }
+      int want_index = -1;
+      std::string want = model.Write(ops, &want_index);
+      Status s = db->Write(WriteOptions(), batch);
+      ASSERT_EQ(want, test::StatusString(s));
+      if (s.IsStaleToken()) ASSERT_EQ(want_index, s.stale()->batch_index);
+    } else if (op < 55) {
+      Token after = 0;
+      ASSERT_FENCEDKV_OK(db->AdvanceFence(WriteOptions(), k, t, &after));
+      ASSERT_EQ(model.Advance(k, t), after);
+    } else if (op < 70) {
+      std::string value;
+      Status s = db->Get(ReadOptions(), k, &value);
+      ASSERT_EQ(model.Get(k), s.ok() ? value : test::StatusString(s));
+    } else if (op < 85) {
+      std::string value;
+      Token max = 0;
+      Status s = db->GetFenced(ReadOptions(), k, t, &value, &max);
+      ASSERT_EQ(model.GetFenced(k, t), s.ok() ? value : test::StatusString(s));
+      ASSERT_EQ(model.Reported(k), max);
+    } else if (op < 98) {
+      Token max = 0;
+      ASSERT_FENCEDKV_OK(db->GetFence(k, &max));
+      ASSERT_EQ(model.Reported(k), max);
+    } else if (op < 99) {
+      // Mostly raise the floor a little behind the live tokens; sometimes
+      // try to lower it.
+      Token f = uniform(4) == 0 && model.floor() > 1
+                    ? model.floor() - 1
+                    : (base > 12 ? base - 10 : 1);
+      ASSERT_EQ(model.SetFloor(f),
+                test::StatusString(db->SetFenceFloor(WriteOptions(), f)));
+    } else {
+      if (uniform(2) == 0) {
+        db.reset();
+        ASSERT_FENCEDKV_OK(DB::Open(options, dir.path(), &db));
+      } else {
+        ASSERT_FENCEDKV_OK(db->Flush());
+        ASSERT_FENCEDKV_OK(db->CompactRange(nullptr, nullptr));
+      }
+    }
+    if (step % 500 == 0) ASSERT_EQ(model.Contents(), Contents(db.get()));
+  }
+  // Final: everything, then again after a reopen and a full compaction.
+  for (int round = 0; round < 2; ++round) {
+    ASSERT_EQ(model.Contents(), Contents(db.get()));
+    for (const auto& k : keys) {
+      Token max = 0;
+      ASSERT_FENCEDKV_OK(db->GetFence(k, &max));
+      ASSERT_EQ(model.Reported(k), max) << k;
+    }
+    db.reset();
+    ASSERT_FENCEDKV_OK(DB::Open(options, dir.path(), &db));
+    ASSERT_FENCEDKV_OK(db->CompactRange(nullptr, nullptr));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    AllDomains, ModelDBTest,
+    testing::Values(ModelCase{"key", FenceMode::kMonotonic, 64 << 20},
+                    ModelCase{"key", FenceMode::kStrict, 64 << 20},
+                    ModelCase{"key", FenceMode::kMonotonic, 256 << 10},
+                    ModelCase{"prefix:2", FenceMode::kMonotonic, 64 << 20},
+                    ModelCase{"prefix:2", FenceMode::kStrict, 256 << 10},
+                    ModelCase{"delimiter::", FenceMode::kMonotonic, 0},
+                    ModelCase{"hashtag", FenceMode::kMonotonic, 64 << 20},
+                    ModelCase{"hashtag", FenceMode::kStrict, 0}),
+    [](const testing::TestParamInfo<ModelCase>& info) {
+      std::string name = std::string(info.param.domain) + "_" +
+                         FenceModeName(info.param.mode) + "_cache" +
+                         std::to_string(info.param.cache_bytes);
+      for (char& ch : name) {
+        if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
+      }
+      return name;
+    });
+
+}  // namespace
+
+}  // namespace fencedkv

@@ -1,0 +1,82 @@
+// Copyright (c) fencedkv authors.
+
+#include "db/rocksdb_options.h"
+
+#include <rocksdb/cache.h>
+#include <rocksdb/filter_policy.h>
+#include <rocksdb/table.h>
+
+namespace fencedkv {
+
+namespace {
+bool ParseCompression(const std::string& name, rocksdb::CompressionType* t) {
+  static const struct {
+    const char* name;
+    rocksdb::CompressionType type;
+  } kTable[] = {
+      {"none", rocksdb::kNoCompression},   {"snappy", rocksdb::kSnappyCompression},
+      {"zlib", rocksdb::kZlibCompression}, {"bzip2", rocksdb::kBZip2Compression},
+      {"lz4", rocksdb::kLZ4Compression},   {"lz4hc", rocksdb::kLZ4HCCompression},
+      {"zstd", rocksdb::kZSTD},
+  };
+  for (const auto& e : kTable) {
+    if (name == e.name) {
+      *t = e.type;
+      return true;
+    }
+  }
+  return false;
+}
+}  // namespace
+
+Status BuildRocksDBOptions(const Options& options,
+                           rocksdb::DBOptions* db_options,
+                           rocksdb::ColumnFamilyOptions* cf_options) {
+  rocksdb::CompressionType compression;
+  if (!ParseCompression(options.compression, &compression)) {
+    return Status::InvalidArgument(
+        "unknown compression \"" + options.compression +
+        "\": expected none | snappy | zlib | bzip2 | lz4 | lz4hc | zstd");
+  }
+  db_options->create_if_missing = options.create_if_missing;
+  db_options->max_open_files = options.max_open_files;
+  db_options->max_background_jobs = options.max_background_jobs;
+  db_options->keep_log_file_num = 5;
+
+  cf_options->write_buffer_size = options.write_buffer_size;
+  cf_options->compression = compression;
+  rocksdb::BlockBasedTableOptions table;
+  if (options.block_cache_size > 0) {
+    table.block_cache = rocksdb::NewLRUCache(options.block_cache_size);
+  } else {
+    table.no_block_cache = true;
+  }
+  if (options.bloom_bits_per_key > 0) {
+    table.filter_policy.reset(
+        rocksdb::NewBloomFilterPolicy(options.bloom_bits_per_key));
+  }
+  cf_options->table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
+  return Status::OK();
+}
+
+Status FromRocksDB(const rocksdb::Status& s) {
+  if (s.ok()) return Status::OK();
+  const std::string msg = s.ToString();
+  switch (s.code()) {
+    case rocksdb::Status::kNotFound: return Status::NotFound(msg);
+    case rocksdb::Status::kCorruption: return Status::Corruption(msg);
+    case rocksdb::Status::kNotSupported: return Status::NotSupported(msg);
+    case rocksdb::Status::kInvalidArgument: return Status::InvalidArgument(msg);
+    case rocksdb::Status::kBusy: return Status::Busy(msg);
+    case rocksdb::Status::kIOError:
+      // Another process holding the LOCK file is the common case; say so.
+      if (msg.find("lock") != std::string::npos ||
+          msg.find("LOCK") != std::string::npos) {
+        return Status::Busy(msg);
+      }
+      return Status::IOError(msg);
+    default: return Status::IOError(msg);
+  }
+}
+
+}  // namespace fencedkv

@@ -1,0 +1,28 @@
+// Copyright (c) fencedkv authors.
+//
+// The one translation of fencedkv::Options into RocksDB options, shared by
+// the engine and by tools that need a raw-RocksDB baseline with exactly the
+// same tuning (fenced_bench --fenced=false). Not installed.
+
+#ifndef FENCEDKV_ENGINE_DB_ROCKSDB_OPTIONS_H_
+#define FENCEDKV_ENGINE_DB_ROCKSDB_OPTIONS_H_
+
+#include <rocksdb/options.h>
+
+#include "fencedkv/options.h"
+#include "fencedkv/status.h"
+
+namespace fencedkv {
+
+// Fills *db_options and *cf_options (the data column family's) from
+// `options`. Returns InvalidArgument for an unknown compression name.
+Status BuildRocksDBOptions(const Options& options,
+                           rocksdb::DBOptions* db_options,
+                           rocksdb::ColumnFamilyOptions* cf_options);
+
+// Maps a RocksDB status onto a fencedkv one, keeping the message.
+Status FromRocksDB(const rocksdb::Status& s);
+
+}  // namespace fencedkv
+
+#endif  // FENCEDKV_ENGINE_DB_ROCKSDB_OPTIONS_H_

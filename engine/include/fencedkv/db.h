@@ -1,0 +1,166 @@
+// Copyright (c) fencedkv authors.
+//
+// fencedkv: a fenced key-value store on RocksDB.
+//
+// Every mutation carries a fencing token. The store keeps, per fence domain,
+// the highest token it has accepted (max_token) and refuses any write older
+// than it. The check and the raise of max_token are applied in the same
+// atomic RocksDB write as the data: no reader, crash or concurrent writer can
+// observe one without the other, and max_token never decreases (not after a
+// delete, a restart or a crash).
+//
+// Thread safety: a DB is safe for concurrent access from multiple threads
+// without any external synchronization. Two writers racing on one domain can
+// never both pass a check that only one of them should pass.
+//
+// Typical use:
+//   fencedkv::Options options;
+//   options.create_if_missing = true;
+//   std::unique_ptr<fencedkv::DB> db;
+//   fencedkv::Status s = fencedkv::DB::Open(options, "/tmp/db", &db);
+//   s = db->Put(fencedkv::WriteOptions(), "k", "v", /*token=*/7);
+//   if (s.IsStaleToken()) { /* a newer holder has written: stop */ }
+
+#ifndef FENCEDKV_INCLUDE_FENCEDKV_DB_H_
+#define FENCEDKV_INCLUDE_FENCEDKV_DB_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "fencedkv/fence_domain.h"
+#include "fencedkv/iterator.h"
+#include "fencedkv/options.h"
+#include "fencedkv/status.h"
+#include "fencedkv/token.h"
+#include "fencedkv/version.h"
+#include "fencedkv/write_batch.h"
+
+namespace fencedkv {
+
+// Counters since Open (not persisted).
+struct FenceStats {
+  uint64_t accepted_writes = 0;   // Put/Delete/Write calls that applied
+  uint64_t rejected_writes = 0;   // Put/Delete/Write calls refused as stale
+  uint64_t advances = 0;          // AdvanceFence calls that raised a max
+  uint64_t rejected_reads = 0;    // GetFenced calls refused as stale
+  uint64_t unfenced_writes = 0;   // writes with token 0 (allow_unfenced)
+};
+
+class DB {
+ public:
+  // Opens the database at `path`.
+  //
+  // On success stores the database in *db and returns OK. On failure *db is
+  // left unchanged and nothing on disk was modified. Errors:
+  //  - InvalidArgument: bad options; the database is missing and
+  //    create_if_missing is false; it exists and error_if_exists is true;
+  //    the directory is not a fencedkv database (an ordinary RocksDB database,
+  //    a non-empty directory of other files); the stored fence domain or mode
+  //    differs from the options'.
+  //  - Busy / IOError: another process has it open, or I/O failed.
+  //  - Corruption: the files are damaged.
+  static Status Open(const Options& options, const std::string& path,
+                     std::unique_ptr<DB>* db);
+
+  DB() = default;
+  DB(const DB&) = delete;
+  DB& operator=(const DB&) = delete;
+  // Closes the database; pending writes are already in the WAL.
+  virtual ~DB();
+
+  // Stores value for key if `token` is acceptable for the key's domain, and
+  // raises the domain's max to `token`, in one atomic write.
+  // Returns:
+  //  - OK: applied.
+  //  - StaleToken: token is below the domain's max (monotonic), not above it
+  //    (strict) or below the floor. Nothing was changed. stale() carries the
+  //    offered token, the current max and the domain.
+  //  - InvalidArgument: token 0 (unless allow_unfenced), an empty key, a key
+  //    or value over the size limits. Nothing was changed.
+  //  - IOError: the write failed; nothing was acknowledged.
+  virtual Status Put(const WriteOptions& options, std::string_view key,
+                     std::string_view value, Token token) = 0;
+
+  // Removes key if `token` is acceptable, with the same rules and results as
+  // Put. The domain's max token is kept (and raised to `token`), so a stale
+  // holder cannot resurrect a deleted key. Deleting a missing key is OK.
+  virtual Status Delete(const WriteOptions& options, std::string_view key,
+                        Token token) = 0;
+
+  // Applies every operation of `batch` or none. StaleToken names the first
+  // stale op (stale()->batch_index). An empty batch is OK and writes nothing.
+  virtual Status Write(const WriteOptions& options, const WriteBatch& batch) = 0;
+
+  // Plain read. OK with *value set; NotFound if the key has no value (then
+  // *value is left unchanged); InvalidArgument for an invalid key.
+  virtual Status Get(const ReadOptions& options, std::string_view key,
+                     std::string* value) = 0;
+
+  // Fenced read: a stale holder must not act on what it reads.
+  // Returns StaleToken if `token` is below the domain's max or the floor
+  // (whatever the mode: the holder that wrote with token t may read with t),
+  // and then *value is left unchanged. Otherwise OK with *value set, or
+  // NotFound. If max_token is non-null it receives the domain's max, read
+  // from the same snapshot as the value, in every case but InvalidArgument.
+  virtual Status GetFenced(const ReadOptions& options, std::string_view key,
+                           Token token, std::string* value,
+                           Token* max_token) = 0;
+  Status GetFenced(const ReadOptions& options, std::string_view key,
+                   Token token, std::string* value) {
+    return GetFenced(options, key, token, value, nullptr);
+  }
+
+  // The current max token of key's domain, 0 if none. With a fence floor F
+  // this is the EFFECTIVE max, the one number that tells with the mode's rule
+  // which tokens the domain accepts: max(stored, F) in monotonic mode (accept
+  // t >= it), max(stored, F - 1) in strict mode (accept t > it). Compaction
+  // may drop the records F subsumes at any time; results never depend on
+  // when it does.
+  virtual Status GetFence(std::string_view key, Token* max_token) = 0;
+
+  // Raises the max token of key's domain to `token` without writing data.
+  // A new holder calls it right after acquiring its lease so the old holder
+  // is fenced out before the new one writes. A token at or below the current
+  // max (or below the floor) changes nothing; it is not an error. *max_after
+  // (if non-null) receives the domain's effective max after the call (as
+  // GetFence reports it). Always synced. InvalidArgument for token 0 or a
+  // bad key.
+  virtual Status AdvanceFence(const WriteOptions& options, std::string_view key,
+                              Token token, Token* max_after) = 0;
+
+  // Raises the global fence floor: every token below it is then rejected in
+  // every domain, and domain records it subsumes may be garbage-collected by
+  // compaction. The floor never decreases: a lower floor is InvalidArgument,
+  // the same floor is OK. Always synced. Persisted.
+  virtual Status SetFenceFloor(const WriteOptions& options, Token floor) = 0;
+  // The current floor, 0 if none.
+  virtual Token GetFenceFloor() = 0;
+
+  // A new iterator over user keys. The result is never null; check status().
+  // The iterator must be destroyed before the DB.
+  virtual std::unique_ptr<Iterator> NewIterator(const ReadOptions& options) = 0;
+
+  // The fence configuration in force (the stored one).
+  virtual FenceDomainSpec GetFenceDomain() const = 0;
+  virtual FenceMode GetFenceMode() const = 0;
+
+  virtual FenceStats GetFenceStats() const = 0;
+
+  // "fencedkv.stats" (the FenceStats and floor, one "name: value" per line)
+  // or any RocksDB property ("rocksdb.stats", "rocksdb.estimate-num-keys",
+  // ...) of the data. Returns false for an unknown property.
+  virtual bool GetProperty(std::string_view property, std::string* value) = 0;
+
+  // Flushes memtables to SST files.
+  virtual Status Flush() = 0;
+  // Compacts user keys in [begin, end]; nullptr means unbounded. Also
+  // compacts the fence records, which drops those the floor subsumes.
+  virtual Status CompactRange(const std::string* begin,
+                              const std::string* end) = 0;
+};
+
+}  // namespace fencedkv
+
+#endif  // FENCEDKV_INCLUDE_FENCEDKV_DB_H_

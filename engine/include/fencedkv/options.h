@@ -1,0 +1,116 @@
+// Copyright (c) fencedkv authors.
+//
+// Options that control a database (Options), a read (ReadOptions) and a
+// write (WriteOptions). Each field says its default, its unit and whether it
+// is persisted in the database.
+
+#ifndef FENCEDKV_INCLUDE_FENCEDKV_OPTIONS_H_
+#define FENCEDKV_INCLUDE_FENCEDKV_OPTIONS_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace fencedkv {
+
+// The acceptance rule. The values are persisted; never renumber them.
+enum class FenceMode : uint8_t {
+  // Accept token >= max(domain), reject token < max. A holder makes many
+  // writes under one lease (Kafka epochs, HDFS journal epochs, Chubby
+  // sequencers).
+  kMonotonic = 0,
+  // Accept token > max(domain), reject token <= max: every write needs a
+  // fresh token (the seed's literal rule).
+  kStrict = 1,
+};
+
+// "monotonic" / "strict".
+const char* FenceModeName(FenceMode mode);
+// Parses "monotonic" or "strict"; returns false for anything else and leaves
+// *mode unchanged.
+bool ParseFenceMode(const std::string& text, FenceMode* mode);
+
+struct Options {
+  // If true, a missing database is created (an existing empty directory
+  // counts as missing). Default: false.
+  bool create_if_missing = false;
+
+  // If true, opening an existing database is an error. Default: false.
+  bool error_if_exists = false;
+
+  // The fence domain function: "key" | "prefix:N" | "delimiter:C" | "hashtag"
+  // (see fence_domain.h). Default: "key".
+  // PERSISTED: chosen at creation and stored in the database; reopening with
+  // a different value is refused with InvalidArgument (it would silently
+  // break every fence), unless adopt_stored_fence_config is set.
+  std::string fence_domain = "key";
+
+  // The acceptance rule. Default: kMonotonic.
+  // PERSISTED, with the same reopen rule as fence_domain.
+  FenceMode fence_mode = FenceMode::kMonotonic;
+
+  // If true, fence_domain and fence_mode are only used to create a new
+  // database; an existing database keeps its stored values (read them back
+  // with DB::GetFenceDomain() / DB::GetFenceMode()). Default: false, so a
+  // mismatch is an error.
+  bool adopt_stored_fence_config = false;
+
+  // If true, token 0 is accepted by Put/Delete/Write as an explicitly
+  // unfenced write: it skips the check, does not change any max token, and
+  // is counted in FenceStats::unfenced_writes. Default: false (token 0 is
+  // InvalidArgument). Not persisted.
+  bool allow_unfenced = false;
+
+  // Memory budget, in bytes, of the in-memory view of domain max tokens.
+  // The view is exact for the domains it holds and falls back to one RocksDB
+  // read on a miss, so the budget bounds memory, never correctness.
+  // Default: 64 MiB. 0 disables the cache. Not persisted.
+  size_t fence_cache_bytes = 64 << 20;
+
+  // Limits on user keys and values, in bytes. Keys must be 1..max_key_size
+  // bytes; values 0..max_value_size bytes. Larger ones are InvalidArgument.
+  // Defaults: 64 KiB and 64 MiB. Not persisted.
+  size_t max_key_size = 64 << 10;
+  size_t max_value_size = 64 << 20;
+
+  // RocksDB tuning (none of it persisted, none of it affects fencing).
+  // Bytes of memtable per column family before a flush. Default: 64 MiB.
+  size_t write_buffer_size = 64 << 20;
+  // Bytes of block cache shared by all column families; 0 = no block cache.
+  // Default: 32 MiB.
+  size_t block_cache_size = 32 << 20;
+  // Bloom filter bits per key; <= 0 disables filters. Default: 10.
+  int bloom_bits_per_key = 10;
+  // "none" | "snappy" | "zlib" | "bzip2" | "lz4" | "lz4hc" | "zstd".
+  // Default: "snappy". An unknown name is InvalidArgument at Open.
+  std::string compression = "snappy";
+  // Max open files for RocksDB; -1 = unlimited. Default: -1.
+  int max_open_files = -1;
+  // Background flush/compaction threads. Default: 2.
+  int max_background_jobs = 2;
+};
+
+struct ReadOptions {
+  // Verify block checksums on every read. Default: false.
+  bool verify_checksums = false;
+  // Whether blocks read by this operation go into the block cache.
+  // Default: true (set false for bulk scans).
+  bool fill_cache = true;
+  // Iterators only: if non-empty, keys at or past this bound are not
+  // visited (exclusive). Default: empty (no bound).
+  std::string iterate_upper_bound;
+};
+
+struct WriteOptions {
+  // If true, the write is acknowledged only after the WAL is fsync'ed, so a
+  // machine crash loses nothing acknowledged. If false (the default, as in
+  // RocksDB) a process crash loses nothing but a machine crash may lose the
+  // most recent writes. Either way the WAL is always on and recovery yields a
+  // prefix of the acknowledged writes, with data and max tokens consistent.
+  // AdvanceFence, SetFenceFloor and lease grants are always synced.
+  bool sync = false;
+};
+
+}  // namespace fencedkv
+
+#endif  // FENCEDKV_INCLUDE_FENCEDKV_OPTIONS_H_

@@ -1,0 +1,51 @@
+// Copyright (c) fencedkv authors.
+
+#include "util/testutil.h"
+
+#include <cstdlib>
+#include <filesystem>
+#include <stdexcept>
+
+namespace fencedkv {
+namespace test {
+
+TempDir::TempDir() {
+  const char* base = std::getenv("TEST_TMPDIR");
+  std::string tmpl = std::string(base != nullptr && *base ? base : "/tmp") +
+                     "/fencedkv_test_XXXXXX";
+  if (mkdtemp(tmpl.data()) == nullptr) {
+    throw std::runtime_error("mkdtemp failed for " + tmpl);
+  }
+  path_ = tmpl;
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);
+}
+
+std::string StatusString(const Status& s) {
+  switch (s.code()) {
+    case Status::Code::kOk: return "OK";
+    case Status::Code::kNotFound: return "NOT_FOUND";
+    case Status::Code::kInvalidArgument: return "INVALID";
+    case Status::Code::kCorruption: return "CORRUPTION";
+    case Status::Code::kNotSupported: return "NOT_SUPPORTED";
+    case Status::Code::kIOError: return "IO_ERROR";
+    case Status::Code::kBusy: return "BUSY";
+    case Status::Code::kLeaseHeld: return "LEASE_HELD";
+    case Status::Code::kLeaseLost: return "LEASE_LOST";
+    case Status::Code::kShutdown: return "SHUTDOWN";
+    case Status::Code::kStaleToken: {
+      const StaleTokenInfo* st = s.stale();
+      std::string op = st->reason == StaleReason::kNotAboveMax ? "<=" : "<";
+      std::string what = st->reason == StaleReason::kBelowFloor ? "floor" : "";
+      return "STALE(" + std::to_string(st->offered) + op + what +
+             std::to_string(st->max) + ")";
+    }
+  }
+  return "UNKNOWN";
+}
+
+}  // namespace test
+}  // namespace fencedkv

@@ -1,0 +1,53 @@
+// Copyright (c) fencedkv authors.
+//
+// Test-only helpers: temporary directories, status assertions and a
+// compact string form of results so tests read like the spec:
+//   ASSERT_EQ("STALE(7<8)", Put("k", "v", 7));
+
+#ifndef FENCEDKV_ENGINE_UTIL_TESTUTIL_H_
+#define FENCEDKV_ENGINE_UTIL_TESTUTIL_H_
+
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "fencedkv/status.h"
+
+#define ASSERT_FENCEDKV_OK(expr)                        \
+  do {                                                  \
+    ::fencedkv::Status _s = (expr);                     \
+    ASSERT_TRUE(_s.ok()) << #expr << ": " << _s.ToString(); \
+  } while (0)
+#define EXPECT_FENCEDKV_OK(expr)                        \
+  do {                                                  \
+    ::fencedkv::Status _s = (expr);                     \
+    EXPECT_TRUE(_s.ok()) << #expr << ": " << _s.ToString(); \
+  } while (0)
+
+namespace fencedkv {
+namespace test {
+
+// A fresh, empty directory under $TEST_TMPDIR (or /tmp); removed with its
+// contents on destruction.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
+  // A path inside the directory (not created).
+  std::string Sub(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+// "OK", "NOT_FOUND", "STALE(7<8)", "STALE(8<=8)", "STALE(3<floor5)",
+// "INVALID", "CORRUPTION", ... (the first word of other codes).
+std::string StatusString(const Status& s);
+
+}  // namespace test
+}  // namespace fencedkv
+
+#endif  // FENCEDKV_ENGINE_UTIL_TESTUTIL_H_
