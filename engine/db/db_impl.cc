@@ -412,6 +412,9 @@ Status DBImpl::AdvanceFence(const WriteOptions& options, std::string_view key,
 
 Status DBImpl::WriteOps(const WriteOptions& options, PendingOp* ops, size_t n,
                         bool is_batch, Token* max_after) {
+  // A holder paused here (GC, SIGSTOP) has not been checked yet: whatever
+  // lands meanwhile is what it will be checked against.
+  TEST_SYNC_POINT("DBImpl::Write:BeforeLock");
   thread_local Scratch scratch;
   Scratch& sc = scratch;
   sc.Reset();
