@@ -7,21 +7,22 @@
 namespace fencedkv {
 namespace format {
 
-void EncodeDataHeader(char* buf, RecordKind kind, Token token) {
+size_t EncodeDataHeader(char* buf, RecordKind kind, Token token) {
   buf[0] = static_cast<char>(kind);
-  EncodeFixed64(buf + 1, token);
+  return static_cast<size_t>(EncodeVarint64(buf + 1, token) - buf);
 }
 
 bool DecodeDataRecord(std::string_view raw, DataRecord* record) {
-  if (raw.size() < kDataHeaderSize) return false;
+  if (raw.empty()) return false;
   const auto kind = static_cast<RecordKind>(static_cast<uint8_t>(raw[0]));
   if (kind != RecordKind::kValue && kind != RecordKind::kNoValue) return false;
-  if (kind == RecordKind::kNoValue && raw.size() != kDataHeaderSize) {
-    return false;
-  }
+  raw.remove_prefix(1);
+  Token token = 0;
+  if (!GetVarint64(&raw, &token)) return false;
+  if (kind == RecordKind::kNoValue && !raw.empty()) return false;
   record->kind = kind;
-  record->token = DecodeFixed64(raw.data() + 1);
-  record->value = raw.substr(kDataHeaderSize);
+  record->token = token;
+  record->value = raw;
   return true;
 }
 

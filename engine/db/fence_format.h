@@ -3,7 +3,7 @@
 // The on-disk format of a fencedkv database. Three RocksDB column families:
 //
 //   "default" (data):  user_key -> data_record
-//     data_record := kind:uint8 token:fixed64 user_value
+//     data_record := kind:uint8 token:varint64 user_value
 //     kind        := 0x01  value present (user_value follows)
 //                  | 0x00  no value: a deleted key (or a key-mode fence with
 //                          no data) that keeps its domain's token
@@ -25,7 +25,8 @@
 //     "lease/" name    -> lease_record (see lease_service_impl.cc)
 //     "lease_counter"  -> fixed64: the last lease token issued
 //
-// All integers are little-endian. Do not renumber kinds or change names: a
+// Fixed-width integers are little-endian; varints are LevelDB's (7 bits a
+// byte, low bits first). Do not renumber kinds or change names: a
 // change here needs a new kFormatVersion and an upgrade path.
 
 #ifndef FENCEDKV_ENGINE_DB_FENCE_FORMAT_H_
@@ -56,10 +57,12 @@ constexpr std::string_view kMetaLeaseCounter = "lease_counter";
 
 enum class RecordKind : uint8_t { kNoValue = 0x00, kValue = 0x01 };
 
-constexpr size_t kDataHeaderSize = 9;
+// The largest data record header: kind + a 10-byte varint.
+constexpr size_t kMaxDataHeaderSize = 11;
 
-// Writes the 9-byte header of a data record into buf.
-void EncodeDataHeader(char* buf, RecordKind kind, Token token);
+// Writes the header of a data record into buf (kMaxDataHeaderSize bytes of
+// room); returns its length.
+size_t EncodeDataHeader(char* buf, RecordKind kind, Token token);
 
 struct DataRecord {
   RecordKind kind;

@@ -11,26 +11,34 @@ namespace fencedkv {
 namespace format {
 
 TEST(FenceFormatTest, DataRecordGoldenBytes) {
-  char header[kDataHeaderSize];
-  EncodeDataHeader(header, RecordKind::kValue, 0x0102030405060708ull);
-  EXPECT_EQ(std::string("\x01\x08\x07\x06\x05\x04\x03\x02\x01", 9),
-            std::string(header, 9));
-  EncodeDataHeader(header, RecordKind::kNoValue, 7);
-  EXPECT_EQ(std::string("\x00\x07\x00\x00\x00\x00\x00\x00\x00", 9),
-            std::string(header, 9));
+  char header[kMaxDataHeaderSize];
+  size_t n = EncodeDataHeader(header, RecordKind::kValue, 300);
+  EXPECT_EQ(std::string("\x01\xac\x02", 3), std::string(header, n));
+  n = EncodeDataHeader(header, RecordKind::kNoValue, 7);
+  EXPECT_EQ(std::string("\x00\x07", 2), std::string(header, n));
+  n = EncodeDataHeader(header, RecordKind::kValue, ~0ull);
+  EXPECT_EQ(std::string("\x01\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01", 11),
+            std::string(header, n));
 }
 
 TEST(FenceFormatTest, DataRecordRoundTrip) {
-  char header[kDataHeaderSize];
-  EncodeDataHeader(header, RecordKind::kValue, 42);
-  std::string raw = std::string(header, 9) + "hello";
+  char header[kMaxDataHeaderSize];
+  for (Token t : {Token{1}, Token{127}, Token{128}, Token{1} << 35, ~Token{0}}) {
+    const size_t n = EncodeDataHeader(header, RecordKind::kValue, t);
+    DataRecord rec;
+    ASSERT_TRUE(DecodeDataRecord(std::string(header, n) + "v", &rec));
+    EXPECT_EQ(t, rec.token);
+    EXPECT_EQ("v", rec.value);
+  }
+  const size_t hn = EncodeDataHeader(header, RecordKind::kValue, 42);
+  std::string raw = std::string(header, hn) + "hello";
   DataRecord rec;
   ASSERT_TRUE(DecodeDataRecord(raw, &rec));
   EXPECT_EQ(RecordKind::kValue, rec.kind);
   EXPECT_EQ(42u, rec.token);
   EXPECT_EQ("hello", rec.value);
   // An empty value is a value.
-  ASSERT_TRUE(DecodeDataRecord(std::string(header, 9), &rec));
+  ASSERT_TRUE(DecodeDataRecord(std::string(header, hn), &rec));
   EXPECT_EQ(RecordKind::kValue, rec.kind);
   EXPECT_EQ("", rec.value);
 }
@@ -38,10 +46,13 @@ TEST(FenceFormatTest, DataRecordRoundTrip) {
 TEST(FenceFormatTest, DecodeRefusesMalformedRecords) {
   DataRecord rec;
   EXPECT_FALSE(DecodeDataRecord("", &rec));
-  EXPECT_FALSE(DecodeDataRecord(std::string("\x01\x00\x00", 3), &rec));
-  EXPECT_FALSE(DecodeDataRecord(std::string(9, '\x07'), &rec));  // bad kind
+  EXPECT_FALSE(DecodeDataRecord(std::string("\x01", 1), &rec));   // no token
+  EXPECT_FALSE(DecodeDataRecord(std::string("\x01\x80", 2), &rec));  // torn
+  EXPECT_FALSE(DecodeDataRecord(std::string(11, '\xff'), &rec));  // bad kind
+  // A token past 64 bits.
+  EXPECT_FALSE(DecodeDataRecord(std::string("\x01") + std::string(9, '\xff') + "\x02", &rec));
   // A no-value record carries no bytes after its header.
-  EXPECT_FALSE(DecodeDataRecord(std::string(9, '\x00') + "x", &rec));
+  EXPECT_FALSE(DecodeDataRecord(std::string("\x00\x07x", 3), &rec));
   Token t = 5;
   EXPECT_FALSE(DecodeToken("1234567", &t));
   EXPECT_FALSE(DecodeToken("123456789", &t));

@@ -2,6 +2,12 @@
 
 #include "db/fence_table.h"
 
+#include <sys/mman.h>
+
+#include <cstddef>
+#include <cstring>
+#include <functional>
+
 namespace fencedkv {
 
 namespace {
@@ -13,71 +19,184 @@ size_t RoundUpPow2(size_t n) {
 }  // namespace
 
 FenceTable::FenceTable(size_t num_stripes, size_t cache_bytes)
-    : mask_(RoundUpPow2(num_stripes == 0 ? 1 : num_stripes) - 1),
-      stripe_capacity_(cache_bytes / (mask_ + 1)),
-      stripes_(new Stripe[mask_ + 1]) {}
+    : stripe_mask_(RoundUpPow2(num_stripes == 0 ? 1 : num_stripes) - 1),
+      stripes_(new Stripe[stripe_mask_ + 1]) {
+  buckets_per_stripe_ = cache_bytes / sizeof(Bucket) / (stripe_mask_ + 1);
+  if (buckets_per_stripe_ == 0) return;
+  buckets_bytes_ = buckets_per_stripe_ * (stripe_mask_ + 1) * sizeof(Bucket);
+  void* p = mmap(nullptr, buckets_bytes_, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) {  // run without a cache rather than fail
+    buckets_per_stripe_ = 0;
+    buckets_bytes_ = 0;
+    return;
+  }
+  buckets_ = static_cast<Bucket*>(p);
+}
 
-FenceTable::~FenceTable() = default;
+FenceTable::~FenceTable() {
+  if (buckets_ != nullptr) munmap(buckets_, buckets_bytes_);
+}
+
+uint64_t FenceTable::Hash(std::string_view domain) {
+  // std::hash's low and high bits are not independent enough for both the
+  // stripe (low bits) and the bucket (high bits): mix with murmur3's
+  // finalizer.
+  uint64_t h = std::hash<std::string_view>()(domain);
+  h ^= h >> 33;
+  h *= 0xff51afd7ed558ccdull;
+  h ^= h >> 33;
+  h *= 0xc4ceb9fe1a85ec53ull;
+  h ^= h >> 33;
+  return h;
+}
 
 void FenceTable::LockAll() NO_THREAD_SAFETY_ANALYSIS {
-  for (size_t i = 0; i <= mask_; ++i) stripes_[i].mu.lock();
+  for (size_t i = 0; i <= stripe_mask_; ++i) stripes_[i].mu.lock();
 }
 
 void FenceTable::UnlockAll() NO_THREAD_SAFETY_ANALYSIS {
-  for (size_t i = mask_ + 1; i-- > 0;) stripes_[i].mu.unlock();
+  for (size_t i = stripe_mask_ + 1; i-- > 0;) stripes_[i].mu.unlock();
 }
 
-bool FenceTable::Lookup(size_t stripe, std::string_view domain,
-                        Token* max) NO_THREAD_SAFETY_ANALYSIS {
-  Stripe& s = stripes_[stripe];
-  auto it = s.index.find(domain);
-  if (it == s.index.end()) return false;
-  s.lru.splice(s.lru.begin(), s.lru, it->second);
-  *max = it->second->max;
+FenceTable::Bucket* FenceTable::BucketOf(uint64_t hash) const {
+  // The bucket's stripe is the hash's stripe, so its lock guards it; the
+  // bucket within the stripe comes from other hash bits.
+  const size_t stripe = StripeOf(hash);
+  const size_t b = (hash >> 32) % buckets_per_stripe_;
+  return buckets_ + stripe * buckets_per_stripe_ + b;
+}
+
+void FenceTable::Prefetch(uint64_t hash) const {
+  if (buckets_ != nullptr) __builtin_prefetch(BucketOf(hash), 1, 3);
+}
+
+// The domain bytes of an entry, addressed through the bucket's storage: a
+// long entry's bytes run on into the second half of its bucket.
+char* FenceTable::DomainBytes(Entry* e) {
+  return reinterpret_cast<char*>(e) + offsetof(Entry, domain);
+}
+
+FenceTable::Entry* FenceTable::Find(Bucket* b, std::string_view domain) {
+  const auto tag = static_cast<uint8_t>(domain.size() + 1);
+  Entry& first = b->half[0];
+  if (domain.size() > kMaxShortDomain) {
+    // A long entry starts at half[0] and runs into half[1].
+    if (first.tag == tag &&
+        std::memcmp(DomainBytes(&first), domain.data(), domain.size()) == 0) {
+      return &first;
+    }
+    return nullptr;
+  }
+  if (first.tag >= kLongTag) return nullptr;  // the bucket holds a long one
+  for (Entry& e : b->half) {
+    if (e.tag == tag &&
+        std::memcmp(DomainBytes(&e), domain.data(), domain.size()) == 0) {
+      return &e;
+    }
+  }
+  return nullptr;
+}
+
+bool FenceTable::Lookup(uint64_t hash, std::string_view domain, Token* max) {
+  if (buckets_ == nullptr || domain.size() > kMaxCachedDomain) return false;
+  const Entry* e = Find(BucketOf(hash), domain);
+  if (e == nullptr) return false;
+  *max = e->max;
   return true;
 }
 
-void FenceTable::Insert(size_t stripe, std::string_view domain,
-                        Token max) NO_THREAD_SAFETY_ANALYSIS {
-  if (stripe_capacity_ == 0) return;
-  Stripe& s = stripes_[stripe];
-  auto it = s.index.find(domain);
-  if (it != s.index.end()) {
-    it->second->max = max;
-    s.lru.splice(s.lru.begin(), s.lru, it->second);
-    return;
+FenceTable::Reservation FenceTable::Reserve(
+    uint64_t hash, std::string_view domain) NO_THREAD_SAFETY_ANALYSIS {
+  Reservation r;
+  if (buckets_ == nullptr || domain.size() > kMaxCachedDomain) return r;
+  Bucket* b = BucketOf(hash);
+  Entry* e = Find(b, domain);
+  if (e != nullptr) {
+    r.entry = e;
+    r.old_max = e->max;
+    return r;
   }
-  const size_t charge = Charge(domain);
-  while (!s.lru.empty() && s.charge + charge > stripe_capacity_) {
-    Entry& victim = s.lru.back();
-    s.charge -= Charge(victim.domain);
-    s.index.erase(std::string_view(victim.domain));
-    s.lru.pop_back();
+  r.is_new = true;
+  Entry* h0 = &b->half[0];
+  Entry* h1 = &b->half[1];
+  const bool long_resident = h0->tag >= kLongTag;
+  if (domain.size() > kMaxShortDomain) {
+    // A long entry takes the whole bucket.
+    r.entry = h0;
+    if (long_resident) {
+      r.evicted_bytes = sizeof(Bucket);
+    } else {
+      r.evicted_bytes = (h0->tag ? sizeof(Entry) : 0) +
+                        (h1->tag ? sizeof(Entry) : 0);
+    }
+    return r;
   }
-  if (charge > stripe_capacity_) return;  // larger than the whole stripe
-  s.lru.push_front(Entry{std::string(domain), max});
-  s.index.emplace(std::string_view(s.lru.front().domain), s.lru.begin());
-  s.charge += charge;
+  if (long_resident) {
+    r.entry = h0;  // replaces the long entry; half[1] becomes free
+    r.evicted_bytes = sizeof(Bucket);
+  } else if (h0->tag == 0) {
+    r.entry = h0;
+  } else if (h1->tag == 0) {
+    r.entry = h1;
+  } else {
+    r.entry = (stripes_[StripeOf(hash)].clock++ & 1) ? h1 : h0;
+    r.evicted_bytes = sizeof(Entry);
+  }
+  return r;
 }
 
-void FenceTable::Erase(size_t stripe,
-                       std::string_view domain) NO_THREAD_SAFETY_ANALYSIS {
-  Stripe& s = stripes_[stripe];
-  auto it = s.index.find(domain);
-  if (it == s.index.end()) return;
-  s.charge -= Charge(it->second->domain);
-  List::iterator entry = it->second;
-  s.index.erase(it);
-  s.lru.erase(entry);
+void FenceTable::Commit(Reservation r, uint64_t hash, std::string_view domain,
+                        Token max) NO_THREAD_SAFETY_ANALYSIS {
+  auto* e = static_cast<Entry*>(r.entry);
+  if (e == nullptr) return;
+  if (r.is_new) {
+    Stripe& stripe = stripes_[StripeOf(hash)];
+    const bool is_long = domain.size() > kMaxShortDomain;
+    if (is_long || e[0].tag >= kLongTag) {
+      // Replacing (or becoming) a long entry: clear the whole bucket first.
+      std::memset(static_cast<void*>(BucketOf(hash)), 0, sizeof(Bucket));
+    }
+    stripe.used_bytes += (is_long ? sizeof(Bucket) : sizeof(Entry));
+    stripe.used_bytes -= static_cast<size_t>(r.evicted_bytes);
+    e->tag = static_cast<uint8_t>(domain.size() + 1);
+    // A long domain's bytes continue into the second half of the bucket.
+    std::memcpy(DomainBytes(e), domain.data(), domain.size());
+  }
+  e->max = max;
+}
+
+void FenceTable::Rollback(Reservation r, uint64_t hash,
+                          std::string_view domain) NO_THREAD_SAFETY_ANALYSIS {
+  if (r.entry == nullptr) return;
+  // A later domain of the same batch may have evicted this entry: undo only
+  // what is still ours.
+  Bucket* b = BucketOf(hash);
+  Entry* e = Find(b, domain);
+  if (e == nullptr) return;
+  if (!r.is_new) {
+    e->max = r.old_max;
+    return;
+  }
+  const bool is_long = domain.size() > kMaxShortDomain;
+  stripes_[StripeOf(hash)].used_bytes -=
+      is_long ? sizeof(Bucket) : sizeof(Entry);
+  if (is_long) {
+    std::memset(static_cast<void*>(b), 0, sizeof(Bucket));
+  } else {
+    e->tag = 0;
+  }
 }
 
 size_t FenceTable::ApproximateMemoryUsage() NO_THREAD_SAFETY_ANALYSIS {
-  size_t total = 0;
-  for (size_t i = 0; i <= mask_; ++i) {
+  size_t used = 0;
+  for (size_t i = 0; i <= stripe_mask_; ++i) {
     std::lock_guard<std::mutex> lock(stripes_[i].mu);
-    total += stripes_[i].charge;
+    used += stripes_[i].used_bytes;
   }
-  return total;
+  return used;
 }
+
+size_t FenceTable::capacity_bytes() const { return buckets_bytes_; }
 
 }  // namespace fencedkv

@@ -10,26 +10,28 @@
 // only one should pass, and a stale write can never land after a newer one.
 // Stripes are always locked in ascending index order (no deadlock).
 //
-// Cache: each stripe keeps an LRU map domain -> max token for its domains.
-// What is authoritative is RocksDB; the cache is EXACT for the domains it
-// holds (it is only written under the stripe lock, after a successful
-// write or an exact read), and a miss falls back to one RocksDB read. Its
-// size is bounded by a byte budget, so memory does not grow with the number
-// of domains.
+// Cache: a fixed array of 64-byte buckets (one cache line each). A bucket
+// holds either two short entries (domain up to 23 bytes inline + max token)
+// or one long entry (domain up to 55 bytes). What is authoritative is
+// RocksDB; the cache is EXACT for the domains it holds: an entry matches only
+// on the full domain bytes (never on a hash, which crafted keys could
+// collide), and entries are only written under the stripe lock after a
+// successful write or an exact read. A miss falls back to one RocksDB read.
+// Every bucket belongs to one stripe, so the stripe's mutex guards it. The
+// array is sized by the byte budget and mapped lazily (4 KiB pages), so
+// memory never exceeds the budget whatever the number of domains, and the
+// write path never allocates.
 //
-// Thread safety: every method but StripeOf/LockAll/UnlockAll REQUIRES the
-// stripe's mutex.
+// Thread safety: Lookup/Insert/Erase REQUIRE the stripe's mutex.
 
 #ifndef FENCEDKV_ENGINE_DB_FENCE_TABLE_H_
 #define FENCEDKV_ENGINE_DB_FENCE_TABLE_H_
 
 #include <cstddef>
-#include <list>
+#include <cstdint>
 #include <memory>
 #include <mutex>
-#include <string>
 #include <string_view>
-#include <unordered_map>
 
 #include "fencedkv/token.h"
 #include "util/thread_annotations.h"
@@ -44,49 +46,85 @@ class FenceTable {
   FenceTable& operator=(const FenceTable&) = delete;
   ~FenceTable();
 
-  size_t num_stripes() const { return mask_ + 1; }
-  size_t StripeOf(std::string_view domain) const {
-    return std::hash<std::string_view>()(domain) & mask_;
-  }
+  // Domains longer than this are never cached (their checks below the
+  // high-water mark read RocksDB).
+  static constexpr size_t kMaxShortDomain = 23;
+  static constexpr size_t kMaxCachedDomain = 55;
+
+  static uint64_t Hash(std::string_view domain);
+  size_t num_stripes() const { return stripe_mask_ + 1; }
+  size_t StripeOf(uint64_t hash) const { return hash & stripe_mask_; }
   std::mutex& mutex(size_t stripe) { return stripes_[stripe].mu; }
 
   // Locks / unlocks every stripe (in index order), e.g. to change the floor.
   void LockAll();
   void UnlockAll();
 
-  // REQUIRES: mutex(stripe) held. True and *max set on a hit.
-  bool Lookup(size_t stripe, std::string_view domain, Token* max);
-  // REQUIRES: mutex(stripe) held. Records the exact max of `domain`.
-  void Insert(size_t stripe, std::string_view domain, Token max);
-  // REQUIRES: mutex(stripe) held.
-  void Erase(size_t stripe, std::string_view domain);
+  // Starts loading hash's set into the CPU cache (no lock needed: it only
+  // hints the hardware), so the miss overlaps the locking and the check.
+  void Prefetch(uint64_t hash) const;
 
-  // Approximate bytes charged by all cached entries (takes every lock).
-  size_t ApproximateMemoryUsage();
-
-  // Bytes charged per cached entry beyond the domain's own bytes.
-  static constexpr size_t kEntryOverhead = 128;
-
- private:
-  struct Entry {
-    std::string domain;
-    Token max;
-  };
-  using List = std::list<Entry>;
-  struct alignas(64) Stripe {
-    std::mutex mu;
-    List lru GUARDED_BY(mu);  // most recently used first
-    std::unordered_map<std::string_view, List::iterator> index GUARDED_BY(mu);
-    size_t charge GUARDED_BY(mu) = 0;
-  };
-
-  static size_t Charge(std::string_view domain) {
-    return kEntryOverhead + (domain.size() > 15 ? domain.size() + 1 : 0);
+  // REQUIRES: mutex(StripeOf(hash)) held. True and *max set on a hit.
+  bool Lookup(uint64_t hash, std::string_view domain, Token* max);
+  // REQUIRES: mutex(StripeOf(hash)) held. Records the exact max of `domain`
+  // (replacing its entry, or evicting another of its set).
+  void Insert(uint64_t hash, std::string_view domain, Token max) {
+    Commit(Reserve(hash, domain), hash, domain, max);
   }
 
-  const size_t mask_;
-  const size_t stripe_capacity_;  // bytes per stripe; 0 = no cache
+  // Insert in steps, so a writer touches the entry's cache line once, while
+  // it is hot, before its RocksDB write: Reserve picks the entry, Commit
+  // records the new max, and if the write then fails Rollback restores what
+  // the entry held (or empties a new one -- evicting its victim is always
+  // allowed). The stripe's mutex is held from Reserve to the end, so no
+  // reader sees the interim value. All REQUIRE mutex(StripeOf(hash)).
+  struct Reservation {
+    void* entry = nullptr;  // where the entry goes (nullptr: not cacheable)
+    bool is_new = false;    // false: the domain's own entry, found
+    int evicted_bytes = 0;  // bytes of entries the new one replaces
+    Token old_max = 0;      // for Rollback of an existing entry
+  };
+  Reservation Reserve(uint64_t hash, std::string_view domain);
+  void Commit(Reservation r, uint64_t hash, std::string_view domain, Token max);
+  void Rollback(Reservation r, uint64_t hash, std::string_view domain);
+
+  // Bytes of entries in use (takes every lock).
+  size_t ApproximateMemoryUsage();
+  // Bytes reserved for buckets (the budget rounded down to whole buckets).
+  size_t capacity_bytes() const;
+
+ private:
+  // A bucket is one cache line. Byte 8 of each 32-byte half is a tag:
+  // 0 = empty, 1..24 = short entry of len tag-1, 25..56 = long entry of len
+  // tag-1 that spans the whole bucket (then the second half is key bytes).
+  struct Entry {
+    Token max;
+    uint8_t tag;
+    char domain[kMaxShortDomain];
+  };
+  static_assert(sizeof(Entry) == 32, "two short entries per cache line");
+  struct alignas(64) Bucket {
+    Entry half[2];
+  };
+  static_assert(sizeof(Bucket) == 64, "a bucket is one cache line");
+  static constexpr uint8_t kLongTag = kMaxShortDomain + 2;  // first long tag
+
+  struct alignas(64) Stripe {
+    std::mutex mu;
+    uint32_t clock GUARDED_BY(mu) = 0;  // round-robin victim choice
+    size_t used_bytes GUARDED_BY(mu) = 0;
+  };
+
+  Bucket* BucketOf(uint64_t hash) const;
+  // The entry holding `domain` in bucket b, or nullptr.
+  static Entry* Find(Bucket* b, std::string_view domain);
+  static char* DomainBytes(Entry* e);
+
+  const size_t stripe_mask_;
   std::unique_ptr<Stripe[]> stripes_;
+  size_t buckets_per_stripe_ = 0;  // 0 = no cache
+  Bucket* buckets_ = nullptr;      // mmap'ed, zero-filled lazily
+  size_t buckets_bytes_ = 0;
 };
 
 }  // namespace fencedkv

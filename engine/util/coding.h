@@ -58,6 +58,36 @@ inline bool GetFixed64(std::string_view* in, uint64_t* value) {
   return true;
 }
 
+// Varint64: 7 bits per byte, low bits first, high bit = "more". At most
+// kMaxVarint64Length bytes. Returns the byte past the last one written.
+constexpr size_t kMaxVarint64Length = 10;
+inline char* EncodeVarint64(char* dst, uint64_t v) {
+  auto* p = reinterpret_cast<unsigned char*>(dst);
+  while (v >= 0x80) {
+    *p++ = static_cast<unsigned char>(v | 0x80);
+    v >>= 7;
+  }
+  *p++ = static_cast<unsigned char>(v);
+  return reinterpret_cast<char*>(p);
+}
+
+// Reads a varint64 from the front of *in and advances it. Returns false (and
+// leaves *in unchanged) on a truncated or over-long encoding.
+inline bool GetVarint64(std::string_view* in, uint64_t* value) {
+  uint64_t result = 0;
+  for (size_t i = 0, shift = 0; i < in->size() && shift <= 63; ++i, shift += 7) {
+    const uint64_t byte = static_cast<unsigned char>((*in)[i]);
+    if (shift == 63 && byte > 1) return false;  // overflows 64 bits
+    result |= (byte & 0x7f) << shift;
+    if ((byte & 0x80) == 0) {
+      *value = result;
+      in->remove_prefix(i + 1);
+      return true;
+    }
+  }
+  return false;
+}
+
 }  // namespace fencedkv
 
 #endif  // FENCEDKV_ENGINE_UTIL_CODING_H_

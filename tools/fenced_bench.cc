@@ -1,0 +1,4 @@
+// Copyright (c) fencedkv authors.
+#include "fenced_bench_tool.h"
+
+int main(int argc, char** argv) { return fencedkv::FencedBenchTool(argc, argv); }

@@ -1,0 +1,781 @@
+// Copyright (c) fencedkv authors.
+//
+// fenced_bench: flags, header, driver and report. The workload bodies are in
+// fenced_bench_workloads.cc.
+
+#include "fenced_bench_tool.h"
+
+#include <algorithm>
+#include <cinttypes>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+#include <unistd.h>
+
+#include "fenced_bench_internal.h"
+#include "fencedkv/version.h"
+
+// ---- db_bench's flags, same names and defaults -----------------------------
+DEFINE_string(benchmarks,
+              "fillseq,fillrandom,overwrite,readrandom,fencedread,stalewrite,"
+              "verify",
+              "Comma-separated list of benchmarks to run in order. A suffix "
+              "[X3-W1] repeats a benchmark 3 times after 1 warm-up run and "
+              "prints AVG and MEDIAN lines.\n"
+              "db_bench names, fenced: fillseq, fillrandom, overwrite, "
+              "readrandom, readseq, deleterandom, readwhilewriting, compact, "
+              "stats.\n"
+              "fencedkv only: stalewrite (every write stale: the rejection "
+              "path; run it after fillseq, since a key never written accepts "
+              "any token), advancefence (AdvanceFence, synced), "
+              "fencedread (GetFenced), fencedbatch (--batch_size ops over "
+              "several domains per atomic Write), contended (--token_holders "
+              "holders race on 8 domains), verify (checks every domain's max "
+              "and that no stale write was applied; prints FenceVerify "
+              "Success.)");
+DEFINE_int64(num, 1000000, "Number of key/values to place in database");
+DEFINE_int64(reads, -1, "Number of read operations to do. -1 means --num");
+DEFINE_int64(writes, -1, "Number of write operations to do. -1 means --num");
+DEFINE_int64(deletes, -1, "Number of delete operations to do. -1 means --num");
+DEFINE_int32(threads, 1, "Number of concurrent threads to run");
+DEFINE_int32(duration, 0,
+             "Time in seconds for the random-ops tests to run. When 0 then "
+             "num & reads determine the test duration");
+DEFINE_int32(key_size, 16, "size of each key (decimal digits, zero padded)");
+DEFINE_int32(value_size, 100, "Size of each value");
+DEFINE_double(compression_ratio, 0.5,
+              "Arrange to generate values that shrink to this fraction of "
+              "their original size after compression");
+DEFINE_int32(batch_size, 1, "Batch size (keys per atomic Write)");
+DEFINE_int64(seed, 0,
+             "Seed base for random number generators. When 0 it is derived "
+             "from the current time and printed");
+DEFINE_string(db, "", "Use the db with the following name. Empty means "
+              "$TEST_TMPDIR (or /tmp)/fencedkvtest-<uid>/dbbench");
+DEFINE_bool(use_existing_db, false,
+            "If true, do not destroy the existing database. If you set this "
+            "flag and also specify a benchmark that wants a fresh database, "
+            "that benchmark will fail.");
+DEFINE_bool(histogram, false, "Print histogram of operation timings");
+DEFINE_bool(sync, false, "Sync all writes to disk");
+DEFINE_bool(disable_wal, false,
+            "REFUSED by fenced_bench: the WAL is always on for fenced state "
+            "(a lost fence record would re-admit a fenced-out holder)");
+DEFINE_bool(progress_reports, true,
+            "If true, db_bench-style '... finished N ops' progress goes to "
+            "stderr");
+DEFINE_int64(cache_size, 32 << 20, "Number of bytes to use as a cache of "
+             "uncompressed data (block cache)");
+DEFINE_int32(bloom_bits, -1, "Bloom filter bits per key. Negative means use "
+             "fencedkv's default (10)");
+DEFINE_string(compression_type, "snappy",
+              "Algorithm to use to compress the database: none, snappy, zlib, "
+              "bzip2, lz4, lz4hc, zstd");
+DEFINE_int64(write_buffer_size, fencedkv::Options().write_buffer_size,
+             "Number of bytes to buffer in memtable before compacting");
+DEFINE_int32(open_files, fencedkv::Options().max_open_files,
+             "Maximum number of files to keep open at the same time (use "
+             "default if == 0)");
+
+// ---- fencedkv flags (names that cannot collide with db_bench's) ------------
+DEFINE_bool(fenced, true,
+            "If false, run the same workloads on plain RocksDB with the same "
+            "options: no fence records, no checks (the physical limit). "
+            "Fenced-only benchmarks then report 'not applicable'");
+DEFINE_string(fence_domain, "key",
+              "Fence domain function at creation: key | prefix:N | "
+              "delimiter:C | hashtag. Keys are --key_size decimal digits, so "
+              "prefix:N puts 10^(key_size-N) keys in a domain");
+DEFINE_string(fence_mode, "monotonic",
+              "Acceptance rule: monotonic (token >= max; every write of a "
+              "run uses the holder's token) or strict (token > max; each write "
+              "takes a fresh token)");
+DEFINE_uint64(fence_floor, 0, "If > 0, SetFenceFloor to this at open; tokens "
+              "start above it");
+DEFINE_int32(stale_write_percent, 0,
+             "Percent of writes in fill/overwrite benchmarks sent with a "
+             "stale (older) token; the result line then reports "
+             "(accepted:N rejected:M)");
+DEFINE_int32(token_holders, 4,
+             "contended: number of lease holders racing with interleaved "
+             "tokens");
+DEFINE_int64(fence_cache_bytes, fencedkv::Options().fence_cache_bytes,
+             "Memory budget of the in-memory view of domain max tokens; "
+             "bounds memory whatever the number of domains");
+
+namespace {
+
+bool ValidatePositive64(const char* flag, int64_t v) {
+  if (v > 0) return true;
+  std::fprintf(stderr, "Invalid value for --%s: %" PRId64 " (must be > 0)\n",
+               flag, v);
+  return false;
+}
+bool ValidatePositive32(const char* flag, int32_t v) {
+  if (v > 0) return true;
+  std::fprintf(stderr, "Invalid value for --%s: %d (must be > 0)\n", flag, v);
+  return false;
+}
+bool ValidateNonNegative32(const char* flag, int32_t v) {
+  if (v >= 0) return true;
+  std::fprintf(stderr, "Invalid value for --%s: %d (must be >= 0)\n", flag, v);
+  return false;
+}
+bool ValidatePercent(const char* flag, int32_t v) {
+  if (v >= 0 && v <= 100) return true;
+  std::fprintf(stderr, "Invalid value for --%s: %d (must be 0..100)\n", flag,
+               v);
+  return false;
+}
+bool ValidateRatio(const char* flag, double v) {
+  if (v > 0 && v <= 1) return true;
+  std::fprintf(stderr, "Invalid value for --%s: %g (must be in (0, 1])\n", flag,
+               v);
+  return false;
+}
+bool ValidateDisableWal(const char* flag, bool v) {
+  if (!v) return true;
+  std::fprintf(stderr,
+               "Invalid value for --%s: true. fenced_bench refuses to disable "
+               "the WAL: the WAL is always on for fenced state (SPEC, "
+               "Durability).\n",
+               flag);
+  return false;
+}
+bool ValidateFenceDomain(const char* flag, const std::string& v) {
+  fencedkv::FenceDomainSpec spec;
+  fencedkv::Status s = fencedkv::FenceDomainSpec::Parse(v, &spec);
+  if (s.ok()) return true;
+  std::fprintf(stderr, "Invalid value for --%s: %s\n", flag,
+               s.ToString().c_str());
+  return false;
+}
+bool ValidateFenceMode(const char* flag, const std::string& v) {
+  fencedkv::FenceMode mode;
+  if (fencedkv::ParseFenceMode(v, &mode)) return true;
+  std::fprintf(stderr,
+               "Invalid value for --%s: \"%s\" (expected monotonic or "
+               "strict)\n",
+               flag, v.c_str());
+  return false;
+}
+
+bool ValidateCompression(const char* flag, const std::string& v) {
+  for (const char* ok : {"none", "snappy", "zlib", "bzip2", "lz4", "lz4hc",
+                         "zstd"}) {
+    if (v == ok) return true;
+  }
+  std::fprintf(stderr,
+               "Invalid value for --%s: \"%s\" (expected none, snappy, zlib, "
+               "bzip2, lz4, lz4hc or zstd)\n",
+               flag, v.c_str());
+  return false;
+}
+
+const bool kRegistered = [] {
+  gflags::RegisterFlagValidator(&FLAGS_num, &ValidatePositive64);
+  gflags::RegisterFlagValidator(&FLAGS_threads, &ValidatePositive32);
+  gflags::RegisterFlagValidator(&FLAGS_key_size, &ValidatePositive32);
+  gflags::RegisterFlagValidator(&FLAGS_value_size, &ValidateNonNegative32);
+  gflags::RegisterFlagValidator(&FLAGS_batch_size, &ValidatePositive32);
+  gflags::RegisterFlagValidator(&FLAGS_duration, &ValidateNonNegative32);
+  gflags::RegisterFlagValidator(&FLAGS_token_holders, &ValidatePositive32);
+  gflags::RegisterFlagValidator(&FLAGS_stale_write_percent, &ValidatePercent);
+  gflags::RegisterFlagValidator(&FLAGS_compression_ratio, &ValidateRatio);
+  gflags::RegisterFlagValidator(&FLAGS_disable_wal, &ValidateDisableWal);
+  gflags::RegisterFlagValidator(&FLAGS_fence_domain, &ValidateFenceDomain);
+  gflags::RegisterFlagValidator(&FLAGS_fence_mode, &ValidateFenceMode);
+  gflags::RegisterFlagValidator(&FLAGS_compression_type, &ValidateCompression);
+  return true;
+}();
+
+}  // namespace
+
+namespace fencedkv {
+namespace bench {
+
+std::string FormatResultLine(std::string_view name, double micros_per_op,
+                             int64_t ops_per_sec, double seconds,
+                             uint64_t operations, uint64_t bytes,
+                             std::string_view message) {
+  std::string extra;
+  if (bytes > 0) {
+    char rate[100];
+    std::snprintf(rate, sizeof(rate), "%6.1f MB/s",
+                  (static_cast<double>(bytes) / 1048576.0) / seconds);
+    extra = rate;
+  }
+  if (!message.empty()) {
+    if (!extra.empty()) extra.push_back(' ');
+    extra.append(message);
+  }
+  char buf[512];
+  std::snprintf(buf, sizeof(buf),
+                "%-12.*s : %11.3f micros/op %ld ops/sec %.3f seconds %" PRIu64
+                " operations;%s%s\n",
+                static_cast<int>(name.size()), name.data(), micros_per_op,
+                static_cast<long>(ops_per_sec), seconds, operations,
+                extra.empty() ? "" : " ", extra.c_str());
+  return buf;
+}
+
+bool ParseBenchmarkName(const std::string& entry, std::string* name,
+                        int* repeat, int* warmup) {
+  *repeat = 1;
+  *warmup = 0;
+  const size_t open = entry.find('[');
+  if (open == std::string::npos) {
+    *name = entry;
+    return !entry.empty() && entry.find(']') == std::string::npos;
+  }
+  if (entry.back() != ']' || open == 0) return false;
+  *name = entry.substr(0, open);
+  std::string args = entry.substr(open + 1, entry.size() - open - 2);
+  size_t pos = 0;
+  while (pos < args.size()) {
+    size_t end = args.find('-', pos);
+    if (end == std::string::npos) end = args.size();
+    const std::string part = args.substr(pos, end - pos);
+    if (part.size() < 2 || (part[0] != 'X' && part[0] != 'W')) return false;
+    char* stop = nullptr;
+    const long v = std::strtol(part.c_str() + 1, &stop, 10);
+    if (*stop != '\0' || v < 0 || v > 1000000) return false;
+    if (part[0] == 'X') {
+      if (v < 1) return false;
+      *repeat = static_cast<int>(v);
+    } else {
+      *warmup = static_cast<int>(v);
+    }
+    pos = end + 1;
+  }
+  return true;
+}
+
+// ---- Stats ------------------------------------------------------------------
+
+void Stats::Start(int id) {
+  id_ = id;
+  next_report_ = 100;
+  last_report_done_ = 0;
+  done_ = 0;
+  bytes_ = 0;
+  seconds_ = 0;
+  start_ = NowMicros();
+  last_op_finish_ = start_;
+  finish_ = start_;
+  message_.clear();
+  for (auto& h : hist_) h.Clear();
+}
+
+void Stats::Merge(const Stats& other) {
+  if (other.exclude_from_merge_) return;
+  for (int i = 0; i < 5; ++i) hist_[i].Merge(other.hist_[i]);
+  done_ += other.done_;
+  bytes_ += other.bytes_;
+  seconds_ += other.seconds_;
+  start_ = std::min(start_, other.start_);
+  finish_ = std::max(finish_, other.finish_);
+  if (message_.empty()) message_ = other.message_;
+}
+
+void Stats::FinishedOps(int64_t n, OpType type) {
+  if (FLAGS_histogram) {
+    const uint64_t now = NowMicros();
+    hist_[static_cast<int>(type)].Add(now - last_op_finish_);
+    last_op_finish_ = now;
+  }
+  done_ += static_cast<uint64_t>(n);
+  if (FLAGS_progress_reports && done_ >= next_report_) {
+    if (next_report_ < 1000) {
+      next_report_ += 100;
+    } else if (next_report_ < 5000) {
+      next_report_ += 500;
+    } else if (next_report_ < 10000) {
+      next_report_ += 1000;
+    } else if (next_report_ < 50000) {
+      next_report_ += 5000;
+    } else if (next_report_ < 100000) {
+      next_report_ += 10000;
+    } else if (next_report_ < 500000) {
+      next_report_ += 50000;
+    } else {
+      next_report_ += 100000;
+    }
+    std::fprintf(stderr, "... finished %" PRIu64 " ops%30s\r", done_, "");
+  }
+}
+
+double Stats::ops_per_sec() const {
+  const double elapsed = static_cast<double>(finish_ - start_) * 1e-6;
+  return elapsed > 0 ? static_cast<double>(done_) / elapsed : 0;
+}
+
+double Stats::mb_per_sec() const {
+  const double elapsed = static_cast<double>(finish_ - start_) * 1e-6;
+  return elapsed > 0 ? (static_cast<double>(bytes_) / 1048576.0) / elapsed : 0;
+}
+
+void Stats::Report(const std::string& name) const {
+  // Pretend at least one op was done, as db_bench does.
+  const uint64_t done = done_ < 1 ? 1 : done_;
+  double elapsed = static_cast<double>(finish_ - start_) * 1e-6;
+  if (elapsed <= 0) elapsed = 1e-6;
+  const double seconds = seconds_ > 0 ? seconds_ : elapsed;
+  const std::string line = FormatResultLine(
+      name, seconds * 1e6 / static_cast<double>(done),
+      static_cast<int64_t>(static_cast<double>(done) / elapsed), elapsed, done_,
+      bytes_, message_);
+  std::fputs(line.c_str(), stdout);
+  if (FLAGS_histogram) {
+    static const char* kNames[] = {"read", "write", "delete", "seek", "other"};
+    for (int i = 0; i < 5; ++i) {
+      if (hist_[i].num() == 0) continue;
+      std::fprintf(stdout, "Microseconds per %s:\n%s\n", kNames[i],
+                   hist_[i].ToString().c_str());
+    }
+  }
+  std::fflush(stdout);
+}
+
+// ---- Values -----------------------------------------------------------------
+
+ValueGenerator::ValueGenerator(double compression_ratio, uint32_t seed,
+                               size_t value_size) {
+  // 1 MiB (or enough for a few values) of data that compresses to
+  // compression_ratio: random bytes of length ratio*100 repeated to 100.
+  uint64_t state = seed * 0x9e3779b97f4a7c15ull + 1;
+  auto next = [&] {
+    state ^= state << 13;
+    state ^= state >> 7;
+    state ^= state << 17;
+    return state;
+  };
+  const size_t target = std::max<size_t>(1 << 20, value_size * 4);
+  while (data_.size() < target) {
+    const size_t raw_len = std::max<size_t>(
+        1, static_cast<size_t>(100 * compression_ratio));
+    std::string piece;
+    for (size_t i = 0; i < raw_len; ++i) {
+      piece.push_back(static_cast<char>(' ' + next() % 95));
+    }
+    while (piece.size() < 100) piece.append(piece, 0, 100 - piece.size());
+    data_.append(piece);
+  }
+}
+
+std::string_view ValueGenerator::Generate(size_t len) {
+  size_t pos = pos_.fetch_add(len, std::memory_order_relaxed) %
+               (data_.size() - len);
+  return std::string_view(data_).substr(pos, len);
+}
+
+// ---- Benchmark ------------------------------------------------------------
+
+Benchmark::Benchmark()
+    : num_(FLAGS_num),
+      reads_(FLAGS_reads < 0 ? FLAGS_num : FLAGS_reads),
+      writes_(FLAGS_writes < 0 ? FLAGS_num : FLAGS_writes),
+      deletes_(FLAGS_deletes < 0 ? FLAGS_num : FLAGS_deletes),
+      batch_size_(FLAGS_batch_size),
+      holder_tokens_(static_cast<size_t>(FLAGS_token_holders)) {
+  Options& o = store_options_.options;
+  o.create_if_missing = true;
+  o.fence_domain = FLAGS_fence_domain;
+  ParseFenceMode(FLAGS_fence_mode, &o.fence_mode);
+  strict_ = o.fence_mode == FenceMode::kStrict;
+  o.block_cache_size = static_cast<size_t>(std::max<int64_t>(0, FLAGS_cache_size));
+  if (FLAGS_bloom_bits >= 0) o.bloom_bits_per_key = FLAGS_bloom_bits;
+  o.compression = FLAGS_compression_type;
+  o.write_buffer_size = static_cast<size_t>(FLAGS_write_buffer_size);
+  if (FLAGS_open_files != 0) o.max_open_files = FLAGS_open_files;
+  o.fence_cache_bytes = static_cast<size_t>(std::max<int64_t>(0, FLAGS_fence_cache_bytes));
+  o.max_value_size = std::max<size_t>(o.max_value_size, FLAGS_value_size);
+  store_options_.sync = FLAGS_sync;
+  store_options_.fence_floor = FLAGS_fence_floor;
+  db_path_ = FLAGS_db;
+  if (db_path_.empty()) {
+    const char* tmp = std::getenv("TEST_TMPDIR");
+    db_path_ = std::string(tmp != nullptr && *tmp ? tmp : "/tmp") +
+               "/fencedkvtest-" + std::to_string(geteuid()) + "/dbbench";
+  }
+  values_ = std::make_unique<ValueGenerator>(
+      FLAGS_compression_ratio, static_cast<uint32_t>(FLAGS_seed),
+      static_cast<size_t>(FLAGS_value_size));
+}
+
+Benchmark::~Benchmark() = default;
+
+bool Benchmark::Open(std::string* error) {
+  std::error_code ec;
+  std::filesystem::create_directories(
+      std::filesystem::path(db_path_).parent_path(), ec);
+  store_ = FLAGS_fenced ? OpenFencedStore(store_options_, db_path_, error)
+                        : OpenRawStore(store_options_, db_path_, error);
+  if (store_ == nullptr) return false;
+  // Tokens continue above whatever the database holds: a new holder.
+  const Token base = std::max<Token>(
+      {store_->HighWaterMark(), FLAGS_fence_floor, epoch_.load()});
+  epoch_ = base + 1;
+  strict_counter_ = base + 1;
+  lease_counter_ = base + 1;
+  return true;
+}
+
+std::string Benchmark::Key(uint64_t i) const {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%020" PRIu64, i);
+  const size_t width = static_cast<size_t>(FLAGS_key_size);
+  if (width <= 20) return std::string(buf + 20 - width, width);
+  return std::string(width - 20, '0') + buf;
+}
+
+void Benchmark::PrintHeader() const {
+  const double raw =
+      static_cast<double>(FLAGS_key_size + FLAGS_value_size) * num_;
+  const double file = (FLAGS_key_size + FLAGS_value_size *
+                                            FLAGS_compression_ratio) *
+                      num_;
+  std::printf("Keys:       %d bytes each (+ 0 bytes user-defined timestamp)\n",
+              FLAGS_key_size);
+  std::printf("Values:     %d bytes each (%d bytes after compression)\n",
+              FLAGS_value_size,
+              static_cast<int>(FLAGS_value_size * FLAGS_compression_ratio + 0.5));
+  std::printf("Entries:    %" PRId64 "\n", num_);
+  std::printf("Prefix:    0 bytes\n");
+  std::printf("Keys per prefix:    0\n");
+  std::printf("RawSize:    %.1f MB (estimated)\n", raw / 1048576.0);
+  std::printf("FileSize:   %.1f MB (estimated)\n", file / 1048576.0);
+  std::printf("Write rate: 0 bytes/second\n");
+  std::printf("Read rate: 0 ops/second\n");
+  // db_bench prints RocksDB's CompressionTypeToString names.
+  static const std::pair<const char*, const char*> kCompressionNames[] = {
+      {"none", "NoCompression"}, {"snappy", "Snappy"}, {"zlib", "Zlib"},
+      {"bzip2", "BZip2"},        {"lz4", "LZ4"},       {"lz4hc", "LZ4HC"},
+      {"zstd", "ZSTD"}};
+  const char* compression = FLAGS_compression_type.c_str();
+  for (const auto& [flag, shown] : kCompressionNames) {
+    if (FLAGS_compression_type == flag) compression = shown;
+  }
+  std::printf("Compression: %s\n", compression);
+  std::printf("Compression sampling rate: 0\n");
+  std::printf("Memtablerep: SkipListFactory\n");
+  std::printf("Perf Level: 1\n");
+  std::printf("Fenced:     %s\n", FLAGS_fenced ? "true" : "false (raw RocksDB)");
+  if (FLAGS_fenced) {
+    std::printf("Fence domain: %s\n", FLAGS_fence_domain.c_str());
+    std::printf("Fence mode: %s\n", FLAGS_fence_mode.c_str());
+    std::printf("Fence floor: %" PRIu64 "\n", static_cast<uint64_t>(FLAGS_fence_floor));
+    std::printf("Fence cache: %.1f MB budget\n",
+                static_cast<double>(store_options_.options.fence_cache_bytes) /
+                    1048576.0);
+  }
+  std::printf("------------------------------------------------\n");
+  std::fflush(stdout);
+}
+
+void PrintEnvironment() {
+  std::fprintf(stderr, "fencedkv:   version %s (RocksDB %s)\n",
+               FENCEDKV_VERSION_STRING, RocksDBVersion());
+  const time_t now = time(nullptr);
+  char date[64];
+  ctime_r(&now, date);
+  std::fprintf(stderr, "Date:       %s", date);  // ctime_r ends with \n
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::string line, model, cache;
+  int count = 0;
+  while (std::getline(cpuinfo, line)) {
+    const size_t colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    std::string key = line.substr(0, colon);
+    key.erase(key.find_last_not_of(" \t") + 1);
+    const std::string val = colon + 2 <= line.size() ? line.substr(colon + 2) : "";
+    if (key == "model name") {
+      ++count;
+      model = val;
+    } else if (key == "cache size") {
+      cache = val;
+    }
+  }
+  if (count > 0) {
+    std::fprintf(stderr, "CPU:        %d * %s\n", count, model.c_str());
+    std::fprintf(stderr, "CPUCache:   %s\n", cache.c_str());
+  }
+}
+
+void Benchmark::ThreadBody(Benchmark* bm, ThreadState* thread, Method method) {
+  SharedState* shared = thread->shared;
+  {
+    std::unique_lock<std::mutex> l(shared->mu);
+    shared->initialized++;
+    if (shared->initialized >= shared->total) shared->cv.notify_all();
+    shared->cv.wait(l, [&] { return shared->start; });
+  }
+  thread->stats.Start(thread->tid);
+  (bm->*method)(thread);
+  thread->stats.Stop();
+  {
+    std::lock_guard<std::mutex> l(shared->mu);
+    shared->done++;
+    if (shared->done >= shared->total) shared->cv.notify_all();
+  }
+}
+
+Stats Benchmark::RunBenchmark(int n, const std::string& name, Method method,
+                              bool extra_writer, Message message) {
+  SharedState shared;
+  const int total = n + (extra_writer ? 1 : 0);
+  shared.total = total;
+  std::vector<std::unique_ptr<ThreadState>> states;
+  const uint64_t seed = static_cast<uint64_t>(FLAGS_seed);
+  for (int i = 0; i < total; ++i) {
+    auto ts = std::make_unique<ThreadState>();
+    ts->tid = i;
+    ts->rng_state = seed * 1000003ull + static_cast<uint64_t>(i) * 7919ull +
+                    std::hash<std::string>()(name);
+    ts->shared = &shared;
+    states.push_back(std::move(ts));
+  }
+  std::vector<std::thread> threads;
+  for (int i = 0; i < total; ++i) {
+    threads.emplace_back(&Benchmark::ThreadBody, this, states[i].get(), method);
+  }
+  {
+    std::unique_lock<std::mutex> l(shared.mu);
+    shared.cv.wait(l, [&] { return shared.initialized >= total; });
+    shared.start = true;
+    shared.cv.notify_all();
+  }
+  for (auto& t : threads) t.join();
+  if (FLAGS_progress_reports) std::fprintf(stderr, "%60s\r", "");
+  // Merge into the first reported thread (readwhilewriting's writer, thread
+  // 0, is excluded from the report).
+  const int base = extra_writer ? 1 : 0;
+  Stats merged = states[base]->stats;
+  for (int i = 0; i < total; ++i) {
+    if (i != base) merged.Merge(states[i]->stats);
+  }
+  uint64_t accepted = 0, rejected = 0, found = 0, lookups = 0;
+  for (const auto& ts : states) {
+    accepted += ts->accepted;
+    rejected += ts->rejected;
+    found += ts->found;
+    lookups += ts->lookups;
+  }
+  if (message == Message::kAcceptReject ||
+      (message == Message::kNone && rejected > 0)) {
+    merged.AddMessage("(accepted:" + std::to_string(accepted) +
+                      " rejected:" + std::to_string(rejected) + ")");
+  } else if (message == Message::kFound) {
+    std::string m = "(" + std::to_string(found) + " of " +
+                    std::to_string(lookups) + " found";
+    if (rejected > 0) m += ", " + std::to_string(rejected) + " stale";
+    merged.AddMessage(m + ")");
+  }
+  merged.Report(name);
+  return merged;
+}
+
+int Benchmark::Run() {
+  PrintHeader();
+  std::string error;
+  bool tracking = false;
+  std::vector<std::string> entries;
+  {
+    std::string list = FLAGS_benchmarks;
+    size_t pos = 0;
+    while (pos <= list.size()) {
+      size_t comma = list.find(',', pos);
+      if (comma == std::string::npos) comma = list.size();
+      if (comma > pos) entries.push_back(list.substr(pos, comma - pos));
+      pos = comma + 1;
+    }
+  }
+  for (const auto& e : entries) {
+    if (e.rfind("verify", 0) == 0) tracking = true;
+  }
+  if (tracking) tracker_ = std::make_unique<Tracker>(static_cast<uint64_t>(num_));
+
+  for (const std::string& entry : entries) {
+    std::string name;
+    int repeat = 1, warmup = 0;
+    if (!ParseBenchmarkName(entry, &name, &repeat, &warmup)) {
+      std::fprintf(stderr, "unknown benchmark '%s'\n", entry.c_str());
+      return 1;
+    }
+    Method method = nullptr;
+    bool fresh_db = false;
+    bool fenced_only = false;
+    bool extra_writer = false;
+    int threads = FLAGS_threads;
+    Message message = FLAGS_stale_write_percent > 0 ? Message::kAcceptReject
+                                                    : Message::kNone;
+    if (name == "fillseq") {
+      fresh_db = true;
+      method = &Benchmark::FillSeq;
+    } else if (name == "fillrandom") {
+      fresh_db = true;
+      method = &Benchmark::FillRandom;
+    } else if (name == "overwrite") {
+      method = &Benchmark::FillRandom;
+    } else if (name == "fencedbatch") {
+      method = &Benchmark::FencedBatch;
+    } else if (name == "readrandom") {
+      method = &Benchmark::ReadRandom;
+      message = Message::kFound;
+    } else if (name == "fencedread") {
+      method = &Benchmark::FencedRead;
+      message = Message::kFound;
+    } else if (name == "readseq") {
+      method = &Benchmark::ReadSeq;
+    } else if (name == "deleterandom") {
+      method = &Benchmark::DeleteRandom;
+    } else if (name == "readwhilewriting") {
+      method = &Benchmark::ReadWhileWriting;
+      extra_writer = true;
+      message = Message::kFound;
+    } else if (name == "stalewrite") {
+      method = &Benchmark::StaleWrite;
+      fenced_only = true;
+      message = Message::kAcceptReject;
+    } else if (name == "advancefence") {
+      method = &Benchmark::AdvanceFence;
+      fenced_only = true;
+    } else if (name == "contended") {
+      method = &Benchmark::Contended;
+      fenced_only = true;
+      message = Message::kAcceptReject;
+    } else if (name == "compact") {
+      method = &Benchmark::Compact;
+      threads = 1;
+    } else if (name == "stats") {
+      method = &Benchmark::PrintStats;
+      threads = 1;
+    } else if (name == "verify") {
+      method = &Benchmark::Verify;
+      threads = 1;
+      fenced_only = true;
+    } else {
+      std::fprintf(stderr, "unknown benchmark '%s'\n", name.c_str());
+      return 1;
+    }
+    if (fresh_db) {
+      if (FLAGS_use_existing_db) {
+        std::fprintf(stdout, "%-12s : skipped (--use_existing_db is true)\n",
+                     name.c_str());
+        continue;
+      }
+      Close();
+      if (!DestroyStore(db_path_, &error)) {
+        std::fprintf(stderr, "cannot destroy %s: %s\n", db_path_.c_str(),
+                     error.c_str());
+        return 1;
+      }
+      if (tracker_) tracker_ = std::make_unique<Tracker>(static_cast<uint64_t>(num_));
+    }
+    if (store_ == nullptr && !Open(&error)) {
+      std::fprintf(stderr, "open %s: %s\n", db_path_.c_str(), error.c_str());
+      return 1;
+    }
+    if (fenced_only && !FLAGS_fenced) {
+      std::fprintf(stdout, "%-12s : not applicable with --fenced=false\n",
+                   name.c_str());
+      continue;
+    }
+    std::fprintf(stdout, "DB path: [%s]\n", db_path_.c_str());
+    if (warmup > 0) std::printf("Warming up benchmark by running %d times\n", warmup);
+    for (int i = 0; i < warmup; ++i) {
+      RunBenchmark(threads, name, method, extra_writer, message);
+    }
+    if (repeat > 1) std::printf("Running benchmark for %d times\n", repeat);
+    std::vector<double> ops, mbs;
+    for (int i = 0; i < repeat; ++i) {
+      Stats s = RunBenchmark(threads, name, method, extra_writer, message);
+      ops.push_back(s.ops_per_sec());
+      mbs.push_back(s.mb_per_sec());
+    }
+    if (repeat > 1) {
+      // db_bench's CombinedStats::Report.
+      auto avg = [](const std::vector<double>& v) {
+        double s = 0;
+        for (double x : v) s += x;
+        return s / static_cast<double>(v.size());
+      };
+      auto sd = [&](const std::vector<double>& v) {
+        const double m = avg(v);
+        double s = 0;
+        for (double x : v) s += (x - m) * (x - m);
+        return std::sqrt(s / static_cast<double>(v.size() - 1));
+      };
+      auto median = [](std::vector<double> v) {
+        std::sort(v.begin(), v.end());
+        const size_t n = v.size();
+        return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+      };
+      std::printf("%s [AVG %d runs] : %d (\xC2\xB1 %d) ops/sec; %6.1f (\xC2\xB1 %.1f) MB/sec\n",
+                  name.c_str(), repeat, static_cast<int>(avg(ops)),
+                  static_cast<int>(sd(ops)), avg(mbs), sd(mbs));
+      std::printf("%s [MEDIAN %d runs] : %d ops/sec; %6.1f MB/sec\n",
+                  name.c_str(), repeat, static_cast<int>(median(ops)),
+                  median(mbs));
+    }
+    if (exit_code_ != 0) break;
+  }
+  // The memory figure: peak RSS against the fence cache budget.
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) {
+      const double kb = std::strtod(line.c_str() + 6, nullptr);
+      std::printf("Peak RSS:   %.1f MB (VmHWM)", kb / 1024.0);
+      if (FLAGS_fenced && store_ != nullptr) {
+        const std::string st = store_->Property("fencedkv.stats");
+        const size_t p = st.find("fence_cache_bytes: ");
+        const double used =
+            p == std::string::npos ? 0 : std::strtod(st.c_str() + p + 19, nullptr);
+        std::printf("; fence cache %.1f MB used of %.1f MB budget",
+                    used / 1048576.0,
+                    static_cast<double>(store_options_.options.fence_cache_bytes) /
+                        1048576.0);
+      }
+      std::printf("\n");
+    }
+  }
+  Close();
+  return exit_code_;
+}
+
+}  // namespace bench
+
+int FencedBenchTool(int argc, char** argv) {
+  gflags::SetUsageMessage(
+      "fenced_bench: db_bench-style benchmark of fencedkv.\n"
+      "  fenced_bench --benchmarks=fillrandom,readrandom --num=1000000\n"
+      "  fenced_bench --fenced=false ...   (the same workloads on raw RocksDB)");
+  gflags::SetVersionString(FENCEDKV_VERSION_STRING);
+  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  if (argc > 1) {
+    std::fprintf(stderr, "fenced_bench: unexpected argument '%s' (see --help)\n",
+                 argv[1]);
+    return 1;
+  }
+  if (FLAGS_seed == 0) {
+    FLAGS_seed = static_cast<int64_t>(bench::NowMicros());
+    std::printf("Set seed to %" PRId64 " because --seed was 0\n", FLAGS_seed);
+  }
+  if (FLAGS_key_size < 20 &&
+      static_cast<double>(FLAGS_num) > std::pow(10.0, FLAGS_key_size)) {
+    std::fprintf(stderr,
+                 "Invalid value for --key_size: %d digits cannot hold %" PRId64
+                 " distinct keys\n",
+                 FLAGS_key_size, FLAGS_num);
+    return 1;
+  }
+  bench::PrintEnvironment();
+  bench::Benchmark benchmark;
+  return benchmark.Run();
+}
+
+}  // namespace fencedkv
