@@ -127,7 +127,8 @@ DBImpl::DBImpl(const Options& options, const FenceDomainSpec& spec,
       data_gc_(new FenceGcFilter(&floor_,
                                  FenceGcFilter::Target::kDataRecords)),
       fence_gc_(new FenceGcFilter(&floor_,
-                                  FenceGcFilter::Target::kFenceRecords)) {}
+                                  FenceGcFilter::Target::kFenceRecords)),
+      stats_(new StatShard[kNumStripes]) {}
 
 DBImpl::~DBImpl() {
   if (db_ != nullptr) {
@@ -375,7 +376,7 @@ Status DBImpl::Put(const WriteOptions& options, std::string_view key,
   Status s = ValidateWriteOp(OpKind::kPut, key, value, token);
   if (!s.ok()) return s;
   PendingOp op{OpKind::kPut, key, value, token, 0, 0};
-  return WriteOps(options, &op, 1, /*is_batch=*/false, nullptr);
+  return WriteOps(options, &op, 1, /*is_batch=*/false, nullptr, nullptr);
 }
 
 Status DBImpl::Delete(const WriteOptions& options, std::string_view key,
@@ -383,10 +384,26 @@ Status DBImpl::Delete(const WriteOptions& options, std::string_view key,
   Status s = ValidateWriteOp(OpKind::kDelete, key, {}, token);
   if (!s.ok()) return s;
   PendingOp op{OpKind::kDelete, key, {}, token, 0, 0};
-  return WriteOps(options, &op, 1, /*is_batch=*/false, nullptr);
+  return WriteOps(options, &op, 1, /*is_batch=*/false, nullptr, nullptr);
 }
 
 Status DBImpl::Write(const WriteOptions& options, const WriteBatch& batch) {
+  if (batch.HasConditions()) {
+    return Status::InvalidArgument(
+        "a batch with conditions needs DB::Write(options, batch, result)");
+  }
+  return Write(options, batch, nullptr);
+}
+
+Status DBImpl::Write(const WriteOptions& options, const WriteBatch& batch,
+                     WriteResult* result) {
+  if (result != nullptr) {
+    result->applied = true;
+    result->failed_index = -1;
+    result->existed.assign(batch.Count(), false);
+    result->old_values.assign(result->want_old_values ? batch.Count() : 0,
+                              std::string());
+  }
   if (batch.Count() == 0) return Status::OK();
   thread_local std::vector<PendingOp> ops;
   ops.clear();
@@ -399,10 +416,11 @@ Status DBImpl::Write(const WriteOptions& options, const WriteBatch& batch) {
       return Status::InvalidArgument("batch op " + std::to_string(i),
                                      s.message());
     }
-    ops.push_back(PendingOp{kind, op.key, op.value, op.token, 0, 0});
+    ops.push_back(
+        PendingOp{kind, op.key, op.value, op.token, 0, 0, op.condition});
   }
   return WriteOps(options, ops.data(), ops.size(), /*is_batch=*/true,
-                  nullptr);
+                  nullptr, result);
 }
 
 Status DBImpl::AdvanceFence(const WriteOptions& options, std::string_view key,
@@ -412,11 +430,11 @@ Status DBImpl::AdvanceFence(const WriteOptions& options, std::string_view key,
   WriteOptions synced = options;
   synced.sync = true;  // SPEC: fence-only operations are always synced
   PendingOp op{OpKind::kAdvance, key, {}, token, 0, 0};
-  return WriteOps(synced, &op, 1, /*is_batch=*/false, max_after);
+  return WriteOps(synced, &op, 1, /*is_batch=*/false, max_after, nullptr);
 }
 
 Status DBImpl::WriteOps(const WriteOptions& options, PendingOp* ops, size_t n,
-                        bool is_batch, Token* max_after) {
+                        bool is_batch, Token* max_after, WriteResult* result) {
   // A holder paused here (GC, SIGSTOP) has not been checked yet: whatever
   // lands meanwhile is what it will be checked against.
   TEST_SYNC_POINT("DBImpl::Write:BeforeLock");
@@ -492,7 +510,7 @@ Status DBImpl::WriteOps(const WriteOptions& options, PendingOp* ops, size_t n,
     }
     const Verdict verdict = CheckWrite(mode_, op.token, ds.max, floor);
     if (verdict != Verdict::kAccept) {
-      stat_rejected_.fetch_add(1, std::memory_order_relaxed);
+      Shard(sc.states[0].stripe).rejected.fetch_add(1, std::memory_order_relaxed);
       return StaleStatus(verdict, op.token, ds.max, floor, ds.domain,
                          is_batch ? static_cast<int64_t>(i) : -1);
     }
@@ -503,6 +521,14 @@ Status DBImpl::WriteOps(const WriteOptions& options, PendingOp* ops, size_t n,
     op.record_token = op.token;
   }
   TEST_SYNC_POINT("DBImpl::Write:AfterCheck");
+  if (result != nullptr) {
+    // Every token passed; now the conditions, against the exact current
+    // state (the locks keep it still).
+    bool all_hold = true;
+    Status s = EvaluateConditions(ops, n, result, &all_hold);
+    if (!s.ok()) return s;
+    if (!all_hold) return Status::OK();  // nothing written, nothing raised
+  }
 
   // Build the one atomic batch: data + raised maxima + high-water mark.
   rocksdb::WriteBatch& batch = sc.batch;
@@ -587,13 +613,14 @@ Status DBImpl::WriteOps(const WriteOptions& options, PendingOp* ops, size_t n,
     }
     RaiseAtomicMax(&hwm_, new_hwm);
   }
+  StatShard& shard = Shard(sc.states[0].stripe);
   if (is_advance) {
     if (sc.states[0].raised) {
-      stat_advances_.fetch_add(1, std::memory_order_relaxed);
+      shard.advances.fetch_add(1, std::memory_order_relaxed);
     }
   } else {
-    stat_accepted_.fetch_add(1, std::memory_order_relaxed);
-    if (unfenced) stat_unfenced_.fetch_add(1, std::memory_order_relaxed);
+    shard.accepted.fetch_add(1, std::memory_order_relaxed);
+    if (unfenced) shard.unfenced.fetch_add(1, std::memory_order_relaxed);
   }
   if (max_after != nullptr) {
     DomainState& ds = sc.states[0];
@@ -602,6 +629,56 @@ Status DBImpl::WriteOps(const WriteOptions& options, PendingOp* ops, size_t n,
       if (!s.ok()) return s;
     }
     *max_after = ReportedMax(mode_, ds.max, floor);
+  }
+  return Status::OK();
+}
+
+Status DBImpl::EvaluateConditions(const PendingOp* ops, size_t n,
+                                  WriteResult* result, bool* all_hold) {
+  // The state each key has just before each op: RocksDB's, then the effects
+  // of earlier ops of this batch.
+  std::unordered_map<std::string_view, std::pair<bool, std::string_view>>
+      overlay;
+  std::string storage_value;
+  rocksdb::PinnableSlice raw;
+  *all_hold = true;
+  for (size_t i = 0; i < n; ++i) {
+    const PendingOp& op = ops[i];
+    if (op.kind == OpKind::kAdvance) continue;
+    bool present = false;
+    std::string_view value;
+    auto it = overlay.find(op.key);
+    if (it != overlay.end()) {
+      present = it->second.first;
+      value = it->second.second;
+    } else {
+      raw.Reset();
+      Status s = ReadDataRecord(rocksdb::ReadOptions(), op.key, &raw);
+      if (s.ok()) {
+        format::DataRecord rec;
+        if (!format::DecodeDataRecord({raw.data(), raw.size()}, &rec)) {
+          return Status::Corruption("bad data record for key",
+                                    EscapeBytes(op.key));
+        }
+        present = rec.kind == format::RecordKind::kValue;
+        storage_value.assign(rec.value.data(), rec.value.size());
+        value = storage_value;
+      } else if (!s.IsNotFound()) {
+        return s;
+      }
+    }
+    result->existed[i] = present;
+    if (result->want_old_values && present) {
+      result->old_values[i].assign(value.data(), value.size());
+    }
+    if ((op.condition == WriteCondition::kIfAbsent && present) ||
+        (op.condition == WriteCondition::kIfPresent && !present)) {
+      result->applied = false;
+      result->failed_index = static_cast<int64_t>(i);
+      *all_hold = false;
+      return Status::OK();
+    }
+    overlay[op.key] = {op.kind == OpKind::kPut, op.value};
   }
   return Status::OK();
 }
@@ -741,7 +818,9 @@ Status DBImpl::GetFenced(const ReadOptions& options, std::string_view key,
   if (max_token != nullptr) *max_token = ReportedMax(mode_, stored, floor);
   const Verdict verdict = CheckRead(token, stored, floor);
   if (verdict != Verdict::kAccept) {
-    stat_rejected_reads_.fetch_add(1, std::memory_order_relaxed);
+    const std::string_view domain = spec_.DomainOf(key);
+    Shard(table_->StripeOf(FenceTable::Hash(domain)))
+        .rejected_reads.fetch_add(1, std::memory_order_relaxed);
     return StaleStatus(verdict, token, stored, floor, spec_.DomainOf(key), -1);
   }
   if (rec.kind == format::RecordKind::kNoValue) {
@@ -788,6 +867,15 @@ Status DBImpl::PutMetaSynced(
   return FromRocksDB(db_->Write(wo, &batch));
 }
 
+Status DBImpl::DeleteMetaSynced(const std::string& key) {
+  rocksdb::WriteBatch batch;
+  batch.Delete(meta_cf_, key);
+  rocksdb::WriteOptions wo;
+  wo.sync = true;
+  std::lock_guard<std::mutex> lock(meta_mu_);
+  return FromRocksDB(db_->Write(wo, &batch));
+}
+
 Status DBImpl::ScanMeta(std::string_view prefix,
                         std::vector<std::pair<std::string, std::string>>* out) {
   std::unique_ptr<rocksdb::Iterator> it(
@@ -804,11 +892,14 @@ Status DBImpl::ScanMeta(std::string_view prefix,
 
 FenceStats DBImpl::GetFenceStats() const {
   FenceStats st;
-  st.accepted_writes = stat_accepted_.load(std::memory_order_relaxed);
-  st.rejected_writes = stat_rejected_.load(std::memory_order_relaxed);
-  st.advances = stat_advances_.load(std::memory_order_relaxed);
-  st.rejected_reads = stat_rejected_reads_.load(std::memory_order_relaxed);
-  st.unfenced_writes = stat_unfenced_.load(std::memory_order_relaxed);
+  for (size_t i = 0; i < kNumStripes; ++i) {
+    const StatShard& sh = stats_[i];
+    st.accepted_writes += sh.accepted.load(std::memory_order_relaxed);
+    st.rejected_writes += sh.rejected.load(std::memory_order_relaxed);
+    st.advances += sh.advances.load(std::memory_order_relaxed);
+    st.rejected_reads += sh.rejected_reads.load(std::memory_order_relaxed);
+    st.unfenced_writes += sh.unfenced.load(std::memory_order_relaxed);
+  }
   return st;
 }
 

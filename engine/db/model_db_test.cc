@@ -110,7 +110,9 @@ TEST_P(ModelDBTest, RandomizedAgainstModel) {
       std::string want = model.Write(ops, &want_index);
       Status s = db->Write(WriteOptions(), batch);
       ASSERT_EQ(want, test::StatusString(s));
-      if (s.IsStaleToken()) ASSERT_EQ(want_index, s.stale()->batch_index);
+      if (s.IsStaleToken()) {
+        ASSERT_EQ(want_index, s.stale()->batch_index);
+      }
     } else if (op < 55) {
       Token after = 0;
       ASSERT_FENCEDKV_OK(db->AdvanceFence(WriteOptions(), k, t, &after));
@@ -146,7 +148,9 @@ TEST_P(ModelDBTest, RandomizedAgainstModel) {
         ASSERT_FENCEDKV_OK(db->CompactRange(nullptr, nullptr));
       }
     }
-    if (step % 500 == 0) ASSERT_EQ(model.Contents(), Contents(db.get()));
+    if (step % 500 == 0) {
+      ASSERT_EQ(model.Contents(), Contents(db.get()));
+    }
   }
   // Final: everything, then again after a reopen and a full compaction.
   for (int round = 0; round < 2; ++round) {

@@ -7,15 +7,17 @@
 namespace fencedkv {
 
 void WriteBatch::Put(std::string_view key, std::string_view value,
-                     Token token) {
+                     Token token, WriteCondition condition) {
   ops_.push_back(OpRef{OpType::kPut, key.size(), value.size(), rep_.size(),
-                       token});
+                       token, condition});
+  if (condition != WriteCondition::kNone) has_conditions_ = true;
   rep_.append(key);
   rep_.append(value);
 }
 
 void WriteBatch::Delete(std::string_view key, Token token) {
-  ops_.push_back(OpRef{OpType::kDelete, key.size(), 0, rep_.size(), token});
+  ops_.push_back(OpRef{OpType::kDelete, key.size(), 0, rep_.size(), token,
+                       WriteCondition::kNone});
   rep_.append(key);
 }
 
@@ -24,12 +26,14 @@ WriteBatch::Op WriteBatch::Get(size_t i) const {
   const OpRef& r = ops_[i];
   const char* base = rep_.data() + r.offset;
   return Op{r.type, std::string_view(base, r.key_len),
-            std::string_view(base + r.key_len, r.value_len), r.token};
+            std::string_view(base + r.key_len, r.value_len), r.token,
+            r.condition};
 }
 
 void WriteBatch::Clear() {
   rep_.clear();
   ops_.clear();
+  has_conditions_ = false;
 }
 
 }  // namespace fencedkv

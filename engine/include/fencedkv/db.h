@@ -28,6 +28,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "fencedkv/fence_domain.h"
 #include "fencedkv/iterator.h"
@@ -46,6 +47,24 @@ struct FenceStats {
   uint64_t advances = 0;          // AdvanceFence calls that raised a max
   uint64_t rejected_reads = 0;    // GetFenced calls refused as stale
   uint64_t unfenced_writes = 0;   // writes with token 0 (allow_unfenced)
+};
+
+// Per-operation outcomes of DB::Write, for callers that need them (Redis
+// SET NX / XX / GET, DEL's count of deleted keys).
+struct WriteResult {
+  // Input: also return each key's value before its op.
+  bool want_old_values = false;
+
+  // False if an op's condition failed: then nothing was written (no data, no
+  // token) and failed_index names the first such op. Fence checks come
+  // first: a stale token is a StaleToken status whatever the conditions.
+  bool applied = true;
+  int64_t failed_index = -1;
+  // existed[i]: op i's key had a value just before op i (earlier ops of the
+  // same batch count).
+  std::vector<bool> existed;
+  // old_values[i]: that value ("" when !existed[i]); only if want_old_values.
+  std::vector<std::string> old_values;
 };
 
 class DB {
@@ -91,7 +110,15 @@ class DB {
 
   // Applies every operation of `batch` or none. StaleToken names the first
   // stale op (stale()->batch_index). An empty batch is OK and writes nothing.
+  // A batch with conditions (WriteCondition) needs the overload below.
   virtual Status Write(const WriteOptions& options, const WriteBatch& batch) = 0;
+
+  // Write, also reporting per-op outcomes in *result (see WriteResult). A
+  // failed condition is OK with result->applied == false. Reading the keys'
+  // previous state costs one read per op, under the same locks as the write,
+  // so the outcome is exact.
+  virtual Status Write(const WriteOptions& options, const WriteBatch& batch,
+                       WriteResult* result) = 0;
 
   // Plain read. OK with *value set; NotFound if the key has no value (then
   // *value is left unchanged); InvalidArgument for an invalid key.

@@ -23,6 +23,14 @@
 
 namespace fencedkv {
 
+// A precondition on a put, evaluated after the fence checks, in batch order
+// (Redis SET NX / XX). If one fails, DB::Write writes nothing and says which.
+enum class WriteCondition : uint8_t {
+  kNone = 0,
+  kIfAbsent = 1,   // the key has no value (SET NX)
+  kIfPresent = 2,  // the key has a value (SET XX)
+};
+
 class WriteBatch {
  public:
   enum class OpType : uint8_t { kPut = 0, kDelete = 1 };
@@ -33,13 +41,18 @@ class WriteBatch {
     std::string_view key;
     std::string_view value;  // empty for kDelete
     Token token;
+    WriteCondition condition;
   };
 
   WriteBatch() = default;
 
   // Appends a put / delete. Arguments are validated by DB::Write.
-  void Put(std::string_view key, std::string_view value, Token token);
+  void Put(std::string_view key, std::string_view value, Token token,
+           WriteCondition condition = WriteCondition::kNone);
   void Delete(std::string_view key, Token token);
+
+  // True if some put carries a condition.
+  bool HasConditions() const { return has_conditions_; }
 
   // Number of operations.
   size_t Count() const { return ops_.size(); }
@@ -57,9 +70,11 @@ class WriteBatch {
     size_t value_len;
     size_t offset;  // key bytes then value bytes in rep_
     Token token;
+    WriteCondition condition;
   };
   std::string rep_;
   std::vector<OpRef> ops_;
+  bool has_conditions_ = false;
 };
 
 }  // namespace fencedkv

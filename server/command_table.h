@@ -1,0 +1,124 @@
+// Copyright (c) fencedkv authors.
+//
+// The command table: name -> handler, arity and flags (kvrocks / Redis
+// style). Handlers are grouped by family in commands_kv.cc (GET SET DEL
+// EXISTS MGET MSET SCAN KEYS DBSIZE), commands_fence.cc (FENCE.* and
+// LEASE.*) and commands_admin.cc (PING ECHO QUIT SELECT HELLO AUTH CLIENT
+// COMMAND CONFIG INFO MULTI EXEC DISCARD).
+
+#ifndef FENCEDKV_SERVER_COMMAND_TABLE_H_
+#define FENCEDKV_SERVER_COMMAND_TABLE_H_
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "fencedkv/db.h"
+#include "fencedkv/lease.h"
+#include "server.h"
+
+namespace fencedkv {
+namespace server {
+
+using Args = std::vector<std::string_view>;
+
+// Per-connection state.
+struct ClientState {
+  uint64_t id = 0;
+  std::string name;
+  std::string addr;
+  int64_t created_ms = 0;
+  bool authed = false;
+  bool close_after_reply = false;
+  // MULTI: the queued commands (owned copies) and whether one was refused.
+  bool in_multi = false;
+  bool multi_failed = false;
+  std::vector<std::vector<std::string>> queued;
+};
+
+// Server-wide SCAN cursors: an integer a client can hold, mapped to the key
+// the next call resumes from. Bounded; the oldest are forgotten.
+class CursorTable {
+ public:
+  uint64_t Save(std::string next_key);
+  // False if the cursor is unknown (expired or never issued).
+  bool Load(uint64_t cursor, std::string* next_key);
+
+ private:
+  static constexpr size_t kMaxCursors = 10000;
+  std::mutex mu_;
+  uint64_t next_id_ = 1;
+  std::map<uint64_t, std::string> cursors_;
+};
+
+// What handlers see of the server.
+struct ServerState {
+  DB* db = nullptr;
+  LeaseService* leases = nullptr;
+  const ServerOptions* options = nullptr;
+  ServerStats* stats = nullptr;
+  CursorTable cursors;
+  std::chrono::steady_clock::time_point started;
+  int port = 0;
+  // CLIENT LIST: filled by the server on demand.
+  std::function<std::string()> list_clients;
+};
+
+using Handler = void (*)(ServerState& server, ClientState& client,
+                         const Args& args, std::string* out);
+
+enum CommandFlags : uint32_t {
+  kCmdWrite = 1 << 0,     // a mutation (needs FENCE)
+  kCmdReadOnly = 1 << 1,
+  kCmdNoAuth = 1 << 2,    // allowed before AUTH
+  kCmdMulti = 1 << 3,     // may be queued inside MULTI
+  kCmdAdmin = 1 << 4,
+};
+
+struct CommandSpec {
+  const char* name;  // lower case
+  Handler handler;
+  int arity;         // >0: exactly; <0: at least -arity (name included)
+  uint32_t flags;
+};
+
+// nullptr for an unknown command. Case-insensitive.
+const CommandSpec* LookupCommand(std::string_view name);
+const std::vector<CommandSpec>& AllCommands();
+
+// Runs one command (auth, arity, MULTI queueing, shutdown checks included)
+// and appends its reply to *out.
+void Dispatch(ServerState& server, ClientState& client, const Args& args,
+              std::string* out);
+
+// Family registration (each commands_*.cc).
+void AppendKvCommands(std::vector<CommandSpec>* table);
+void AppendFenceCommands(std::vector<CommandSpec>* table);
+void AppendAdminCommands(std::vector<CommandSpec>* table);
+
+// Helpers shared by the families.
+bool EqualsIgnoreCase(std::string_view a, std::string_view b);
+void ReplyStatus(const Status& s, std::string* out);  // error line from s
+void ReplyWrongArgs(std::string_view command, std::string* out);
+// Parses a token argument; on failure appends "-ERR invalid token ..." and
+// returns false.
+bool ParseTokenArg(std::string_view text, Token* token, std::string* out);
+// Parses an integer argument; on failure appends "-ERR value is not an
+// integer or out of range" and returns false.
+bool ParseInt64Arg(std::string_view text, int64_t* v, std::string* out);
+WriteOptions ServerWriteOptions(const ServerState& server);
+// Applies a batch of fenced writes built from a queued transaction
+// (commands_kv.cc); used by EXEC.
+void ExecTransaction(ServerState& server, ClientState& client,
+                     std::string* out);
+// True (and `args` is fine to queue) if the command may be queued in MULTI.
+bool CheckQueueable(const Args& args, std::string* error);
+
+}  // namespace server
+}  // namespace fencedkv
+
+#endif  // FENCEDKV_SERVER_COMMAND_TABLE_H_

@@ -1,0 +1,265 @@
+// Copyright (c) fencedkv authors.
+//
+// Commands through Dispatch on a real DB and lease service: the exact reply
+// bytes a Redis client sees.
+
+#include "command_table.h"
+
+#include <gtest/gtest.h>
+
+#include "util/testutil.h"
+
+namespace fencedkv {
+namespace server {
+
+class CommandTest : public testing::Test {
+ protected:
+  void SetUp() override { Open("key"); }
+
+  void Open(const char* domain, bool allow_unfenced = false,
+            const std::string& pass = "") {
+    leases_.reset();
+    db_.reset();
+    dir_ = std::make_unique<test::TempDir>();
+    Options o;
+    o.create_if_missing = true;
+    o.fence_domain = domain;
+    o.allow_unfenced = allow_unfenced;
+    ASSERT_FENCEDKV_OK(DB::Open(o, dir_->path(), &db_));
+    ASSERT_FENCEDKV_OK(LeaseService::Open(db_.get(), LeaseOptions(), &leases_));
+    options_ = ServerOptions();
+    options_.allow_unfenced = allow_unfenced;
+    options_.requirepass = pass;
+    state_ = std::make_unique<ServerState>();
+    state_->db = db_.get();
+    state_->leases = leases_.get();
+    state_->options = &options_;
+    state_->stats = &stats_;
+    state_->started = std::chrono::steady_clock::now();
+    client_ = ClientState();
+    client_.authed = pass.empty();
+  }
+
+  // Runs a command given as words; returns the raw reply.
+  std::string Run(std::vector<std::string> words) {
+    Args args(words.begin(), words.end());
+    std::string out;
+    Dispatch(*state_, client_, args, &out);
+    return out;
+  }
+
+  std::unique_ptr<test::TempDir> dir_;
+  std::unique_ptr<DB> db_;
+  std::unique_ptr<LeaseService> leases_;
+  ServerOptions options_;
+  ServerStats stats_;
+  std::unique_ptr<ServerState> state_;
+  ClientState client_;
+};
+
+TEST_F(CommandTest, TheSeedOverRedisCommands) {
+  EXPECT_EQ("+OK\r\n", Run({"SET", "k", "from-A", "FENCE", "7"}));
+  EXPECT_EQ(":8\r\n", Run({"FENCE.ADVANCE", "k", "8"}));
+  EXPECT_EQ("+OK\r\n", Run({"set", "k", "from-B", "fence", "8"}));
+  EXPECT_EQ("-STALE token 7 < max 8 (domain \"k\")\r\n",
+            Run({"SET", "k", "late-A", "FENCE", "7"}));
+  EXPECT_EQ("$6\r\nfrom-B\r\n", Run({"GET", "k"}));
+  EXPECT_EQ(":8\r\n", Run({"FENCE.GET", "k"}));
+  EXPECT_EQ("-STALE token 7 < max 8 (domain \"k\")\r\n",
+            Run({"GET", "k", "FENCE", "7"}));
+  EXPECT_EQ("$6\r\nfrom-B\r\n", Run({"GET", "k", "FENCE", "8"}));
+  EXPECT_EQ(1u, db_->GetFenceStats().rejected_writes);
+}
+
+TEST_F(CommandTest, UnfencedWritesAreRefusedUnlessAllowed) {
+  EXPECT_EQ("-NOFENCE SET needs FENCE <token>: this server refuses unfenced "
+            "writes (see --allow_unfenced)\r\n",
+            Run({"SET", "k", "v"}));
+  EXPECT_EQ(0, Run({"DEL", "k"}).rfind("-NOFENCE", 0));
+  EXPECT_EQ(0, Run({"MSET", "a", "1", "b", "2"}).rfind("-NOFENCE", 0));
+  EXPECT_EQ("$-1\r\n", Run({"GET", "k"}));
+  EXPECT_EQ(3u, stats_.nofence_rejections.load());
+  Open("key", /*allow_unfenced=*/true);
+  EXPECT_EQ("+OK\r\n", Run({"SET", "k", "v"}));
+  EXPECT_EQ(1u, stats_.unfenced_writes.load());
+  EXPECT_EQ(1u, db_->GetFenceStats().unfenced_writes);
+}
+
+TEST_F(CommandTest, InvalidTokens) {
+  for (const char* bad : {"0", "-1", "18446744073709551616", "7x", "", "+3"}) {
+    EXPECT_EQ(0, Run({"SET", "k", "v", "FENCE", bad}).rfind("-ERR invalid token", 0))
+        << bad;
+    EXPECT_EQ(0, Run({"FENCE.ADVANCE", "k", bad}).rfind("-ERR invalid token", 0));
+  }
+  EXPECT_EQ("+OK\r\n", Run({"SET", "k", "v", "FENCE", "18446744073709551615"}));
+  EXPECT_EQ(":18446744073709551615\r\n", Run({"FENCE.GET", "k"}));
+}
+
+TEST_F(CommandTest, ArityAndUnknown) {
+  EXPECT_EQ("-ERR wrong number of arguments for 'set' command\r\n",
+            Run({"SET", "k"}));
+  EXPECT_EQ("-ERR wrong number of arguments for 'get' command\r\n", Run({"GET"}));
+  EXPECT_EQ("-ERR unknown command 'NOPE', with args beginning with: 'a'\r\n",
+            Run({"NOPE", "a"}));
+  EXPECT_EQ("-ERR syntax error\r\n", Run({"SET", "k", "v", "BOGUS", "FENCE", "1"}));
+  EXPECT_EQ("-ERR SET option EX is not supported: fencedkv keys do not expire\r\n",
+            Run({"SET", "k", "v", "EX", "10", "FENCE", "1"}));
+  EXPECT_EQ("-ERR empty key\r\n", Run({"SET", "", "v", "FENCE", "1"}));
+}
+
+TEST_F(CommandTest, SetConditionsAndGet) {
+  EXPECT_EQ("+OK\r\n", Run({"SET", "k", "v1", "NX", "FENCE", "5"}));
+  EXPECT_EQ("$-1\r\n", Run({"SET", "k", "v2", "NX", "FENCE", "5"}));
+  EXPECT_EQ("$2\r\nv1\r\n", Run({"GET", "k"}));
+  EXPECT_EQ("$-1\r\n", Run({"SET", "other", "x", "XX", "FENCE", "5"}));
+  EXPECT_EQ("$-1\r\n", Run({"GET", "other"}));
+  EXPECT_EQ("$2\r\nv1\r\n", Run({"SET", "k", "v3", "GET", "FENCE", "6"}));
+  EXPECT_EQ("$2\r\nv3\r\n", Run({"GET", "k"}));
+  // A failed condition changes nothing, not even the fence.
+  EXPECT_EQ(":6\r\n", Run({"FENCE.GET", "k"}));
+  EXPECT_EQ("$-1\r\n", Run({"SET", "k", "v4", "NX", "FENCE", "9"}));
+  EXPECT_EQ(":6\r\n", Run({"FENCE.GET", "k"}));
+  // The fence comes first.
+  EXPECT_EQ(0, Run({"SET", "k", "v5", "XX", "FENCE", "5"}).rfind("-STALE", 0));
+}
+
+TEST_F(CommandTest, DelMsetExistsMget) {
+  EXPECT_EQ("+OK\r\n", Run({"MSET", "a", "1", "b", "2", "FENCE", "3"}));
+  EXPECT_EQ("*3\r\n$1\r\n1\r\n$1\r\n2\r\n$-1\r\n", Run({"MGET", "a", "b", "c"}));
+  EXPECT_EQ(":3\r\n", Run({"EXISTS", "a", "b", "a", "c"}));
+  EXPECT_EQ(":2\r\n", Run({"DEL", "a", "b", "c", "FENCE", "3"}));
+  EXPECT_EQ(":0\r\n", Run({"EXISTS", "a", "b"}));
+  EXPECT_EQ(0, Run({"MSET", "a", "1", "b", "2", "FENCE", "2"}).rfind("-STALE", 0));
+  EXPECT_EQ("-ERR wrong number of arguments for 'mset' command\r\n",
+            Run({"MSET", "a", "1", "b", "FENCE", "3"}));
+  // A key literally named FENCE.
+  EXPECT_EQ("+OK\r\n", Run({"SET", "FENCE", "x", "FENCE", "4"}));
+  EXPECT_EQ(":1\r\n", Run({"DEL", "FENCE", "FENCE", "4"}));
+}
+
+TEST_F(CommandTest, MultiExecIsOneAtomicBatch) {
+  EXPECT_EQ("+OK\r\n", Run({"SET", "x", "old", "FENCE", "10"}));
+  EXPECT_EQ("+OK\r\n", Run({"MULTI"}));
+  EXPECT_EQ("+QUEUED\r\n", Run({"SET", "a", "1", "FENCE", "10"}));
+  EXPECT_EQ("+QUEUED\r\n", Run({"SET", "x", "new", "FENCE", "9"}));  // stale
+  EXPECT_EQ("-STALE token 9 < max 10 (domain \"x\") at command 2\r\n",
+            Run({"EXEC"}));
+  EXPECT_EQ("$-1\r\n", Run({"GET", "a"}));  // nothing applied
+  EXPECT_EQ("+OK\r\n", Run({"MULTI"}));
+  EXPECT_EQ("+QUEUED\r\n", Run({"SET", "a", "1", "FENCE", "10"}));
+  EXPECT_EQ("+QUEUED\r\n", Run({"DEL", "x", "nope", "FENCE", "10"}));
+  EXPECT_EQ("+QUEUED\r\n", Run({"PING"}));
+  EXPECT_EQ("*3\r\n+OK\r\n:1\r\n+PONG\r\n", Run({"EXEC"}));
+  EXPECT_EQ("$1\r\n1\r\n", Run({"GET", "a"}));
+  // Refused inside MULTI, and the transaction is then discarded.
+  EXPECT_EQ("+OK\r\n", Run({"MULTI"}));
+  EXPECT_EQ(0, Run({"GET", "a"}).rfind("-ERR get is not allowed inside MULTI", 0));
+  EXPECT_EQ("+QUEUED\r\n", Run({"SET", "b", "2", "FENCE", "10"}));
+  EXPECT_EQ("-EXECABORT Transaction discarded because of previous errors.\r\n",
+            Run({"EXEC"}));
+  EXPECT_EQ("$-1\r\n", Run({"GET", "b"}));
+  EXPECT_EQ("-ERR EXEC without MULTI\r\n", Run({"EXEC"}));
+  EXPECT_EQ("+OK\r\n", Run({"MULTI"}));
+  EXPECT_EQ("+OK\r\n", Run({"DISCARD"}));
+}
+
+TEST_F(CommandTest, ScanVisitsEveryKeyOnce) {
+  for (int i = 0; i < 57; ++i) {
+    Run({"SET", "key:" + std::to_string(i), "v", "FENCE", "1"});
+  }
+  Run({"SET", "other", "v", "FENCE", "1"});
+  Run({"DEL", "key:3", "FENCE", "2"});
+  std::set<std::string> seen;
+  std::string cursor = "0";
+  int calls = 0;
+  do {
+    std::string r = Run({"SCAN", cursor, "MATCH", "key:*", "COUNT", "7"});
+    ASSERT_EQ(0, r.rfind("*2\r\n$", 0)) << r;
+    // Parse the reply: cursor bulk, then an array of bulks.
+    size_t p = r.find("\r\n", 4) + 2;
+    size_t e = r.find("\r\n", p);
+    cursor = r.substr(p, e - p);
+    p = r.find("\r\n", e + 2) + 2;  // past "*N"
+    while (p < r.size()) {
+      size_t len_end = r.find("\r\n", p);
+      const size_t len = std::stoul(r.substr(p + 1, len_end - p - 1));
+      EXPECT_TRUE(seen.insert(r.substr(len_end + 2, len)).second);
+      p = len_end + 2 + len + 2;
+    }
+    ASSERT_LT(++calls, 50);
+  } while (cursor != "0");
+  EXPECT_EQ(56u, seen.size());
+  EXPECT_EQ(0u, seen.count("other"));
+  EXPECT_EQ(0u, seen.count("key:3"));
+  EXPECT_EQ("-ERR invalid cursor\r\n", Run({"SCAN", "424242"}));
+  EXPECT_EQ(":57\r\n", Run({"DBSIZE"}));
+}
+
+TEST_F(CommandTest, Leases) {
+  std::string r = Run({"LEASE.ACQUIRE", "shard1", "A", "10000"});
+  EXPECT_EQ(0, r.rfind("*2\r\n:1\r\n:", 0)) << r;
+  EXPECT_EQ(0, Run({"LEASE.ACQUIRE", "shard1", "B", "10000"})
+                   .rfind("-LEASED lease \"shard1\" is held by \"A\" for another", 0));
+  EXPECT_EQ(0, Run({"LEASE.ACQUIRE", "shard1", "A", "10000"}).rfind("*2\r\n:1\r\n", 0));
+  EXPECT_EQ(0, Run({"LEASE.RENEW", "shard1", "A", "1", "20000"}).rfind("*2\r\n:1\r\n", 0));
+  EXPECT_EQ(0, Run({"LEASE.RENEW", "shard1", "A", "2", "20000"}).rfind("-LEASELOST", 0));
+  r = Run({"LEASE.INFO", "shard1"});
+  EXPECT_EQ(0, r.rfind("*6\r\n$6\r\nholder\r\n$1\r\nA\r\n$5\r\ntoken\r\n:1\r\n", 0)) << r;
+  EXPECT_EQ("+OK\r\n", Run({"LEASE.RELEASE", "shard1", "A", "1"}));
+  EXPECT_EQ("*-1\r\n", Run({"LEASE.INFO", "shard1"}));
+  r = Run({"LEASE.ACQUIRE", "shard1", "B", "10000"});
+  EXPECT_EQ(0, r.rfind("*2\r\n:2\r\n", 0)) << r;  // a new, higher token
+  // A grant is above every token the store has seen.
+  Run({"SET", "k", "v", "FENCE", "100"});
+  EXPECT_EQ(0, Run({"LEASE.ACQUIRE", "other", "C", "1000"}).rfind("*2\r\n:101\r\n", 0));
+  EXPECT_EQ("-ERR invalid ttl_ms: must be a positive integer\r\n",
+            Run({"LEASE.ACQUIRE", "x", "C", "0"}));
+  EXPECT_EQ("-ERR value is not an integer or out of range\r\n",
+            Run({"LEASE.ACQUIRE", "x", "C", "soon"}));
+}
+
+TEST_F(CommandTest, FenceDomainFloorAndHashtags) {
+  Open("hashtag");
+  EXPECT_EQ("$6\r\nshard1\r\n", Run({"FENCE.DOMAIN", "user:{shard1}:x"}));
+  EXPECT_EQ(":8\r\n", Run({"FENCE.ADVANCE", "{shard1}", "8"}));
+  EXPECT_EQ("-STALE token 7 < max 8 (domain \"shard1\")\r\n",
+            Run({"SET", "user:{shard1}:never-touched", "v", "FENCE", "7"}));
+  EXPECT_EQ(":0\r\n", Run({"FENCE.FLOOR"}));
+  EXPECT_EQ(":20\r\n", Run({"FENCE.FLOOR", "20"}));
+  EXPECT_EQ(0, Run({"FENCE.FLOOR", "10"}).rfind("-ERR fence floor cannot decrease", 0));
+  EXPECT_EQ("-STALE token 19 < floor 20 (domain \"other\")\r\n",
+            Run({"SET", "other", "v", "FENCE", "19"}));
+}
+
+TEST_F(CommandTest, AuthAndAdmin) {
+  Open("key", false, "s3cret");
+  EXPECT_EQ("-NOAUTH Authentication required.\r\n", Run({"GET", "k"}));
+  EXPECT_EQ("-WRONGPASS invalid username-password pair or user is disabled.\r\n",
+            Run({"AUTH", "nope"}));
+  EXPECT_EQ("+OK\r\n", Run({"AUTH", "s3cret"}));
+  EXPECT_EQ("$-1\r\n", Run({"GET", "k"}));
+  EXPECT_EQ("+PONG\r\n", Run({"PING"}));
+  EXPECT_EQ("$2\r\nhi\r\n", Run({"ECHO", "hi"}));
+  EXPECT_EQ("+OK\r\n", Run({"SELECT", "0"}));
+  EXPECT_EQ(0, Run({"SELECT", "1"}).rfind("-ERR DB index is out of range", 0));
+  EXPECT_EQ("+OK\r\n", Run({"CLIENT", "SETNAME", "worker-1"}));
+  EXPECT_EQ("$8\r\nworker-1\r\n", Run({"CLIENT", "GETNAME"}));
+  EXPECT_EQ("*4\r\n$4\r\nsave\r\n$0\r\n\r\n$10\r\nappendonly\r\n$3\r\nyes\r\n",
+            Run({"CONFIG", "GET", "save", "appendonly"}));
+  const std::string count = Run({"COMMAND", "COUNT"});
+  EXPECT_EQ(":" + std::to_string(AllCommands().size()) + "\r\n", count);
+  EXPECT_EQ("*0\r\n", Run({"COMMAND", "DOCS"}));
+  const std::string info = Run({"INFO", "fencing"});
+  EXPECT_NE(std::string::npos, info.find("fence_domain:key"));
+  EXPECT_NE(std::string::npos, info.find("rejected_writes:0"));
+  EXPECT_EQ(std::string::npos, info.find("# Server"));
+  EXPECT_NE(std::string::npos, Run({"INFO"}).find("# Persistence"));
+  EXPECT_EQ(0, Run({"FLUSHALL"}).rfind("-ERR flushall is not supported", 0));
+  EXPECT_EQ(0, Run({"HELLO", "3"}).rfind("-NOPROTO", 0));
+  EXPECT_EQ(0, Run({"HELLO", "2"}).rfind("*14\r\n$6\r\nserver\r\n$8\r\nfencedkv\r\n", 0));
+  EXPECT_EQ("+OK\r\n", Run({"QUIT"}));
+  EXPECT_TRUE(client_.close_after_reply);
+}
+
+}  // namespace server
+}  // namespace fencedkv

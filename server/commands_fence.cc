@@ -1,0 +1,161 @@
+// Copyright (c) fencedkv authors.
+//
+// FENCE.* and LEASE.*:
+//   FENCE.ADVANCE key token          -> integer: the domain's max after it
+//   FENCE.GET key                    -> integer (0 if none)
+//   FENCE.DOMAIN key                 -> bulk: the key's fence domain
+//   FENCE.FLOOR [token]              -> integer: the floor (after raising it)
+//   LEASE.ACQUIRE name holder ttl_ms -> [token, ttl_ms] | -LEASED
+//   LEASE.RENEW name holder token ttl_ms -> [token, ttl_ms] | -LEASELOST
+//   LEASE.RELEASE name holder token  -> +OK | -LEASELOST
+//   LEASE.INFO name                  -> [holder, token, ttl_ms] | nil
+
+#include "command_table.h"
+#include "resp_writer.h"
+
+namespace fencedkv {
+namespace server {
+
+namespace {
+
+void CmdFenceAdvance(ServerState& server, ClientState&, const Args& args,
+                     std::string* out) {
+  Token token, after = 0;
+  if (!ParseTokenArg(args[2], &token, out)) return;
+  Status s = server.db->AdvanceFence(ServerWriteOptions(server), args[1], token,
+                                     &after);
+  if (s.ok()) {
+    resp::UInteger(out, after);
+  } else {
+    ReplyStatus(s, out);
+  }
+}
+
+void CmdFenceGet(ServerState& server, ClientState&, const Args& args,
+                 std::string* out) {
+  Token max = 0;
+  Status s = server.db->GetFence(args[1], &max);
+  if (s.ok()) {
+    resp::UInteger(out, max);
+  } else {
+    ReplyStatus(s, out);
+  }
+}
+
+void CmdFenceDomain(ServerState& server, ClientState&, const Args& args,
+                    std::string* out) {
+  if (args[1].empty()) {
+    resp::Error(out, "ERR empty key");
+    return;
+  }
+  resp::Bulk(out, server.db->GetFenceDomain().DomainOf(args[1]));
+}
+
+void CmdFenceFloor(ServerState& server, ClientState&, const Args& args,
+                   std::string* out) {
+  if (args.size() > 2) {
+    ReplyWrongArgs("fence.floor", out);
+    return;
+  }
+  if (args.size() == 2) {
+    Token floor;
+    if (!ParseTokenArg(args[1], &floor, out)) return;
+    Status s = server.db->SetFenceFloor(ServerWriteOptions(server), floor);
+    if (!s.ok()) {
+      ReplyStatus(s, out);
+      return;
+    }
+  }
+  resp::UInteger(out, server.db->GetFenceFloor());
+}
+
+bool ParseTtl(std::string_view text, int64_t* ttl, std::string* out) {
+  if (!ParseInt64Arg(text, ttl, out)) return false;
+  if (*ttl <= 0) {
+    resp::Error(out, "ERR invalid ttl_ms: must be a positive integer");
+    return false;
+  }
+  return true;
+}
+
+void ReplyGrant(const LeaseGrant& g, std::string* out) {
+  resp::ArrayHeader(out, 2);
+  resp::UInteger(out, g.token);
+  resp::Integer(out, g.ttl_ms);
+}
+
+void CmdLeaseAcquire(ServerState& server, ClientState&, const Args& args,
+                     std::string* out) {
+  int64_t ttl;
+  if (!ParseTtl(args[3], &ttl, out)) return;
+  LeaseGrant g;
+  Status s = server.leases->Acquire(args[1], args[2], ttl, &g);
+  if (s.ok()) {
+    ReplyGrant(g, out);
+  } else {
+    ReplyStatus(s, out);
+  }
+}
+
+void CmdLeaseRenew(ServerState& server, ClientState&, const Args& args,
+                   std::string* out) {
+  Token token;
+  int64_t ttl;
+  if (!ParseTokenArg(args[3], &token, out) || !ParseTtl(args[4], &ttl, out)) {
+    return;
+  }
+  LeaseGrant g;
+  Status s = server.leases->Renew(args[1], args[2], token, ttl, &g);
+  if (s.ok()) {
+    ReplyGrant(g, out);
+  } else {
+    ReplyStatus(s, out);
+  }
+}
+
+void CmdLeaseRelease(ServerState& server, ClientState&, const Args& args,
+                     std::string* out) {
+  Token token;
+  if (!ParseTokenArg(args[3], &token, out)) return;
+  Status s = server.leases->Release(args[1], args[2], token);
+  if (s.ok()) {
+    resp::Simple(out, "OK");
+  } else {
+    ReplyStatus(s, out);
+  }
+}
+
+void CmdLeaseInfo(ServerState& server, ClientState&, const Args& args,
+                  std::string* out) {
+  LeaseGrant g;
+  Status s = server.leases->Inspect(args[1], &g);
+  if (s.IsNotFound()) {
+    resp::NullArray(out);
+  } else if (!s.ok()) {
+    ReplyStatus(s, out);
+  } else {
+    resp::ArrayHeader(out, 6);
+    resp::Bulk(out, "holder");
+    resp::Bulk(out, g.holder);
+    resp::Bulk(out, "token");
+    resp::UInteger(out, g.token);
+    resp::Bulk(out, "ttl_ms");
+    resp::Integer(out, g.ttl_ms);
+  }
+}
+
+}  // namespace
+
+void AppendFenceCommands(std::vector<CommandSpec>* t) {
+  t->push_back({"fence.advance", CmdFenceAdvance, 3, kCmdWrite});
+  t->push_back({"fence.get", CmdFenceGet, 2, kCmdReadOnly});
+  t->push_back({"fence.domain", CmdFenceDomain, 2, kCmdReadOnly});
+  t->push_back({"fence.floor", CmdFenceFloor, -1, kCmdAdmin});
+  t->push_back({"lease.acquire", CmdLeaseAcquire, 4, kCmdWrite});
+  t->push_back({"lease.renew", CmdLeaseRenew, 5, kCmdWrite});
+  t->push_back({"lease.release", CmdLeaseRelease, 4, kCmdWrite});
+  t->push_back({"lease.info", CmdLeaseInfo, 2, kCmdReadOnly});
+}
+
+}  // namespace server
+}  // namespace fencedkv

@@ -1,0 +1,463 @@
+// Copyright (c) fencedkv authors.
+//
+// GET SET DEL EXISTS MGET MSET SCAN KEYS DBSIZE, with Redis behaviour plus
+// fencing arguments, and EXEC's batch of fenced writes.
+//
+//   GET key [FENCE token]                 fenced read with FENCE
+//   SET key value [NX|XX] [GET] FENCE token
+//   DEL key [key ...] FENCE token         one atomic batch
+//   MSET key value [key value ...] FENCE token   one atomic batch
+
+#include <glog/logging.h>
+
+#include <charconv>
+
+#include "command_table.h"
+#include "resp_writer.h"
+
+namespace fencedkv {
+namespace server {
+
+namespace {
+
+// The token of a write: from its FENCE clause, or 0 (explicitly unfenced)
+// when the server allows it. Otherwise replies -NOFENCE and returns false.
+bool ResolveWriteToken(ServerState& server, bool has_fence,
+                       std::string_view token_text, std::string_view command,
+                       std::string_view key, Token* token, std::string* out) {
+  if (has_fence) return ParseTokenArg(token_text, token, out);
+  if (!server.options->allow_unfenced) {
+    server.stats->nofence_rejections.fetch_add(1, std::memory_order_relaxed);
+    resp::Error(out, "NOFENCE " + std::string(command) +
+                         " needs FENCE <token>: this server refuses unfenced "
+                         "writes (see --allow_unfenced)");
+    return false;
+  }
+  server.stats->unfenced_writes.fetch_add(1, std::memory_order_relaxed);
+  LOG(WARNING) << "unfenced write (--allow_unfenced): " << command << " "
+               << EscapeBytes(key.substr(0, 128));
+  *token = 0;
+  return true;
+}
+
+struct SetRequest {
+  std::string_view key, value;
+  bool nx = false, xx = false, get = false;
+  bool has_fence = false;
+  std::string_view token_text;
+};
+
+// Parses SET's arguments; on failure *error is the reply line.
+bool ParseSet(const Args& args, SetRequest* req, std::string* error) {
+  req->key = args[1];
+  req->value = args[2];
+  for (size_t i = 3; i < args.size(); ++i) {
+    const std::string_view a = args[i];
+    if (EqualsIgnoreCase(a, "NX")) {
+      req->nx = true;
+    } else if (EqualsIgnoreCase(a, "XX")) {
+      req->xx = true;
+    } else if (EqualsIgnoreCase(a, "GET")) {
+      req->get = true;
+    } else if (EqualsIgnoreCase(a, "FENCE") && i + 1 < args.size()) {
+      req->has_fence = true;
+      req->token_text = args[++i];
+    } else if (EqualsIgnoreCase(a, "EX") || EqualsIgnoreCase(a, "PX") ||
+               EqualsIgnoreCase(a, "EXAT") || EqualsIgnoreCase(a, "PXAT") ||
+               EqualsIgnoreCase(a, "KEEPTTL")) {
+      *error = "ERR SET option " + std::string(a) +
+               " is not supported: fencedkv keys do not expire";
+      return false;
+    } else {
+      *error = "ERR syntax error";
+      return false;
+    }
+  }
+  if (req->nx && req->xx) {
+    *error = "ERR syntax error";
+    return false;
+  }
+  return true;
+}
+
+// DEL keys and fence clause: "DEL k1 k2 FENCE 7". False if no key.
+bool SplitFenceSuffix(const Args& args, size_t first, size_t* end,
+                      bool* has_fence, std::string_view* token_text) {
+  *end = args.size();
+  *has_fence = false;
+  if (args.size() >= first + 3 && EqualsIgnoreCase(args[args.size() - 2], "FENCE")) {
+    *has_fence = true;
+    *token_text = args.back();
+    *end = args.size() - 2;
+  }
+  return *end > first;
+}
+
+// MSET pairs and fence clause. False on an odd number of pair arguments.
+bool SplitMset(const Args& args, size_t* end, bool* has_fence,
+               std::string_view* token_text) {
+  const size_t n = args.size();
+  *has_fence = false;
+  *end = n;
+  if (n >= 5 && (n - 1) % 2 == 0 && EqualsIgnoreCase(args[n - 2], "FENCE")) {
+    *has_fence = true;
+    *token_text = args[n - 1];
+    *end = n - 2;
+  }
+  return *end > 1 && (*end - 1) % 2 == 0;
+}
+
+void CmdGet(ServerState& server, ClientState&, const Args& args,
+            std::string* out) {
+  std::string value;
+  Status s;
+  if (args.size() == 2) {
+    s = server.db->Get(ReadOptions(), args[1], &value);
+  } else if (args.size() == 4 && EqualsIgnoreCase(args[2], "FENCE")) {
+    Token token;
+    if (!ParseTokenArg(args[3], &token, out)) return;
+    s = server.db->GetFenced(ReadOptions(), args[1], token, &value);
+  } else {
+    resp::Error(out, "ERR syntax error");
+    return;
+  }
+  if (s.ok()) {
+    resp::Bulk(out, value);
+  } else if (s.IsNotFound()) {
+    resp::Null(out);
+  } else {
+    ReplyStatus(s, out);
+  }
+}
+
+void CmdSet(ServerState& server, ClientState&, const Args& args,
+            std::string* out) {
+  SetRequest req;
+  std::string error;
+  if (!ParseSet(args, &req, &error)) {
+    resp::Error(out, error);
+    return;
+  }
+  Token token;
+  if (!ResolveWriteToken(server, req.has_fence, req.token_text, "SET", req.key,
+                         &token, out)) {
+    return;
+  }
+  if (!req.nx && !req.xx && !req.get) {
+    Status s = server.db->Put(ServerWriteOptions(server), req.key, req.value,
+                              token);
+    if (s.ok()) {
+      resp::Simple(out, "OK");
+    } else {
+      ReplyStatus(s, out);
+    }
+    return;
+  }
+  WriteBatch batch;
+  batch.Put(req.key, req.value, token,
+            req.nx ? WriteCondition::kIfAbsent
+                   : req.xx ? WriteCondition::kIfPresent : WriteCondition::kNone);
+  WriteResult result;
+  result.want_old_values = req.get;
+  Status s = server.db->Write(ServerWriteOptions(server), batch, &result);
+  if (!s.ok()) {
+    ReplyStatus(s, out);
+  } else if (req.get) {
+    if (result.existed[0]) {
+      resp::Bulk(out, result.old_values[0]);
+    } else {
+      resp::Null(out);
+    }
+  } else if (result.applied) {
+    resp::Simple(out, "OK");
+  } else {
+    resp::Null(out);
+  }
+}
+
+void CmdDel(ServerState& server, ClientState&, const Args& args,
+            std::string* out) {
+  size_t end;
+  bool has_fence;
+  std::string_view token_text;
+  if (!SplitFenceSuffix(args, 1, &end, &has_fence, &token_text)) {
+    ReplyWrongArgs("del", out);
+    return;
+  }
+  Token token;
+  if (!ResolveWriteToken(server, has_fence, token_text, "DEL", args[1], &token,
+                         out)) {
+    return;
+  }
+  WriteBatch batch;
+  for (size_t i = 1; i < end; ++i) batch.Delete(args[i], token);
+  WriteResult result;
+  Status s = server.db->Write(ServerWriteOptions(server), batch, &result);
+  if (!s.ok()) {
+    ReplyStatus(s, out);
+    return;
+  }
+  int64_t deleted = 0;
+  for (bool e : result.existed) deleted += e ? 1 : 0;
+  resp::Integer(out, deleted);
+}
+
+void CmdMset(ServerState& server, ClientState&, const Args& args,
+             std::string* out) {
+  size_t end;
+  bool has_fence;
+  std::string_view token_text;
+  if (!SplitMset(args, &end, &has_fence, &token_text)) {
+    ReplyWrongArgs("mset", out);
+    return;
+  }
+  Token token;
+  if (!ResolveWriteToken(server, has_fence, token_text, "MSET", args[1], &token,
+                         out)) {
+    return;
+  }
+  WriteBatch batch;
+  for (size_t i = 1; i + 1 < end; i += 2) batch.Put(args[i], args[i + 1], token);
+  Status s = server.db->Write(ServerWriteOptions(server), batch);
+  if (s.ok()) {
+    resp::Simple(out, "OK");
+  } else {
+    ReplyStatus(s, out);
+  }
+}
+
+void CmdExists(ServerState& server, ClientState&, const Args& args,
+               std::string* out) {
+  int64_t n = 0;
+  std::string value;
+  for (size_t i = 1; i < args.size(); ++i) {
+    Status s = server.db->Get(ReadOptions(), args[i], &value);
+    if (s.ok()) {
+      ++n;
+    } else if (!s.IsNotFound()) {
+      ReplyStatus(s, out);
+      return;
+    }
+  }
+  resp::Integer(out, n);
+}
+
+void CmdMget(ServerState& server, ClientState&, const Args& args,
+             std::string* out) {
+  std::string reply;
+  resp::ArrayHeader(&reply, args.size() - 1);
+  std::string value;
+  for (size_t i = 1; i < args.size(); ++i) {
+    Status s = server.db->Get(ReadOptions(), args[i], &value);
+    if (s.ok()) {
+      resp::Bulk(&reply, value);
+    } else if (s.IsNotFound() || s.IsInvalidArgument()) {
+      resp::Null(&reply);  // as Redis: a missing key is nil
+    } else {
+      ReplyStatus(s, out);
+      return;
+    }
+  }
+  out->append(reply);
+}
+
+ReadOptions ScanOptions() {
+  ReadOptions ro;
+  ro.fill_cache = false;
+  return ro;
+}
+
+void CmdScan(ServerState& server, ClientState&, const Args& args,
+             std::string* out) {
+  std::string start;
+  if (args[1] != "0") {
+    uint64_t cursor = 0;
+    auto r = std::from_chars(args[1].data(), args[1].data() + args[1].size(), cursor);
+    if (r.ec != std::errc() || r.ptr != args[1].data() + args[1].size() ||
+        !server.cursors.Load(cursor, &start)) {
+      resp::Error(out, "ERR invalid cursor");
+      return;
+    }
+  }
+  std::string_view pattern;
+  bool has_pattern = false;
+  int64_t count = 10;
+  bool type_ok = true;
+  for (size_t i = 2; i < args.size(); ++i) {
+    if (EqualsIgnoreCase(args[i], "MATCH") && i + 1 < args.size()) {
+      pattern = args[++i];
+      has_pattern = true;
+    } else if (EqualsIgnoreCase(args[i], "COUNT") && i + 1 < args.size()) {
+      if (!ParseInt64Arg(args[++i], &count, out)) return;
+      if (count < 1) {
+        resp::Error(out, "ERR syntax error");
+        return;
+      }
+    } else if (EqualsIgnoreCase(args[i], "TYPE") && i + 1 < args.size()) {
+      type_ok = EqualsIgnoreCase(args[++i], "string");  // the only type
+    } else {
+      resp::Error(out, "ERR syntax error");
+      return;
+    }
+  }
+  auto it = server.db->NewIterator(ScanOptions());
+  std::vector<std::string> keys;
+  int64_t examined = 0;
+  for (it->Seek(start); it->Valid() && examined < count; it->Next(), ++examined) {
+    if (!type_ok) continue;
+    if (has_pattern && !GlobMatch(pattern, it->key())) continue;
+    keys.emplace_back(it->key());
+  }
+  if (!it->status().ok()) {
+    ReplyStatus(it->status(), out);
+    return;
+  }
+  const std::string next =
+      it->Valid() ? std::to_string(server.cursors.Save(std::string(it->key())))
+                  : "0";
+  resp::ArrayHeader(out, 2);
+  resp::Bulk(out, next);
+  resp::ArrayHeader(out, keys.size());
+  for (const auto& k : keys) resp::Bulk(out, k);
+}
+
+void CmdKeys(ServerState& server, ClientState&, const Args& args,
+             std::string* out) {
+  auto it = server.db->NewIterator(ScanOptions());
+  std::vector<std::string> keys;
+  for (it->SeekToFirst(); it->Valid(); it->Next()) {
+    if (GlobMatch(args[1], it->key())) keys.emplace_back(it->key());
+  }
+  if (!it->status().ok()) {
+    ReplyStatus(it->status(), out);
+    return;
+  }
+  resp::ArrayHeader(out, keys.size());
+  for (const auto& k : keys) resp::Bulk(out, k);
+}
+
+void CmdDbsize(ServerState& server, ClientState&, const Args&,
+               std::string* out) {
+  // Exact (a full key scan), like Redis' answer; O(keys).
+  auto it = server.db->NewIterator(ScanOptions());
+  int64_t n = 0;
+  for (it->SeekToFirst(); it->Valid(); it->Next()) ++n;
+  if (!it->status().ok()) {
+    ReplyStatus(it->status(), out);
+    return;
+  }
+  resp::Integer(out, n);
+}
+
+}  // namespace
+
+bool CheckQueueable(const Args& args, std::string* error) {
+  if (EqualsIgnoreCase(args[0], "SET")) {
+    SetRequest req;
+    if (!ParseSet(args, &req, error)) return false;
+    if (req.nx || req.xx || req.get) {
+      *error = "ERR SET options NX, XX and GET are not supported inside MULTI";
+      return false;
+    }
+    return true;
+  }
+  size_t end;
+  bool has_fence;
+  std::string_view token_text;
+  if (EqualsIgnoreCase(args[0], "DEL") &&
+      !SplitFenceSuffix(args, 1, &end, &has_fence, &token_text)) {
+    *error = "ERR wrong number of arguments for 'del' command";
+    return false;
+  }
+  if (EqualsIgnoreCase(args[0], "MSET") &&
+      !SplitMset(args, &end, &has_fence, &token_text)) {
+    *error = "ERR wrong number of arguments for 'mset' command";
+    return false;
+  }
+  return true;
+}
+
+void ExecTransaction(ServerState& server, ClientState& client,
+                     std::string* out) {
+  // The queued commands (already checked by CheckQueueable) become one
+  // atomic batch; each op's index range is kept for the per-command replies.
+  std::vector<std::vector<std::string>> queued;
+  queued.swap(client.queued);
+  client.in_multi = false;
+  if (client.multi_failed) {
+    client.multi_failed = false;
+    resp::Error(out, "EXECABORT Transaction discarded because of previous errors.");
+    return;
+  }
+  WriteBatch batch;
+  std::vector<std::pair<size_t, size_t>> ranges;  // [first op, end op)
+  for (const auto& cmd : queued) {
+    const Args args(cmd.begin(), cmd.end());
+    const size_t first = batch.Count();
+    std::string error;
+    size_t end;
+    bool has_fence = false;
+    std::string_view token_text;
+    Token token = 0;
+    if (EqualsIgnoreCase(args[0], "SET")) {
+      SetRequest req;
+      ParseSet(args, &req, &error);
+      if (!ResolveWriteToken(server, req.has_fence, req.token_text, "SET",
+                             req.key, &token, out)) {
+        return;
+      }
+      batch.Put(req.key, req.value, token);
+    } else if (EqualsIgnoreCase(args[0], "DEL")) {
+      SplitFenceSuffix(args, 1, &end, &has_fence, &token_text);
+      if (!ResolveWriteToken(server, has_fence, token_text, "DEL", args[1],
+                             &token, out)) {
+        return;
+      }
+      for (size_t i = 1; i < end; ++i) batch.Delete(args[i], token);
+    } else if (EqualsIgnoreCase(args[0], "MSET")) {
+      SplitMset(args, &end, &has_fence, &token_text);
+      if (!ResolveWriteToken(server, has_fence, token_text, "MSET", args[1],
+                             &token, out)) {
+        return;
+      }
+      for (size_t i = 1; i + 1 < end; i += 2) batch.Put(args[i], args[i + 1], token);
+    }
+    ranges.emplace_back(first, batch.Count());
+  }
+  WriteResult result;
+  Status s = server.db->Write(ServerWriteOptions(server), batch, &result);
+  if (!s.ok()) {
+    ReplyStatus(s, out);  // e.g. -STALE: nothing was applied
+    return;
+  }
+  resp::ArrayHeader(out, queued.size());
+  for (size_t c = 0; c < queued.size(); ++c) {
+    const std::string& name = queued[c][0];
+    if (EqualsIgnoreCase(name, "DEL")) {
+      int64_t n = 0;
+      for (size_t i = ranges[c].first; i < ranges[c].second; ++i) {
+        n += result.existed[i] ? 1 : 0;
+      }
+      resp::Integer(out, n);
+    } else if (EqualsIgnoreCase(name, "PING")) {
+      resp::Simple(out, "PONG");
+    } else {
+      resp::Simple(out, "OK");
+    }
+  }
+}
+
+void AppendKvCommands(std::vector<CommandSpec>* t) {
+  t->push_back({"get", CmdGet, -2, kCmdReadOnly});
+  t->push_back({"set", CmdSet, -3, kCmdWrite | kCmdMulti});
+  t->push_back({"del", CmdDel, -2, kCmdWrite | kCmdMulti});
+  t->push_back({"mset", CmdMset, -3, kCmdWrite | kCmdMulti});
+  t->push_back({"exists", CmdExists, -2, kCmdReadOnly});
+  t->push_back({"mget", CmdMget, -2, kCmdReadOnly});
+  t->push_back({"scan", CmdScan, -2, kCmdReadOnly});
+  t->push_back({"keys", CmdKeys, 2, kCmdReadOnly});
+  t->push_back({"dbsize", CmdDbsize, 1, kCmdReadOnly});
+}
+
+}  // namespace server
+}  // namespace fencedkv

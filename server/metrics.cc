@@ -1,0 +1,109 @@
+// Copyright (c) fencedkv authors.
+
+#include "metrics.h"
+
+#include <prometheus/collectable.h>
+#include <prometheus/exposer.h>
+#include <prometheus/metric_family.h>
+
+namespace fencedkv {
+namespace server {
+
+namespace {
+
+class Collector : public prometheus::Collectable {
+ public:
+  Collector(DB* db, LeaseService* leases, const ServerStats* stats)
+      : db_(db), leases_(leases), stats_(stats) {}
+
+  std::vector<prometheus::MetricFamily> Collect() const override {
+    const FenceStats fs = db_->GetFenceStats();
+    const LeaseService::Stats ls = leases_->GetStats();
+    std::vector<prometheus::MetricFamily> out;
+    auto add = [&](const char* name, const char* help, prometheus::MetricType type,
+                   double value) {
+      prometheus::MetricFamily f;
+      f.name = name;
+      f.help = help;
+      f.type = type;
+      prometheus::ClientMetric m;
+      if (type == prometheus::MetricType::Counter) {
+        m.counter.value = value;
+      } else {
+        m.gauge.value = value;
+      }
+      f.metric.push_back(std::move(m));
+      out.push_back(std::move(f));
+    };
+    using T = prometheus::MetricType;
+    add("fencedkv_writes_accepted_total", "Fenced writes applied", T::Counter,
+        static_cast<double>(fs.accepted_writes));
+    add("fencedkv_writes_rejected_total", "Writes refused with a stale token",
+        T::Counter, static_cast<double>(fs.rejected_writes));
+    add("fencedkv_fence_advances_total", "FENCE.ADVANCE calls that raised a max",
+        T::Counter, static_cast<double>(fs.advances));
+    add("fencedkv_reads_rejected_total", "Fenced reads refused as stale",
+        T::Counter, static_cast<double>(fs.rejected_reads));
+    add("fencedkv_unfenced_writes_total", "Writes without FENCE (--allow_unfenced)",
+        T::Counter, static_cast<double>(stats_->unfenced_writes.load()));
+    add("fencedkv_nofence_rejections_total", "Writes refused for lacking FENCE",
+        T::Counter, static_cast<double>(stats_->nofence_rejections.load()));
+    add("fencedkv_commands_total", "Commands processed", T::Counter,
+        static_cast<double>(stats_->commands.load()));
+    add("fencedkv_connections_received_total", "Connections accepted", T::Counter,
+        static_cast<double>(stats_->connections_received.load()));
+    add("fencedkv_connections_rejected_total", "Connections refused (maxclients)",
+        T::Counter, static_cast<double>(stats_->connections_rejected.load()));
+    add("fencedkv_connected_clients", "Open client connections", T::Gauge,
+        static_cast<double>(stats_->connected.load()));
+    add("fencedkv_fence_floor", "The global fence floor", T::Gauge,
+        static_cast<double>(db_->GetFenceFloor()));
+    add("fencedkv_leases_granted_total", "Lease grants with a new token",
+        T::Counter, static_cast<double>(ls.grants));
+    add("fencedkv_leases_held", "Leases currently held", T::Gauge,
+        static_cast<double>(ls.held));
+    add("fencedkv_lease_last_token", "The last lease token issued", T::Gauge,
+        static_cast<double>(ls.last_token));
+    return out;
+  }
+
+ private:
+  DB* db_;
+  LeaseService* leases_;
+  const ServerStats* stats_;
+};
+
+class ExporterImpl final : public MetricsExporter {
+ public:
+  std::shared_ptr<Collector> collector;
+  std::unique_ptr<prometheus::Exposer> exposer;
+  int port() const override {
+    auto ports = exposer->GetListeningPorts();
+    return ports.empty() ? 0 : ports[0];
+  }
+};
+
+}  // namespace
+
+MetricsExporter::~MetricsExporter() = default;
+
+Status MetricsExporter::Start(const std::string& bind, int port, DB* db,
+                              LeaseService* leases, const ServerStats* stats,
+                              std::unique_ptr<MetricsExporter>* exporter) {
+  auto impl = std::make_unique<ExporterImpl>();
+  impl->collector = std::make_shared<Collector>(db, leases, stats);
+  try {
+    impl->exposer = std::make_unique<prometheus::Exposer>(
+        bind + ":" + std::to_string(port), 1);
+  } catch (const std::exception& e) {
+    return Status::IOError("cannot serve metrics on " + bind + ":" +
+                               std::to_string(port),
+                           e.what());
+  }
+  impl->exposer->RegisterCollectable(impl->collector);
+  *exporter = std::move(impl);
+  return Status::OK();
+}
+
+}  // namespace server
+}  // namespace fencedkv

@@ -1,0 +1,67 @@
+// Copyright (c) fencedkv authors.
+//
+// Incremental decoding of client requests in the Redis protocol: RESP arrays
+// of bulk strings ("*2\r\n$3\r\nGET\r\n$1\r\nk\r\n") and inline commands
+// ("GET k\r\n", as telnet users type). Pure: no I/O, no DB -- fuzzable.
+//
+// Every size is bounded: a request larger than max_request_bytes, an array
+// of more than max_args elements or a malformed frame is an error (the
+// server answers "-ERR Protocol error: ..." and closes that connection).
+//
+// Not thread-safe; one parser per connection.
+
+#ifndef FENCEDKV_SERVER_RESP_PARSER_H_
+#define FENCEDKV_SERVER_RESP_PARSER_H_
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace fencedkv {
+namespace server {
+
+class RespParser {
+ public:
+  struct Limits {
+    size_t max_request_bytes = 64 << 20;  // one command, all arguments
+    size_t max_args = 1 << 20;
+    size_t max_inline_bytes = 64 << 10;   // inline commands
+  };
+  enum class Result { kNeedMore, kCommand, kError };
+
+  explicit RespParser(const Limits& limits) : limits_(limits) {}
+
+  // Parses the next command from buf[0, n), which starts where the previous
+  // command ended (the caller drops consumed bytes and may move the buffer
+  // between calls; the parser keeps only offsets). On kCommand, *args views
+  // into buf and *consumed is the command's length. On kNeedMore, call again
+  // with the same bytes and more. On kError, error() says why.
+  Result Parse(const char* buf, size_t n, std::vector<std::string_view>* args,
+               size_t* consumed);
+
+  const std::string& error() const { return error_; }
+
+ private:
+  Result ParseInline(const char* buf, size_t n,
+                     std::vector<std::string_view>* args, size_t* consumed);
+  Result Fail(std::string msg);
+  void Reset();
+
+  const Limits limits_;
+  std::string error_;
+  // Progress through a partially received array.
+  bool in_array_ = false;
+  long long expected_ = 0;   // elements in the array
+  size_t pos_ = 0;           // parse position (offset from the command start)
+  std::vector<std::pair<size_t, size_t>> spans_;  // (offset, length)
+};
+
+// Redis glob matching (stringmatchlen): *, ?, [abc], [^a], [a-z], \x.
+bool GlobMatch(std::string_view pattern, std::string_view text,
+               bool nocase = false);
+
+}  // namespace server
+}  // namespace fencedkv
+
+#endif  // FENCEDKV_SERVER_RESP_PARSER_H_

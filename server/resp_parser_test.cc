@@ -1,0 +1,130 @@
+// Copyright (c) fencedkv authors.
+
+#include "resp_parser.h"
+
+#include <gtest/gtest.h>
+
+namespace fencedkv {
+namespace server {
+
+namespace {
+
+// Parses all of `input` in one go; returns "cmd1|cmd2|..." with args joined
+// by spaces, or "ERROR: ..." / "NEEDMORE" at the end.
+std::string ParseAll(const std::string& input, RespParser::Limits limits = {}) {
+  RespParser p(limits);
+  std::vector<std::string_view> args;
+  std::string out;
+  size_t pos = 0;
+  while (pos < input.size()) {
+    size_t consumed = 0;
+    auto r = p.Parse(input.data() + pos, input.size() - pos, &args, &consumed);
+    if (r == RespParser::Result::kError) return out + "ERROR: " + p.error();
+    if (r == RespParser::Result::kNeedMore) return out + "NEEDMORE";
+    std::string cmd;
+    for (auto a : args) cmd += (cmd.empty() ? "" : " ") + std::string(a);
+    out += cmd + "|";
+    pos += consumed;
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST(RespParserTest, ArraysAndPipelines) {
+  EXPECT_EQ("GET k|", ParseAll("*2\r\n$3\r\nGET\r\n$1\r\nk\r\n"));
+  EXPECT_EQ("SET k v FENCE 7|PING|",
+            ParseAll("*5\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\nv\r\n$5\r\nFENCE\r\n"
+                     "$1\r\n7\r\n*1\r\n$4\r\nPING\r\n"));
+  // Binary-safe values, including CRLF inside a bulk string.
+  EXPECT_EQ(std::string("SET k a\r\nb|"),
+            ParseAll("*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$4\r\na\r\nb\r\n"));
+  EXPECT_EQ("SET k |", ParseAll("*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$0\r\n\r\n"));
+  EXPECT_EQ("|", ParseAll("*0\r\n"));  // empty request: skipped
+}
+
+TEST(RespParserTest, EverySplitPointNeedsMoreThenParses) {
+  const std::string cmd =
+      "*3\r\n$3\r\nSET\r\n$5\r\nhello\r\n$11\r\nworld\r\n!!!!\r\n";
+  for (size_t cut = 0; cut < cmd.size(); ++cut) {
+    RespParser p({});
+    std::vector<std::string_view> args;
+    size_t consumed = 0;
+    ASSERT_EQ(RespParser::Result::kNeedMore,
+              p.Parse(cmd.data(), cut, &args, &consumed))
+        << "cut at " << cut;
+    // The rest arrives (the buffer may move: use a copy).
+    const std::string full = cmd;
+    ASSERT_EQ(RespParser::Result::kCommand,
+              p.Parse(full.data(), full.size(), &args, &consumed));
+    ASSERT_EQ(3u, args.size());
+    EXPECT_EQ("world\r\n!!!!", args[2]);
+    EXPECT_EQ(cmd.size(), consumed);
+  }
+}
+
+TEST(RespParserTest, InlineCommands) {
+  EXPECT_EQ("GET k|", ParseAll("GET k\r\n"));
+  EXPECT_EQ("SET k hello world FENCE 3|",
+            ParseAll("SET k \"hello world\" FENCE 3\n"));
+  EXPECT_EQ("|PING|", ParseAll("\r\nPING\r\n"));
+  EXPECT_EQ("ERROR: Protocol error: unbalanced quotes in request",
+            ParseAll("SET k \"oops\r\n"));
+  EXPECT_EQ("NEEDMORE", ParseAll("GET k"));
+  RespParser::Limits small;
+  small.max_inline_bytes = 16;
+  EXPECT_EQ("ERROR: Protocol error: too big inline request",
+            ParseAll(std::string(100, 'a'), small));
+}
+
+TEST(RespParserTest, MalformedFramesAreErrors) {
+  EXPECT_EQ("ERROR: Protocol error: invalid multibulk length", ParseAll("*x\r\n"));
+  EXPECT_EQ("ERROR: Protocol error: expected '$', got '+'",
+            ParseAll("*1\r\n+PING\r\n"));
+  EXPECT_EQ("ERROR: Protocol error: invalid bulk length",
+            ParseAll("*1\r\n$-5\r\n"));
+  EXPECT_EQ("ERROR: Protocol error: invalid bulk length",
+            ParseAll("*1\r\n$abc\r\n"));
+  EXPECT_EQ("ERROR: Protocol error: bulk string not terminated by CRLF",
+            ParseAll("*1\r\n$4\r\nPINGxx"));
+  EXPECT_EQ("ERROR: Protocol error: invalid multibulk length",
+            ParseAll("*99999999999999999999\r\n"));
+}
+
+TEST(RespParserTest, SizeLimits) {
+  RespParser::Limits limits;
+  limits.max_request_bytes = 64;
+  limits.max_args = 3;
+  EXPECT_EQ("ERROR: Protocol error: invalid multibulk length",
+            ParseAll("*4\r\n$1\r\na\r\n$1\r\na\r\n$1\r\na\r\n$1\r\na\r\n", limits));
+  EXPECT_EQ("ERROR: Protocol error: invalid bulk length",
+            ParseAll("*1\r\n$65\r\n", limits));
+  // A request whose arguments add up past the limit.
+  std::string big = "*3\r\n$30\r\n" + std::string(30, 'x') + "\r\n$30\r\n" +
+                    std::string(30, 'y') + "\r\n$30\r\n";
+  EXPECT_NE(std::string::npos, ParseAll(big, limits).find("max_request_bytes"));
+  // At the limit is fine.
+  std::string ok = "*1\r\n$50\r\n" + std::string(50, 'z') + "\r\n";
+  EXPECT_EQ(std::string(50, 'z') + "|", ParseAll(ok, limits));
+}
+
+TEST(GlobMatchTest, RedisPatterns) {
+  EXPECT_TRUE(GlobMatch("*", "anything"));
+  EXPECT_TRUE(GlobMatch("user:*", "user:1"));
+  EXPECT_FALSE(GlobMatch("user:*", "usr:1"));
+  EXPECT_TRUE(GlobMatch("h?llo", "hello"));
+  EXPECT_TRUE(GlobMatch("h[ae]llo", "hallo"));
+  EXPECT_FALSE(GlobMatch("h[ae]llo", "hillo"));
+  EXPECT_TRUE(GlobMatch("h[^e]llo", "hallo"));
+  EXPECT_FALSE(GlobMatch("h[^e]llo", "hello"));
+  EXPECT_TRUE(GlobMatch("h[a-b]llo", "hbllo"));
+  EXPECT_TRUE(GlobMatch("a\\*b", "a*b"));
+  EXPECT_FALSE(GlobMatch("a\\*b", "axb"));
+  EXPECT_TRUE(GlobMatch("*{shard1}*", "user:{shard1}:x"));
+  EXPECT_TRUE(GlobMatch("APPEND*", "appendonly", true));
+  EXPECT_FALSE(GlobMatch("", "x"));
+  EXPECT_TRUE(GlobMatch("", ""));
+}
+
+}  // namespace server
+}  // namespace fencedkv

@@ -1,0 +1,358 @@
+// Copyright (c) fencedkv authors.
+
+#include "server.h"
+
+#define ASIO_STANDALONE
+#include <asio.hpp>
+#include <glog/logging.h>
+
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <unordered_map>
+
+#include "command_table.h"
+#include "resp_writer.h"
+
+namespace fencedkv {
+namespace server {
+
+namespace {
+constexpr size_t kInitialReadBuffer = 16 << 10;
+// Parse no further while this much output waits: bounds a pipelining
+// client's memory to what one read produced.
+constexpr size_t kMaxPendingOutput = 4 << 20;
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+}  // namespace
+
+class Connection;
+
+class Server::Impl {
+ public:
+  explicit Impl(const ServerOptions& options)
+      : options_(options), acceptor_(io_) {
+    state_.options = &options_;
+    state_.stats = &stats_;
+  }
+
+  Status Listen();
+  Status Start(DB* db, LeaseService* leases);
+  void Stop(std::chrono::milliseconds deadline);
+
+  // A command may run only between these; false if shutting down.
+  bool BeginCommand() {
+    stats_.executing.fetch_add(1);
+    if (stopping_.load()) {
+      stats_.executing.fetch_sub(1);
+      return false;
+    }
+    return true;
+  }
+  void EndCommand() { stats_.executing.fetch_sub(1); }
+
+  void Register(uint64_t id, const std::shared_ptr<Connection>& c);
+  void Unregister(uint64_t id);
+  std::string ListClients();
+
+  ServerOptions options_;
+  ServerStats stats_;
+  ServerState state_;
+  asio::io_context io_;
+  asio::ip::tcp::acceptor acceptor_;
+  int port_ = 0;
+  std::vector<std::thread> threads_;
+  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work_;
+  std::atomic<bool> stopping_{false};
+  std::atomic<uint64_t> next_id_{1};
+  std::mutex conns_mu_;
+  std::unordered_map<uint64_t, std::weak_ptr<Connection>> conns_;
+
+ private:
+  void DoAccept();
+};
+
+class Connection : public std::enable_shared_from_this<Connection> {
+ public:
+  Connection(Server::Impl* server, asio::ip::tcp::socket socket, uint64_t id)
+      : server_(server),
+        socket_(std::move(socket)),
+        parser_(server->options_.limits),
+        in_(kInitialReadBuffer) {
+    client_.id = id;
+    client_.created_ms = NowMs();
+    client_.authed = server->options_.requirepass.empty();
+    asio::error_code ec;
+    auto ep = socket_.remote_endpoint(ec);
+    if (!ec) client_.addr = ep.address().to_string() + ":" + std::to_string(ep.port());
+    socket_.set_option(asio::ip::tcp::no_delay(true), ec);
+  }
+  ~Connection() {
+    server_->stats_.connected.fetch_sub(1);
+    server_->Unregister(client_.id);
+  }
+
+  void Start() { DoRead(); }
+
+  // Closes the socket from its own executor (thread-safe).
+  void Close() {
+    auto self = shared_from_this();
+    asio::post(socket_.get_executor(), [self] { self->CloseNow(); });
+  }
+
+  std::string Describe() const {
+    return "id=" + std::to_string(client_.id) + " addr=" + client_.addr +
+           " name=" + client_.name +
+           " age=" + std::to_string((NowMs() - client_.created_ms) / 1000) +
+           " db=0 multi=" + (client_.in_multi ? std::to_string(client_.queued.size()) : "-1");
+  }
+
+ private:
+  void CloseNow() {
+    asio::error_code ec;
+    socket_.shutdown(asio::ip::tcp::socket::shutdown_both, ec);
+    socket_.close(ec);
+  }
+
+  void DoRead() {
+    if (in_end_ == in_.size()) {
+      if (in_begin_ > 0) {
+        std::memmove(in_.data(), in_.data() + in_begin_, in_end_ - in_begin_);
+        in_end_ -= in_begin_;
+        in_begin_ = 0;
+      } else {
+        // One command is larger than the buffer: grow, within the limit
+        // (the parser refuses anything over max_request_bytes first).
+        const size_t cap = server_->options_.limits.max_request_bytes + (64 << 10);
+        in_.resize(std::min(cap, in_.size() * 2));
+        if (in_end_ == in_.size()) {
+          resp::Error(&out_, "ERR Protocol error: request too large");
+          client_.close_after_reply = true;
+          DoWrite();
+          return;
+        }
+      }
+    }
+    auto self = shared_from_this();
+    socket_.async_read_some(
+        asio::buffer(in_.data() + in_end_, in_.size() - in_end_),
+        [self](const asio::error_code& ec, size_t n) { self->OnRead(ec, n); });
+  }
+
+  void OnRead(const asio::error_code& ec, size_t n) {
+    if (ec) {
+      CloseNow();
+      return;
+    }
+    in_end_ += n;
+    Continue();
+  }
+
+  // Runs what is buffered, then writes replies or reads more.
+  void Continue() {
+    Process();
+    if (!out_.empty()) {
+      DoWrite();
+    } else if (client_.close_after_reply) {
+      CloseNow();
+    } else {
+      DoRead();
+    }
+  }
+
+  void Process() {
+    while (in_begin_ < in_end_ && !client_.close_after_reply &&
+           out_.size() < kMaxPendingOutput) {
+      size_t consumed = 0;
+      const auto r = parser_.Parse(in_.data() + in_begin_, in_end_ - in_begin_,
+                                   &args_, &consumed);
+      if (r == RespParser::Result::kNeedMore) break;
+      if (r == RespParser::Result::kError) {
+        server_->stats_.protocol_errors.fetch_add(1);
+        resp::Error(&out_, "ERR " + parser_.error());
+        client_.close_after_reply = true;
+        break;
+      }
+      if (!args_.empty()) {
+        if (server_->BeginCommand()) {
+          Dispatch(server_->state_, client_, args_, &out_);
+          server_->EndCommand();
+        } else {
+          resp::Error(&out_, "SHUTDOWN the server is shutting down");
+          client_.close_after_reply = true;
+        }
+      }
+      in_begin_ += consumed;
+    }
+    if (in_begin_ == in_end_) in_begin_ = in_end_ = 0;
+  }
+
+  void DoWrite() {
+    auto self = shared_from_this();
+    asio::async_write(socket_, asio::buffer(out_),
+                      [self](const asio::error_code& ec, size_t) {
+                        if (ec) {
+                          self->CloseNow();
+                          return;
+                        }
+                        self->out_.clear();
+                        if (self->client_.close_after_reply) {
+                          self->CloseNow();
+                        } else {
+                          self->Continue();  // buffered commands first
+                        }
+                      });
+  }
+
+  Server::Impl* const server_;
+  asio::ip::tcp::socket socket_;
+  ClientState client_;
+  RespParser parser_;
+  std::vector<char> in_;
+  size_t in_begin_ = 0, in_end_ = 0;
+  std::string out_;
+  std::vector<std::string_view> args_;
+};
+
+Status Server::Impl::Listen() {
+  asio::error_code ec;
+  const auto address = asio::ip::make_address(options_.bind, ec);
+  if (ec) {
+    return Status::InvalidArgument("invalid --bind address \"" + options_.bind +
+                                   "\": " + ec.message());
+  }
+  const asio::ip::tcp::endpoint ep(address, static_cast<uint16_t>(options_.port));
+  acceptor_.open(ep.protocol(), ec);
+  if (!ec) acceptor_.set_option(asio::ip::tcp::acceptor::reuse_address(true), ec);
+  if (!ec) acceptor_.bind(ep, ec);
+  if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) {
+    return Status::IOError("cannot listen on " + options_.bind + ":" +
+                               std::to_string(options_.port),
+                           ec.message());
+  }
+  port_ = acceptor_.local_endpoint().port();
+  return Status::OK();
+}
+
+Status Server::Impl::Start(DB* db, LeaseService* leases) {
+  state_.db = db;
+  state_.leases = leases;
+  state_.port = port_;
+  state_.started = std::chrono::steady_clock::now();
+  state_.list_clients = [this] { return ListClients(); };
+  work_.emplace(io_.get_executor());
+  DoAccept();
+  for (int i = 0; i < options_.io_threads; ++i) {
+    threads_.emplace_back([this] { io_.run(); });
+  }
+  return Status::OK();
+}
+
+void Server::Impl::DoAccept() {
+  acceptor_.async_accept([this](const asio::error_code& ec,
+                                asio::ip::tcp::socket socket) {
+    if (stopping_.load()) return;
+    if (!ec) {
+      stats_.connections_received.fetch_add(1);
+      if (stats_.connected.load() >= options_.maxclients) {
+        stats_.connections_rejected.fetch_add(1);
+        static const char kFull[] = "-ERR max number of clients reached\r\n";
+        asio::error_code wec;
+        asio::write(socket, asio::buffer(kFull, sizeof(kFull) - 1), wec);
+        socket.close(wec);
+      } else {
+        stats_.connected.fetch_add(1);
+        const uint64_t id = next_id_.fetch_add(1);
+        auto conn = std::make_shared<Connection>(this, std::move(socket), id);
+        Register(id, conn);
+        conn->Start();
+      }
+    } else if (ec == asio::error::operation_aborted) {
+      return;
+    } else {
+      LOG(WARNING) << "accept: " << ec.message();
+    }
+    DoAccept();
+  });
+}
+
+void Server::Impl::Register(uint64_t id, const std::shared_ptr<Connection>& c) {
+  std::lock_guard<std::mutex> lock(conns_mu_);
+  conns_[id] = c;
+}
+
+void Server::Impl::Unregister(uint64_t id) {
+  std::lock_guard<std::mutex> lock(conns_mu_);
+  conns_.erase(id);
+}
+
+std::string Server::Impl::ListClients() {
+  std::vector<std::shared_ptr<Connection>> live;
+  {
+    std::lock_guard<std::mutex> lock(conns_mu_);
+    for (auto& [id, w] : conns_) {
+      if (auto c = w.lock()) live.push_back(std::move(c));
+    }
+  }
+  std::string out;
+  for (const auto& c : live) out += c->Describe() + "\n";
+  return out;
+}
+
+void Server::Impl::Stop(std::chrono::milliseconds deadline) {
+  if (stopping_.exchange(true)) return;
+  // 1. Stop accepting.
+  asio::post(io_, [this] {
+    asio::error_code ec;
+    acceptor_.close(ec);
+  });
+  // 2-3. New commands now get -SHUTDOWN; wait for those executing.
+  const auto until = std::chrono::steady_clock::now() + deadline;
+  while (stats_.executing.load() > 0 && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  if (stats_.executing.load() > 0) {
+    LOG(WARNING) << stats_.executing.load()
+                 << " command(s) still running at the shutdown deadline";
+  }
+  // 4. Close every connection and stop the io threads.
+  std::vector<std::shared_ptr<Connection>> live;
+  {
+    std::lock_guard<std::mutex> lock(conns_mu_);
+    for (auto& [id, w] : conns_) {
+      if (auto c = w.lock()) live.push_back(std::move(c));
+    }
+  }
+  for (auto& c : live) c->Close();
+  live.clear();
+  work_.reset();
+  // Let the posted closes run, then stop whatever is left.
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  io_.stop();
+  for (auto& t : threads_) t.join();
+  threads_.clear();
+}
+
+Server::Server(const ServerOptions& options) : impl_(new Impl(options)) {}
+Server::~Server() { Stop(std::chrono::milliseconds(0)); }
+Status Server::Listen() { return impl_->Listen(); }
+int Server::port() const { return impl_->port_; }
+Status Server::Start(DB* db, LeaseService* leases) {
+  return impl_->Start(db, leases);
+}
+void Server::Stop(std::chrono::milliseconds deadline) {
+  if (impl_->threads_.empty() && !impl_->work_) {
+    impl_->stopping_ = true;
+    return;
+  }
+  impl_->Stop(deadline);
+}
+const ServerStats& Server::stats() const { return impl_->stats_; }
+
+}  // namespace server
+}  // namespace fencedkv

@@ -1,0 +1,91 @@
+// Copyright (c) fencedkv authors.
+//
+// fencedkv-server: a Redis-protocol front end to a fencedkv DB and its
+// embedded lease service.
+//
+// Threads: --io_threads threads run one Asio io_context. A connection has at
+// most one outstanding socket operation, so its handlers never run
+// concurrently; commands execute on the io thread that read them, in order,
+// and a reply is sent only after the DB call returned, i.e. after the write
+// is durable to the configured level (WAL; fsync with --sync). Writers on
+// different connections reach RocksDB concurrently and group-commit.
+//
+// Shutdown contract (Stop):
+//   1. stop accepting connections;
+//   2. answer new commands with "-SHUTDOWN ..." and close those connections;
+//   3. let commands already executing finish, until the deadline;
+//   4. close every connection and stop the io threads;
+//   5. the caller then closes the DB (which flushes nothing it has not
+//      already written to the WAL) and exits 0.
+
+#ifndef FENCEDKV_SERVER_SERVER_H_
+#define FENCEDKV_SERVER_SERVER_H_
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "fencedkv/db.h"
+#include "fencedkv/lease.h"
+#include "resp_parser.h"
+
+namespace fencedkv {
+namespace server {
+
+struct ServerOptions {
+  std::string bind = "127.0.0.1";
+  int port = 7379;             // 0 = pick a free port (see Server::port())
+  int io_threads = 4;
+  std::string requirepass;     // empty = no AUTH needed
+  size_t maxclients = 10000;
+  RespParser::Limits limits;   // max_request_bytes etc.
+  bool sync = false;           // fsync every write before its reply
+  bool allow_unfenced = false; // writes without FENCE (logged and counted)
+};
+
+// Counters shared by the connections (INFO, /metrics).
+struct ServerStats {
+  std::atomic<uint64_t> connections_received{0};
+  std::atomic<uint64_t> connections_rejected{0};
+  std::atomic<uint64_t> connected{0};
+  std::atomic<uint64_t> commands{0};
+  std::atomic<uint64_t> nofence_rejections{0};
+  std::atomic<uint64_t> unfenced_writes{0};
+  std::atomic<uint64_t> protocol_errors{0};
+  std::atomic<uint64_t> executing{0};
+};
+
+class Server {
+ public:
+  explicit Server(const ServerOptions& options);
+  ~Server();
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  // Binds and listens (nothing is accepted yet). Done before the DB is
+  // opened, so a taken port fails fast. IOError if the address is unusable.
+  Status Listen();
+  // The port bound by Listen (the real one when options.port was 0).
+  int port() const;
+
+  // Starts accepting and serving with `db` and `leases` (both must outlive
+  // the server until Stop() has returned).
+  Status Start(DB* db, LeaseService* leases);
+
+  // Graceful shutdown (see the contract above). Idempotent.
+  void Stop(std::chrono::milliseconds deadline);
+
+  const ServerStats& stats() const;
+
+  class Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace server
+}  // namespace fencedkv
+
+#endif  // FENCEDKV_SERVER_SERVER_H_

@@ -1,0 +1,106 @@
+// Copyright (c) fencedkv authors.
+
+#include "server_flags.h"
+
+#include <cinttypes>
+#include <cstdio>
+
+#include "fencedkv/fence_domain.h"
+#include "fencedkv/options.h"
+
+DEFINE_string(bind, "127.0.0.1",
+              "Address to listen on. The default serves this machine only; "
+              "0.0.0.0 exposes the server (then set --requirepass)");
+DEFINE_int32(port, 7379, "TCP port for the Redis protocol; 0 picks a free "
+             "port (printed on stdout and written to --port_file)");
+DEFINE_string(port_file, "", "If set, the bound port is written to this file "
+              "once the server accepts connections");
+DEFINE_string(db, "fencedkv-data", "Data directory (created if missing)");
+DEFINE_string(fence_domain, "",
+              "Fence domain function used when the database is created: key | "
+              "prefix:N | delimiter:C | hashtag. Empty: key for a new "
+              "database, the stored one otherwise. A value that differs from "
+              "the stored one is refused");
+DEFINE_string(fence_mode, "",
+              "Acceptance rule used at creation: monotonic (token >= max) | "
+              "strict (token > max). Empty: monotonic for a new database, the "
+              "stored one otherwise; a different value is refused");
+DEFINE_bool(sync, false, "fsync the WAL before replying to each write (a "
+            "machine crash then loses nothing acknowledged). Fence advances, "
+            "floors and lease grants are always synced");
+DEFINE_string(requirepass, "", "If set, clients must AUTH with this password");
+DEFINE_int32(maxclients, 10000, "Maximum simultaneous client connections; "
+             "more are refused with '-ERR max number of clients reached'");
+DEFINE_int64(max_request_bytes, 64 << 20,
+             "Largest request (one command with all its arguments), in bytes; "
+             "a larger one gets a protocol error and its connection is closed");
+DEFINE_int32(io_threads, 4, "Threads serving connections; commands run on "
+             "them, so concurrent writers group-commit in RocksDB");
+DEFINE_bool(allow_unfenced, false,
+            "Accept writes without FENCE <token>. Each is logged and counted "
+            "(INFO fencing: unfenced_writes). Off: they get -NOFENCE");
+DEFINE_int32(metrics_port, 0, "If > 0, serve Prometheus metrics at "
+             "http://<bind>:<port>/metrics");
+DEFINE_int32(shutdown_timeout_ms, 5000, "On SIGTERM/SIGINT, how long running "
+             "commands may take to finish before connections are closed");
+DEFINE_int64(fence_cache_bytes, fencedkv::Options().fence_cache_bytes,
+             "Memory budget of the in-memory view of domain max tokens");
+
+namespace {
+
+bool InRange(const char* flag, int64_t v, int64_t lo, int64_t hi) {
+  if (v >= lo && v <= hi) return true;
+  std::fprintf(stderr,
+               "Invalid value for --%s: %" PRId64 " (must be %" PRId64
+               "..%" PRId64 ")\n",
+               flag, v, lo, hi);
+  return false;
+}
+bool ValidatePort(const char* flag, int32_t v) { return InRange(flag, v, 0, 65535); }
+bool ValidateMetricsPort(const char* flag, int32_t v) {
+  return InRange(flag, v, 0, 65535);
+}
+bool ValidateThreads(const char* flag, int32_t v) { return InRange(flag, v, 1, 256); }
+bool ValidateClients(const char* flag, int32_t v) {
+  return InRange(flag, v, 1, 1000000);
+}
+bool ValidateRequestBytes(const char* flag, int64_t v) {
+  return InRange(flag, v, 1024, int64_t{1} << 30);
+}
+bool ValidateTimeout(const char* flag, int32_t v) {
+  return InRange(flag, v, 0, 3600 * 1000);
+}
+bool ValidateCache(const char* flag, int64_t v) {
+  return InRange(flag, v, 0, int64_t{1} << 40);
+}
+bool ValidateDomain(const char* flag, const std::string& v) {
+  if (v.empty()) return true;
+  fencedkv::FenceDomainSpec spec;
+  fencedkv::Status s = fencedkv::FenceDomainSpec::Parse(v, &spec);
+  if (s.ok()) return true;
+  std::fprintf(stderr, "Invalid value for --%s: %s\n", flag, s.ToString().c_str());
+  return false;
+}
+bool ValidateMode(const char* flag, const std::string& v) {
+  fencedkv::FenceMode mode;
+  if (v.empty() || fencedkv::ParseFenceMode(v, &mode)) return true;
+  std::fprintf(stderr,
+               "Invalid value for --%s: \"%s\" (expected monotonic or strict)\n",
+               flag, v.c_str());
+  return false;
+}
+
+const bool kRegistered = [] {
+  gflags::RegisterFlagValidator(&FLAGS_port, &ValidatePort);
+  gflags::RegisterFlagValidator(&FLAGS_metrics_port, &ValidateMetricsPort);
+  gflags::RegisterFlagValidator(&FLAGS_io_threads, &ValidateThreads);
+  gflags::RegisterFlagValidator(&FLAGS_maxclients, &ValidateClients);
+  gflags::RegisterFlagValidator(&FLAGS_max_request_bytes, &ValidateRequestBytes);
+  gflags::RegisterFlagValidator(&FLAGS_shutdown_timeout_ms, &ValidateTimeout);
+  gflags::RegisterFlagValidator(&FLAGS_fence_cache_bytes, &ValidateCache);
+  gflags::RegisterFlagValidator(&FLAGS_fence_domain, &ValidateDomain);
+  gflags::RegisterFlagValidator(&FLAGS_fence_mode, &ValidateMode);
+  return true;
+}();
+
+}  // namespace

@@ -1,0 +1,26 @@
+// Copyright (c) fencedkv authors.
+//
+// fencedkv-server's flags (defined in server_flags.cc, with validators).
+
+#ifndef FENCEDKV_SERVER_SERVER_FLAGS_H_
+#define FENCEDKV_SERVER_SERVER_FLAGS_H_
+
+#include <gflags/gflags.h>
+
+DECLARE_string(bind);
+DECLARE_int32(port);
+DECLARE_string(port_file);
+DECLARE_string(db);
+DECLARE_string(fence_domain);
+DECLARE_string(fence_mode);
+DECLARE_bool(sync);
+DECLARE_string(requirepass);
+DECLARE_int32(maxclients);
+DECLARE_int64(max_request_bytes);
+DECLARE_int32(io_threads);
+DECLARE_bool(allow_unfenced);
+DECLARE_int32(metrics_port);
+DECLARE_int32(shutdown_timeout_ms);
+DECLARE_int64(fence_cache_bytes);
+
+#endif  // FENCEDKV_SERVER_SERVER_FLAGS_H_

@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# Helpers for the end-to-end scripts: servers bound to 127.0.0.1 on a free
+# port, started and stopped by PID. Source it; set FENCEDKV_SERVER first.
+
+set -euo pipefail
+
+: "${FENCEDKV_SERVER:?set FENCEDKV_SERVER to the fencedkv-server binary}"
+E2E_TMP=$(mktemp -d "${TMPDIR:-/tmp}/fencedkv_e2e.XXXXXX")
+E2E_PIDS=()
+e2e_cleanup() {
+  for pid in "${E2E_PIDS[@]:-}"; do
+    [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null || true
+  done
+  rm -rf "$E2E_TMP"
+}
+trap e2e_cleanup EXIT
+
+FAILS=0
+PASSES=0
+# check NAME EXPECTED ACTUAL
+check() {
+  if [ "$2" == "$3" ]; then
+    PASSES=$((PASSES + 1))
+  else
+    FAILS=$((FAILS + 1))
+    printf 'FAIL %s\n  expected: %q\n  actual:   %q\n' "$1" "$2" "$3" >&2
+  fi
+}
+# check_prefix NAME PREFIX ACTUAL
+check_prefix() {
+  if [[ "$3" == "$2"* ]]; then
+    PASSES=$((PASSES + 1))
+  else
+    FAILS=$((FAILS + 1))
+    printf 'FAIL %s\n  expected prefix: %q\n  actual:          %q\n' "$1" "$2" "$3" >&2
+  fi
+}
+finish() {
+  echo "$PASSES passed, $FAILS failed"
+  [ "$FAILS" -eq 0 ]
+}
+
+# start_server NAME [flags...]: starts a server with its own data dir (unless
+# --db is given); sets PORT_<NAME> and PID_<NAME>.
+start_server() {
+  local name=$1; shift
+  local dir="$E2E_TMP/$name"
+  mkdir -p "$dir"
+  local portfile="$dir/port"
+  rm -f "$portfile"
+  local args=(--bind=127.0.0.1 --port=0 --port_file="$portfile")
+  if [[ " $* " != *" --db="* ]]; then args+=(--db="$dir/data"); fi
+  "$FENCEDKV_SERVER" "${args[@]}" "$@" >"$dir/stdout" 2>"$dir/stderr" &
+  local pid=$!
+  E2E_PIDS+=("$pid")
+  for _ in $(seq 1 200); do
+    if [ -s "$portfile" ]; then break; fi
+    if ! kill -0 "$pid" 2>/dev/null; then
+      echo "server $name died at start:" >&2
+      cat "$dir/stderr" >&2
+      return 1
+    fi
+    sleep 0.05
+  done
+  [ -s "$portfile" ] || { echo "server $name did not start" >&2; return 1; }
+  printf -v "PORT_$name" '%s' "$(cat "$portfile")"
+  printf -v "PID_$name" '%s' "$pid"
+}
+
+# stop_server NAME: SIGTERM, expects a clean exit 0 within 10 s.
+stop_server() {
+  local pidvar="PID_$1"
+  local pid=${!pidvar}
+  kill -TERM "$pid"
+  local rc=0
+  for _ in $(seq 1 200); do
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.05
+  done
+  if kill -0 "$pid" 2>/dev/null; then
+    echo "server $1 ignored SIGTERM" >&2
+    kill -9 "$pid"
+    return 1
+  fi
+  wait "$pid" || rc=$?
+  check "server $1 exits 0 on SIGTERM" 0 "$rc"
+}
+
+# kill9_server NAME: the crash case.
+kill9_server() {
+  local pidvar="PID_$1"
+  kill -9 "${!pidvar}"
+  wait "${!pidvar}" 2>/dev/null || true
+}

@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# fencedkv-server driven by the real redis-cli (Debian redis-tools): the
+# seed's scenario, then every command the server offers.
+# Usage: redis_cli_test.sh /path/to/fencedkv-server
+set -euo pipefail
+FENCEDKV_SERVER=$1
+source "$(dirname "$0")/lib.sh"
+command -v redis-cli >/dev/null || { echo "redis-cli not installed (apt-get install redis-tools)" >&2; exit 1; }
+
+start_server main
+cli() { redis-cli -h 127.0.0.1 -p "$PORT_main" "$@" 2>&1 || true; }
+
+# --- The seed: A (token 7) writes, pauses; B (token 8) fences it out. ---
+check "A acquires lease"        "1
+5000" "$(cli LEASE.ACQUIRE orders A 5000)"
+check "A writes with 7"         "OK"   "$(cli SET orders:next 100 FENCE 1)"
+check "lease held by A"         "LEASED"  "$(cli LEASE.ACQUIRE orders B 5000 | cut -d' ' -f1)"
+sleep 0.1
+check "A's short lease"         "1
+50" "$(cli LEASE.RENEW orders A 1 50)"
+sleep 0.2   # A is "paused" past its TTL
+check "B acquires: token 2"     "2
+5000" "$(cli LEASE.ACQUIRE orders B 5000)"
+check "B advances the fence"    "2"    "$(cli FENCE.ADVANCE orders:next 2)"
+check "B writes with 2"         "OK"   "$(cli SET orders:next 200 FENCE 2)"
+check "paused A is STALE"       'STALE token 1 < max 2 (domain "orders:next")' \
+      "$(cli SET orders:next 101 FENCE 1)"
+check "A's renew is LEASELOST"  "LEASELOST" "$(cli LEASE.RENEW orders A 1 5000 | cut -d' ' -f1)"
+check "B's value stands"        "200"  "$(cli GET orders:next)"
+check "INFO counts it"          "rejected_writes:1" \
+      "$(cli INFO fencing | tr -d '\r' | grep '^rejected_writes:')"
+
+# --- Strings ---
+check "SET without FENCE"       "NOFENCE" "$(cli SET k v | cut -d' ' -f1)"
+check "SET token 0"             "ERR" "$(cli SET k v FENCE 0 | cut -d' ' -f1)"
+check "SET token overflow"      "ERR" "$(cli SET k v FENCE 18446744073709551616 | cut -d' ' -f1)"
+check "SET token negative"      "ERR" "$(cli SET k v FENCE -3 | cut -d' ' -f1)"
+check "SET token text"          "ERR" "$(cli SET k v FENCE seven | cut -d' ' -f1)"
+check "SET EX refused"          "ERR SET option EX is not supported: fencedkv keys do not expire" \
+      "$(cli SET k v EX 10 FENCE 3)"
+check "SET"                     "OK"  "$(cli SET k v1 FENCE 3)"
+check "SET NX on existing"      ""    "$(cli SET k v2 NX FENCE 3)"
+check "SET XX"                  "OK"  "$(cli SET k v2 XX FENCE 3)"
+check "SET GET"                 "v2"  "$(cli SET k v3 GET FENCE 3)"
+check "GET"                     "v3"  "$(cli GET k)"
+check "GET FENCE ok"            "v3"  "$(cli GET k FENCE 3)"
+check "GET FENCE stale"         'STALE token 2 < max 3 (domain "k")' "$(cli GET k FENCE 2)"
+check "GET missing"             ""    "$(cli GET missing)"
+check "MSET"                    "OK"  "$(cli MSET a 1 b 2 FENCE 3)"
+check "MGET"                    "1
+2" "$(cli MGET a b nope)"
+check "MGET nil is a line"      "3"   "$(cli MGET a b nope | wc -l | tr -d ' ')"
+check "EXISTS"                  "2"   "$(cli EXISTS a b nope)"
+check "DEL"                     "2"   "$(cli DEL a b nope FENCE 3)"
+check "DEL keeps the fence"     'STALE token 2 < max 3 (domain "a")' "$(cli SET a x FENCE 2)"
+check "wrong arity"             "ERR wrong number of arguments for 'get' command" "$(cli GET)"
+check "unknown command"         "ERR unknown command 'FROB', with args beginning with: 'x'" "$(cli FROB x)"
+
+# --- Fence commands ---
+check "FENCE.GET"               "3"   "$(cli FENCE.GET k)"
+check "FENCE.GET none"          "0"   "$(cli FENCE.GET never)"
+check "FENCE.ADVANCE lower"     "3"   "$(cli FENCE.ADVANCE k 1)"
+check "FENCE.DOMAIN"            "user:{x}:1" "$(cli FENCE.DOMAIN user:{x}:1)"
+check "FENCE.FLOOR get"         "0"   "$(cli FENCE.FLOOR)"
+check "FENCE.FLOOR set"         "2"   "$(cli FENCE.FLOOR 2)"
+check "FENCE.FLOOR lower"       "ERR" "$(cli FENCE.FLOOR 1 | cut -d' ' -f1)"
+check "below floor"             'STALE token 1 < floor 2 (domain "fresh")' "$(cli SET fresh v FENCE 1)"
+
+# --- Scans ---
+for i in $(seq 1 25); do cli SET "scan:$i" v FENCE 3 >/dev/null; done
+check "SCAN via --scan"         "25"  "$(redis-cli -h 127.0.0.1 -p "$PORT_main" --scan --pattern 'scan:*' | wc -l)"
+check "KEYS"                    "10"  "$(cli KEYS 'scan:1?' | wc -l | tr -d ' ')"
+check "DBSIZE"                  "27"  "$(cli DBSIZE)"   # orders:next, k, 25 scan:*
+
+# --- Transactions (one connection, via stdin) ---
+tx=$(printf 'MULTI\nSET t1 1 FENCE 3\nSET t2 2 FENCE 3\nEXEC\n' | cli)
+check "MULTI/EXEC"              "OK
+QUEUED
+QUEUED
+OK
+OK" "$tx"
+tx=$(printf 'MULTI\nSET t3 3 FENCE 3\nSET k stale FENCE 2\nEXEC\n' | cli)
+check "stale EXEC applies nothing" "OK
+QUEUED
+QUEUED
+STALE token 2 < max 3 (domain \"k\") at command 2" "$tx"
+check "t3 not written"          ""    "$(cli GET t3)"
+check "DISCARD"                 "OK
+QUEUED
+OK" "$(printf 'MULTI\nSET t4 4 FENCE 3\nDISCARD\n' | cli)"
+
+# --- Admin ---
+check "PING"                    "PONG"  "$(cli PING)"
+check "ECHO"                    "hello" "$(cli ECHO hello)"
+check "SELECT 0"                "OK"    "$(cli SELECT 0)"
+check "SELECT 1"                "ERR"   "$(cli SELECT 1 | cut -d' ' -f1)"
+check "CLIENT SETNAME/GETNAME"  "OK
+w1" "$(printf 'CLIENT SETNAME w1\nCLIENT GETNAME\n' | cli)"
+check_prefix "CLIENT ID"        ""      "$(cli CLIENT ID)"
+check "HELLO 2 server"          "server
+fencedkv" "$(cli HELLO 2 | head -2)"
+check "COMMAND COUNT"           "true"  "$( [ "$(cli COMMAND COUNT)" -gt 20 ] && echo true)"
+check "CONFIG GET appendonly"   "appendonly
+yes" "$(cli CONFIG GET appendonly)"
+check "INFO sections"           "# Server # Clients # Stats # Persistence # Fencing" \
+      "$(cli INFO | tr -d '\r' | grep '^#' | tr '\n' ' ' | sed 's/ $//')"
+check "QUIT"                    "OK"    "$(cli QUIT)"
+check "FLUSHALL refused"        "ERR"   "$(cli FLUSHALL | cut -d' ' -f1)"
+
+# --- AUTH on a second server ---
+start_server auth --requirepass=pw
+check "NOAUTH"                  "NOAUTH Authentication required." \
+      "$(redis-cli -h 127.0.0.1 -p "$PORT_auth" GET k 2>&1)"
+check "AUTH via -a"             "OK" \
+      "$(redis-cli -h 127.0.0.1 -p "$PORT_auth" -a pw --no-auth-warning SET k v FENCE 1 2>&1)"
+stop_server auth
+
+stop_server main
+finish

@@ -1,0 +1,78 @@
+#!/usr/bin/env python3
+"""fencedkv-server through Debian's python3-redis, unchanged.
+
+Usage: redis_py_test.py PORT
+"""
+import sys
+
+import redis
+
+port = int(sys.argv[1])
+passed = failed = 0
+
+
+def check(name, expected, actual):
+    global passed, failed
+    if expected == actual:
+        passed += 1
+    else:
+        failed += 1
+        print(f"FAIL {name}: expected {expected!r}, got {actual!r}", file=sys.stderr)
+
+
+def error_of(fn):
+    try:
+        fn()
+    except redis.exceptions.ResponseError as e:
+        return str(e)
+    return None
+
+
+r = redis.Redis(host="127.0.0.1", port=port, socket_timeout=10)
+check("ping", True, r.ping())
+
+# The seed's scenario with fenced writes.
+check("A writes with 7", True, r.execute_command("SET", "py:k", "A", "FENCE", 7))
+check("B advances to 8", 8, r.execute_command("FENCE.ADVANCE", "py:k", 8))
+check("B writes with 8", True, r.execute_command("SET", "py:k", "B", "FENCE", 8))
+err = error_of(lambda: r.execute_command("SET", "py:k", "late", "FENCE", 7))
+check("stale A is refused with STALE", True, err is not None and err.startswith("STALE token 7 < max 8"))
+check("B's value stands", b"B", r.get("py:k"))
+check("plain SET is refused", True,
+      (error_of(lambda: r.set("py:x", "v")) or "").startswith("NOFENCE"))
+check("invalid token", True,
+      (error_of(lambda: r.execute_command("SET", "py:k", "v", "FENCE", 0)) or "").startswith("invalid token"))
+
+# Reads, many keys, pipelining.
+pipe = r.pipeline(transaction=False)
+for i in range(100):
+    pipe.execute_command("SET", f"py:p:{i:03d}", f"v{i}", "FENCE", 8)
+check("pipelined fenced SETs", [True] * 100, pipe.execute())
+check("mget", [b"v0", b"v99", None], r.mget("py:p:000", "py:p:099", "py:nope"))
+check("exists", 2, r.exists("py:p:000", "py:p:001", "py:nope"))
+check("scan_iter", 100, len(list(r.scan_iter(match="py:p:*", count=17))))
+check("del counts existing keys", 2,
+      r.execute_command("DEL", "py:p:000", "py:p:001", "py:nope", "FENCE", 8))
+check("fenced get", b"v2", r.execute_command("GET", "py:p:002", "FENCE", 8))
+
+# Leases.
+token, ttl = r.execute_command("LEASE.ACQUIRE", "py:lease", "holder-1", 5000)
+check("lease token above every stored token", True, token > 8)
+check("lease ttl", True, 0 < ttl <= 5000)
+err = error_of(lambda: r.execute_command("LEASE.ACQUIRE", "py:lease", "holder-2", 5000))
+check("lease held", True, (err or "").startswith("LEASED"))
+check("lease release", b"OK", r.execute_command("LEASE.RELEASE", "py:lease", "holder-1", token))
+
+# MULTI/EXEC through redis-py's transaction pipeline.
+tx = r.pipeline(transaction=True)
+tx.execute_command("SET", "py:t1", "1", "FENCE", 9)
+tx.execute_command("SET", "py:t2", "2", "FENCE", 9)
+check("transaction", [True, True], tx.execute())
+check("transaction applied", [b"1", b"2"], r.mget("py:t1", "py:t2"))
+
+info = r.info("fencing")
+check("INFO fencing counts the rejection", True, info["rejected_writes"] >= 1)
+check("INFO fence_domain", "key", info["fence_domain"])
+
+print(f"{passed} passed, {failed} failed")
+sys.exit(1 if failed else 0)

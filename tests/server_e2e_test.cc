@@ -1,0 +1,376 @@
+// Copyright (c) fencedkv authors.
+//
+// fencedkv-server as a real process on 127.0.0.1 (a free port), talked to
+// over real sockets in RESP: pipelining, many clients, protocol abuse,
+// limits, graceful shutdown, crash durability with --sync, and leases across
+// kill -9.
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fcntl.h>
+
+#include <chrono>
+#include <fstream>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "util/testutil.h"
+
+#ifndef FENCEDKV_SERVER_BIN
+#error "FENCEDKV_SERVER_BIN must name the fencedkv-server binary"
+#endif
+
+namespace fencedkv {
+namespace {
+
+class ServerProcess {
+ public:
+  // Starts the server with `flags` (plus --port=0 and --port_file).
+  bool Start(const std::string& dir, std::vector<std::string> flags) {
+    const std::string port_file = dir + "/port";
+    unlink(port_file.c_str());
+    flags.push_back("--bind=127.0.0.1");
+    flags.push_back("--port=0");
+    flags.push_back("--port_file=" + port_file);
+    flags.push_back("--logtostderr=false");
+    flags.push_back("--log_dir=" + dir);
+    pid_ = fork();
+    if (pid_ == 0) {
+      std::vector<char*> argv;
+      argv.push_back(const_cast<char*>(FENCEDKV_SERVER_BIN));
+      for (auto& f : flags) argv.push_back(f.data());
+      argv.push_back(nullptr);
+      const int devnull = open("/dev/null", O_WRONLY);
+      dup2(devnull, STDOUT_FILENO);
+      execv(FENCEDKV_SERVER_BIN, argv.data());
+      _exit(127);
+    }
+    for (int i = 0; i < 400; ++i) {
+      std::ifstream in(port_file);
+      if (in >> port_) return true;
+      int status;
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        return false;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    }
+    return false;
+  }
+  // SIGTERM; returns the exit status (-1 if it did not exit in 10 s).
+  int Stop() {
+    if (pid_ <= 0) return -1;
+    kill(pid_, SIGTERM);
+    return Wait();
+  }
+  void Kill9() {
+    if (pid_ <= 0) return;
+    kill(pid_, SIGKILL);
+    Wait();
+  }
+  int port() const { return port_; }
+  ~ServerProcess() { Kill9(); }
+
+ private:
+  int Wait() {
+    for (int i = 0; i < 1000; ++i) {
+      int status = 0;
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return -1;
+  }
+  pid_t pid_ = -1;
+  int port_ = 0;
+};
+
+// A blocking RESP client.
+class Client {
+ public:
+  explicit Client(int port) {
+    fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    connected_ = connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+    timeval tv{10, 0};
+    setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  }
+  ~Client() { close(fd_); }
+  bool connected() const { return connected_; }
+
+  void SendRaw(const std::string& bytes) {
+    size_t off = 0;
+    while (off < bytes.size()) {
+      ssize_t n = send(fd_, bytes.data() + off, bytes.size() - off, MSG_NOSIGNAL);
+      if (n <= 0) return;
+      off += static_cast<size_t>(n);
+    }
+  }
+  static std::string Encode(const std::vector<std::string>& words) {
+    std::string out = "*" + std::to_string(words.size()) + "\r\n";
+    for (const auto& w : words) {
+      out += "$" + std::to_string(w.size()) + "\r\n" + w + "\r\n";
+    }
+    return out;
+  }
+  void Send(const std::vector<std::string>& words) { SendRaw(Encode(words)); }
+
+  // One reply, rendered: "+OK" "-ERR x" ":3" "$v" "$nil" "*[a,b]" or "EOF".
+  std::string Read() {
+    std::string line;
+    if (!ReadLine(&line)) return "EOF";
+    const char t = line[0];
+    const std::string rest = line.substr(1);
+    if (t == '+' || t == '-' || t == ':') return line;
+    if (t == '$') {
+      const long len = std::stol(rest);
+      if (len < 0) return "$nil";
+      std::string body;
+      if (!ReadN(static_cast<size_t>(len) + 2, &body)) return "EOF";
+      return "$" + body.substr(0, static_cast<size_t>(len));
+    }
+    if (t == '*') {
+      const long n = std::stol(rest);
+      if (n < 0) return "*nil";
+      std::string out = "*[";
+      for (long i = 0; i < n; ++i) out += (i ? "," : "") + Read();
+      return out + "]";
+    }
+    return "?" + line;
+  }
+  // Everything until the peer closes (for HTTP).
+  std::string ReadAll() {
+    while (Fill()) {
+    }
+    std::string out;
+    out.swap(buf_);
+    return out;
+  }
+  std::string Call(const std::vector<std::string>& words) {
+    Send(words);
+    return Read();
+  }
+
+ private:
+  bool Fill() {
+    char buf[65536];
+    ssize_t n = recv(fd_, buf, sizeof(buf), 0);
+    if (n <= 0) return false;
+    buf_.append(buf, static_cast<size_t>(n));
+    return true;
+  }
+  bool ReadLine(std::string* line) {
+    size_t pos;
+    while ((pos = buf_.find("\r\n")) == std::string::npos) {
+      if (!Fill()) return false;
+    }
+    *line = buf_.substr(0, pos);
+    buf_.erase(0, pos + 2);
+    return true;
+  }
+  bool ReadN(size_t n, std::string* out) {
+    while (buf_.size() < n) {
+      if (!Fill()) return false;
+    }
+    *out = buf_.substr(0, n);
+    buf_.erase(0, n);
+    return true;
+  }
+  int fd_ = -1;
+  bool connected_ = false;
+  std::string buf_;
+};
+
+class ServerE2ETest : public testing::Test {
+ protected:
+  bool StartServer(std::vector<std::string> flags = {}) {
+    flags.push_back("--db=" + dir_.Sub("data"));
+    return server_.Start(dir_.path(), flags);
+  }
+  test::TempDir dir_;
+  ServerProcess server_;
+};
+
+TEST_F(ServerE2ETest, PipelinedCommandsAnswerInOrder) {
+  ASSERT_TRUE(StartServer());
+  Client c(server_.port());
+  ASSERT_TRUE(c.connected());
+  std::string batch;
+  for (int i = 0; i < 1000; ++i) {
+    batch += Client::Encode({"SET", "k" + std::to_string(i), "v" + std::to_string(i),
+                             "FENCE", "5"});
+  }
+  batch += Client::Encode({"SET", "k1", "stale", "FENCE", "4"});
+  batch += Client::Encode({"GET", "k999"});
+  c.SendRaw(batch);
+  for (int i = 0; i < 1000; ++i) ASSERT_EQ("+OK", c.Read()) << i;
+  EXPECT_EQ("-STALE token 4 < max 5 (domain \"k1\")", c.Read());
+  EXPECT_EQ("$v999", c.Read());
+  EXPECT_EQ(0, server_.Stop());
+}
+
+TEST_F(ServerE2ETest, ManyConcurrentClients) {
+  ASSERT_TRUE(StartServer());
+  const int kClients = 16, kOps = 200;
+  std::vector<std::thread> threads;
+  std::atomic<int> ok{0};
+  for (int t = 0; t < kClients; ++t) {
+    threads.emplace_back([&, t] {
+      Client c(server_.port());
+      for (int i = 0; i < kOps; ++i) {
+        if (c.Call({"SET", "c" + std::to_string(t) + ":" + std::to_string(i), "v",
+                    "FENCE", "1"}) == "+OK") {
+          ok++;
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(kClients * kOps, ok.load());
+  Client c(server_.port());
+  EXPECT_EQ(":" + std::to_string(kClients * kOps), c.Call({"DBSIZE"}));
+  EXPECT_EQ(0, server_.Stop());
+}
+
+TEST_F(ServerE2ETest, MalformedRequestClosesOnlyThatConnection) {
+  ASSERT_TRUE(StartServer());
+  Client good(server_.port());
+  ASSERT_EQ("+OK", good.Call({"SET", "k", "v", "FENCE", "1"}));
+  Client bad(server_.port());
+  bad.SendRaw("*1\r\n$-5\r\n");
+  EXPECT_EQ("-ERR Protocol error: invalid bulk length", bad.Read());
+  EXPECT_EQ("EOF", bad.Read());
+  Client bad2(server_.port());
+  bad2.SendRaw("*2\r\n+PING\r\n");
+  EXPECT_EQ("-ERR Protocol error: expected '$', got '+'", bad2.Read());
+  EXPECT_EQ("EOF", bad2.Read());
+  EXPECT_EQ("$v", good.Call({"GET", "k"}));
+  EXPECT_EQ(0, server_.Stop());
+}
+
+TEST_F(ServerE2ETest, OversizedRequestIsRefused) {
+  ASSERT_TRUE(StartServer({"--max_request_bytes=4096"}));
+  Client c(server_.port());
+  ASSERT_EQ("+OK", c.Call({"SET", "k", std::string(3000, 'x'), "FENCE", "1"}));
+  c.Send({"SET", "k", std::string(10000, 'y'), "FENCE", "2"});
+  EXPECT_EQ(0u, c.Read().rfind("-ERR Protocol error: invalid bulk length", 0));
+  EXPECT_EQ("EOF", c.Read());
+  Client d(server_.port());
+  EXPECT_EQ("$" + std::string(3000, 'x'), d.Call({"GET", "k"}));
+  EXPECT_EQ(":1", d.Call({"FENCE.GET", "k"}));
+  EXPECT_EQ(0, server_.Stop());
+}
+
+TEST_F(ServerE2ETest, MaxClientsIsEnforced) {
+  ASSERT_TRUE(StartServer({"--maxclients=2"}));
+  Client a(server_.port()), b(server_.port());
+  ASSERT_EQ("+PONG", a.Call({"PING"}));
+  ASSERT_EQ("+PONG", b.Call({"PING"}));
+  Client c(server_.port());
+  EXPECT_EQ("-ERR max number of clients reached", c.Read());
+  EXPECT_EQ("+PONG", a.Call({"PING"}));
+  EXPECT_EQ(0, server_.Stop());
+}
+
+TEST_F(ServerE2ETest, SigtermShutsDownCleanlyAndDataSurvives) {
+  ASSERT_TRUE(StartServer());
+  {
+    Client c(server_.port());
+    ASSERT_EQ("+OK", c.Call({"SET", "k", "v", "FENCE", "9"}));
+    ASSERT_EQ(":12", c.Call({"FENCE.ADVANCE", "k", "12"}));
+  }
+  EXPECT_EQ(0, server_.Stop());
+  ASSERT_TRUE(StartServer());
+  Client c(server_.port());
+  EXPECT_EQ("$v", c.Call({"GET", "k"}));
+  EXPECT_EQ(":12", c.Call({"FENCE.GET", "k"}));
+  EXPECT_EQ(0u, c.Call({"SET", "k", "w", "FENCE", "11"}).rfind("-STALE", 0));
+  EXPECT_EQ(0, server_.Stop());
+}
+
+TEST_F(ServerE2ETest, SyncWritesSurviveKill9) {
+  ASSERT_TRUE(StartServer({"--sync"}));
+  {
+    Client c(server_.port());
+    for (int i = 0; i < 200; ++i) {
+      ASSERT_EQ("+OK", c.Call({"SET", "k" + std::to_string(i), "v" + std::to_string(i),
+                               "FENCE", std::to_string(100 + i)}));
+    }
+  }
+  server_.Kill9();
+  ASSERT_TRUE(StartServer());
+  Client c(server_.port());
+  for (int i = 0; i < 200; ++i) {
+    ASSERT_EQ("$v" + std::to_string(i), c.Call({"GET", "k" + std::to_string(i)}));
+    ASSERT_EQ(":" + std::to_string(100 + i), c.Call({"FENCE.GET", "k" + std::to_string(i)}));
+  }
+  EXPECT_EQ(0, server_.Stop());
+}
+
+TEST_F(ServerE2ETest, LeaseTokensStayIncreasingAcrossKill9) {
+  ASSERT_TRUE(StartServer());
+  std::string first;
+  {
+    Client c(server_.port());
+    first = c.Call({"LEASE.ACQUIRE", "a", "holder-1", "60000"});
+    ASSERT_EQ(0u, first.rfind("*[:", 0)) << first;
+  }
+  server_.Kill9();
+  ASSERT_TRUE(StartServer());
+  Client c(server_.port());
+  // The held lease is honoured: same holder, same token; others are refused.
+  EXPECT_EQ(0u, c.Call({"LEASE.ACQUIRE", "a", "holder-2", "60000"}).rfind("-LEASED", 0));
+  const std::string info = c.Call({"LEASE.INFO", "a"});
+  EXPECT_EQ(0u, info.rfind("*[$holder,$holder-1,$token,:1,", 0)) << info;
+  // A new grant gets a strictly greater token.
+  const std::string second = c.Call({"LEASE.ACQUIRE", "b", "holder-3", "60000"});
+  EXPECT_EQ(0u, second.rfind("*[:2,", 0)) << second;
+  EXPECT_EQ(0, server_.Stop());
+}
+
+TEST_F(ServerE2ETest, RequirePass) {
+  ASSERT_TRUE(StartServer({"--requirepass=s3cret"}));
+  Client c(server_.port());
+  EXPECT_EQ("-NOAUTH Authentication required.", c.Call({"GET", "k"}));
+  EXPECT_EQ(0u, c.Call({"AUTH", "wrong"}).rfind("-WRONGPASS", 0));
+  EXPECT_EQ("+OK", c.Call({"AUTH", "s3cret"}));
+  EXPECT_EQ("$nil", c.Call({"GET", "k"}));
+  EXPECT_EQ(0, server_.Stop());
+}
+
+TEST_F(ServerE2ETest, PrometheusMetrics) {
+  // A free port for the exporter (released just before the server takes it).
+  int probe = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(0, bind(probe, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)));
+  socklen_t len = sizeof(addr);
+  getsockname(probe, reinterpret_cast<sockaddr*>(&addr), &len);
+  const int metrics_port = ntohs(addr.sin_port);
+  close(probe);
+  ASSERT_TRUE(StartServer({"--metrics_port=" + std::to_string(metrics_port)}));
+  Client c(server_.port());
+  ASSERT_EQ("+OK", c.Call({"SET", "k", "v", "FENCE", "5"}));
+  ASSERT_EQ(0u, c.Call({"SET", "k", "v", "FENCE", "4"}).rfind("-STALE", 0));
+  Client http(metrics_port);
+  http.SendRaw("GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n");
+  const std::string body = http.ReadAll();
+  EXPECT_NE(std::string::npos, body.find("fencedkv_writes_rejected_total 1")) << body;
+  EXPECT_NE(std::string::npos, body.find("fencedkv_writes_accepted_total 1"));
+  EXPECT_EQ(0, server_.Stop());
+}
+
+}  // namespace
+}  // namespace fencedkv
