@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# redis-benchmark against fencedkv-server and Debian's redis-server in one
+# run, on this machine, loopback only, free ports, both stopped by PID.
+#   Redis: --appendonly yes --appendfsync everysec (the nearest durability
+#   to fencedkv's default WAL-without-fsync), and appendfsync always vs
+#   fencedkv --sync.
+# Workload: -c 50, -P 1 and -P 16, 100-byte values, keys over 1M:
+#   fencedkv: SET key:__rand_int__ <v> FENCE 1   and  GET key:__rand_int__
+#   redis:    SET key:__rand_int__ <v>           and  GET key:__rand_int__
+# A benchmark, not a test. Usage: tools/server_bench.sh [build-dir]
+set -euo pipefail
+build=${1:-build}
+server="$build/server/fencedkv-server"
+[ -x "$server" ] || { echo "build first: $server missing" >&2; exit 1; }
+command -v redis-server >/dev/null || { echo "apt-get install redis-server" >&2; exit 1; }
+work=$(mktemp -d "${TMPDIR:-/tmp}/fencedkv_sbench.XXXXXX")
+pids=()
+cleanup() { for p in "${pids[@]:-}"; do kill -9 "$p" 2>/dev/null || true; done; rm -rf "$work"; }
+trap cleanup EXIT
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'; }
+wait_port() { for _ in $(seq 1 200); do redis-cli -p "$1" PING >/dev/null 2>&1 && return 0; sleep 0.05; done; return 1; }
+
+start_redis() {  # start_redis <fsync-policy> -> sets RPORT
+  RPORT=$(free_port)
+  mkdir -p "$work/redis-$1"
+  redis-server --port "$RPORT" --bind 127.0.0.1 --dir "$work/redis-$1" \
+    --appendonly yes --appendfsync "$1" --save '' --daemonize no \
+    --logfile "$work/redis-$1.log" &
+  pids+=($!); RPID=$!
+  wait_port "$RPORT"
+}
+start_fenced() {  # start_fenced <extra flags> -> sets FPORT
+  FPORT=$(free_port)
+  "$server" --bind=127.0.0.1 --port="$FPORT" --db="$work/fenced-$RANDOM" \
+    --logtostderr=false --log_dir="$work" "$@" >/dev/null 2>&1 &
+  pids+=($!); FPID=$!
+  wait_port "$FPORT"
+}
+stop() { kill -TERM "$1"; wait "$1" 2>/dev/null || true; }
+
+value=$(printf 'v%.0s' $(seq 1 100))
+rps() {  # rps <port> <n> <P> <command...>: requests per second
+  local port=$1 n=$2 p=$3; shift 3
+  redis-benchmark -h 127.0.0.1 -p "$port" -c 50 -n "$n" -P "$p" -r 1000000 \
+    --csv "$@" 2>/dev/null | tail -1 | cut -d, -f2 | tr -d '"'
+}
+
+N1=${N1:-100000}; N16=${N16:-400000}; NSYNC=${NSYNC:-20000}
+declare -A R
+for round in default sync; do
+  if [ "$round" = default ]; then
+    start_redis everysec; start_fenced
+    for p in 1 16; do
+      n=$([ $p = 1 ] && echo "$N1" || echo "$N16")
+      R[redis-set-$p]=$(rps "$RPORT" "$n" "$p" SET key:__rand_int__ "$value")
+      R[fenced-set-$p]=$(rps "$FPORT" "$n" "$p" SET key:__rand_int__ "$value" FENCE 1)
+      R[redis-get-$p]=$(rps "$RPORT" "$n" "$p" GET key:__rand_int__)
+      R[fenced-get-$p]=$(rps "$FPORT" "$n" "$p" GET key:__rand_int__)
+    done
+  else
+    start_redis always; start_fenced --sync
+    for p in 1 16; do
+      R[redis-sset-$p]=$(rps "$RPORT" "$NSYNC" "$p" SET key:__rand_int__ "$value")
+      R[fenced-sset-$p]=$(rps "$FPORT" "$NSYNC" "$p" SET key:__rand_int__ "$value" FENCE 1)
+    done
+  fi
+  stop "$FPID"; stop "$RPID"
+done
+
+printf '%-34s %12s %12s %7s %s\n' "workload (-c 50, 100 B)" "fencedkv" "redis" "ratio" "target"
+row() {
+  local label=$1 f=$2 r=$3 target=$4
+  python3 - "$label" "$f" "$r" "$target" <<'PY'
+import sys
+label, f, r, target = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
+ratio = f / r if r else 0
+ok = "" if target == "-" else ("ok" if ratio >= float(target) else "MISSED")
+print(f"{label:34s} {f:12.0f} {r:12.0f} {ratio:7.2f} >= {target} {ok}")
+PY
+}
+row "SET -P 1 (redis everysec)"  "${R[fenced-set-1]}"  "${R[redis-set-1]}"  0.8
+row "GET -P 1"                   "${R[fenced-get-1]}"  "${R[redis-get-1]}"  0.8
+row "SET -P 16 (redis everysec)" "${R[fenced-set-16]}" "${R[redis-set-16]}" 0.6
+row "GET -P 16"                  "${R[fenced-get-16]}" "${R[redis-get-16]}" 0.7
+row "SET -P 1 --sync vs always"  "${R[fenced-sset-1]}" "${R[redis-sset-1]}" -
+row "SET -P 16 --sync vs always" "${R[fenced-sset-16]}" "${R[redis-sset-16]}" -
