@@ -13,6 +13,7 @@
 #include <charconv>
 
 #include "command_table.h"
+#include "error_mapping.h"
 #include "resp_writer.h"
 
 namespace fencedkv {
@@ -427,7 +428,20 @@ void ExecTransaction(ServerState& server, ClientState& client,
   WriteResult result;
   Status s = server.db->Write(ServerWriteOptions(server), batch, &result);
   if (!s.ok()) {
-    ReplyStatus(s, out);  // e.g. -STALE: nothing was applied
+    // e.g. -STALE ... at command N: nothing was applied. The op index maps
+    // back to the queued command that holds it.
+    if (s.IsStaleToken()) {
+      StaleTokenInfo info = *s.stale();
+      for (size_t c = 0; c < ranges.size(); ++c) {
+        if (static_cast<size_t>(info.batch_index) < ranges[c].second) {
+          info.batch_index = static_cast<int64_t>(c);
+          break;
+        }
+      }
+      resp::Error(out, ErrorLine(Status::StaleToken(info), true));
+    } else {
+      ReplyStatus(s, out);
+    }
     return;
   }
   resp::ArrayHeader(out, queued.size());

@@ -5,7 +5,7 @@
 namespace fencedkv {
 namespace server {
 
-std::string ErrorLine(const Status& s) {
+std::string ErrorLine(const Status& s, bool with_command_index) {
   if (s.IsStaleToken()) {
     const StaleTokenInfo* st = s.stale();
     const char* op = st->reason == StaleReason::kNotAboveMax ? "<=" : "<";
@@ -13,7 +13,7 @@ std::string ErrorLine(const Status& s) {
     std::string line = "STALE token " + std::to_string(st->offered) + " " + op +
                        " " + what + " " + std::to_string(st->max) +
                        " (domain \"" + EscapeBytes(st->domain) + "\")";
-    if (st->batch_index >= 0) {
+    if (with_command_index && st->batch_index >= 0) {
       line += " at command " + std::to_string(st->batch_index + 1);
     }
     return line;

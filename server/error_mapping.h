@@ -19,8 +19,9 @@
 namespace fencedkv {
 namespace server {
 
-// REQUIRES: !s.ok()
-std::string ErrorLine(const Status& s);
+// REQUIRES: !s.ok(). With `with_command_index` (EXEC), a stale batch op's
+// index is appended as " at command N" (1-based).
+std::string ErrorLine(const Status& s, bool with_command_index = false);
 
 }  // namespace server
 }  // namespace fencedkv

@@ -25,6 +25,8 @@ TEST(ErrorMappingTest, StaleTokenHasItsOwnCode) {
   info.max = 5;
   info.batch_index = 1;
   EXPECT_EQ("STALE token 3 < floor 5 (domain \"k\") at command 2",
+            ErrorLine(Status::StaleToken(info), /*with_command_index=*/true));
+  EXPECT_EQ("STALE token 3 < floor 5 (domain \"k\")",
             ErrorLine(Status::StaleToken(info)));
 }
 

@@ -8,7 +8,9 @@
 
 #include <cstdio>
 #include <fstream>
+#include <algorithm>
 #include <memory>
+#include <thread>
 
 #include <gflags/gflags.h>
 #include <glog/logging.h>
@@ -60,7 +62,9 @@ int main(int argc, char** argv) {
   fencedkv::server::ServerOptions so;
   so.bind = FLAGS_bind;
   so.port = FLAGS_port;
-  so.io_threads = FLAGS_io_threads;
+  so.io_threads = FLAGS_io_threads > 0
+                      ? FLAGS_io_threads
+                      : std::max(1u, std::thread::hardware_concurrency());
   so.requirepass = FLAGS_requirepass;
   so.maxclients = static_cast<size_t>(FLAGS_maxclients);
   so.limits.max_request_bytes = static_cast<size_t>(FLAGS_max_request_bytes);

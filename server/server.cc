@@ -12,7 +12,9 @@
 #include <unordered_map>
 
 #include "command_table.h"
+#include "error_mapping.h"
 #include "resp_writer.h"
+#include "write_combiner.h"
 
 namespace fencedkv {
 namespace server {
@@ -71,6 +73,7 @@ class Server::Impl {
   std::atomic<uint64_t> next_id_{1};
   std::mutex conns_mu_;
   std::unordered_map<uint64_t, std::weak_ptr<Connection>> conns_;
+  std::unique_ptr<WriteCombiner> combiner_;
 
  private:
   void DoAccept();
@@ -80,6 +83,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
  public:
   Connection(Server::Impl* server, asio::ip::tcp::socket socket, uint64_t id)
       : server_(server),
+        strand_(asio::make_strand(server->io_)),
         socket_(std::move(socket)),
         parser_(server->options_.limits),
         in_(kInitialReadBuffer) {
@@ -96,12 +100,15 @@ class Connection : public std::enable_shared_from_this<Connection> {
     server_->Unregister(client_.id);
   }
 
-  void Start() { DoRead(); }
+  void Start() {
+    auto self = shared_from_this();
+    asio::post(strand_, [self] { self->DoRead(); });
+  }
 
-  // Closes the socket from its own executor (thread-safe).
+  // Closes the socket on the connection's strand (thread-safe).
   void Close() {
     auto self = shared_from_this();
-    asio::post(socket_.get_executor(), [self] { self->CloseNow(); });
+    asio::post(strand_, [self] { self->CloseNow(); });
   }
 
   std::string Describe() const {
@@ -113,12 +120,14 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
  private:
   void CloseNow() {
+    closed_ = true;
     asio::error_code ec;
     socket_.shutdown(asio::ip::tcp::socket::shutdown_both, ec);
     socket_.close(ec);
   }
 
   void DoRead() {
+    if (closed_) return;
     if (in_end_ == in_.size()) {
       if (in_begin_ > 0) {
         std::memmove(in_.data(), in_.data() + in_begin_, in_end_ - in_begin_);
@@ -140,7 +149,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
     auto self = shared_from_this();
     socket_.async_read_some(
         asio::buffer(in_.data() + in_end_, in_.size() - in_end_),
-        [self](const asio::error_code& ec, size_t n) { self->OnRead(ec, n); });
+        asio::bind_executor(strand_, [self](const asio::error_code& ec, size_t n) {
+          self->OnRead(ec, n);
+        }));
   }
 
   void OnRead(const asio::error_code& ec, size_t n) {
@@ -152,9 +163,14 @@ class Connection : public std::enable_shared_from_this<Connection> {
     Continue();
   }
 
-  // Runs what is buffered, then writes replies or reads more.
+  // Runs what is buffered, then writes replies or reads more (or waits for
+  // the write combiner, which calls back into Continue).
   void Continue() {
     Process();
+    if (!job_.empty()) {
+      SubmitJob();
+      return;
+    }
     if (!out_.empty()) {
       DoWrite();
     } else if (client_.close_after_reply) {
@@ -178,6 +194,22 @@ class Connection : public std::enable_shared_from_this<Connection> {
         break;
       }
       if (!args_.empty()) {
+        WriteBatch batch;
+        if (Groupable(&batch)) {
+          // Plain fenced writes join the connection's next group commit.
+          if (!server_->BeginCommand()) {
+            resp::Error(&out_, "SHUTDOWN the server is shutting down");
+            client_.close_after_reply = true;
+            break;
+          }
+          server_->stats_.commands.fetch_add(1, std::memory_order_relaxed);
+          job_.push_back(std::move(batch));
+          in_begin_ += consumed;
+          if (job_.size() >= kMaxJob) break;
+          continue;
+        }
+        // Anything else waits for the pending writes (order of replies).
+        if (!job_.empty()) break;
         if (server_->BeginCommand()) {
           Dispatch(server_->state_, client_, args_, &out_);
           server_->EndCommand();
@@ -191,10 +223,55 @@ class Connection : public std::enable_shared_from_this<Connection> {
     if (in_begin_ == in_end_) in_begin_ = in_end_ = 0;
   }
 
+  // SET k v FENCE t and MSET k v ... FENCE t with a valid token, from an
+  // authenticated client outside MULTI: everything else (options, errors,
+  // NOFENCE, unfenced writes) takes the ordinary path through Dispatch.
+  bool Groupable(WriteBatch* batch) const {
+    if (!client_.authed || client_.in_multi) return false;
+    const auto& a = args_;
+    const size_t n = a.size();
+    if (n < 5 || !EqualsIgnoreCase(a[n - 2], "FENCE")) return false;
+    Token token;
+    if (!ParseToken(a[n - 1], &token)) return false;
+    if (n == 5 && EqualsIgnoreCase(a[0], "SET")) {
+      batch->Put(a[1], a[2], token);
+      return true;
+    }
+    if ((n - 1) % 2 == 0 && EqualsIgnoreCase(a[0], "MSET")) {
+      for (size_t i = 1; i + 2 < n; i += 2) batch->Put(a[i], a[i + 1], token);
+      return true;
+    }
+    return false;
+  }
+
+  void SubmitJob() {
+    auto self = shared_from_this();
+    std::vector<WriteBatch> job;
+    job.swap(job_);
+    server_->combiner_->Submit(std::move(job), [self](std::vector<Status> st) {
+      // On the writer thread: hand the replies back to this connection.
+      asio::post(self->strand_,
+                 [self, st = std::move(st)] { self->OnJobDone(st); });
+    });
+  }
+
+  void OnJobDone(const std::vector<Status>& statuses) {
+    for (const Status& s : statuses) {
+      if (s.ok()) {
+        out_.append("+OK\r\n", 5);
+      } else {
+        resp::Error(&out_, ErrorLine(s));
+      }
+      server_->EndCommand();
+    }
+    Continue();
+  }
+
   void DoWrite() {
+    if (closed_) return;
     auto self = shared_from_this();
     asio::async_write(socket_, asio::buffer(out_),
-                      [self](const asio::error_code& ec, size_t) {
+                      asio::bind_executor(strand_, [self](const asio::error_code& ec, size_t) {
                         if (ec) {
                           self->CloseNow();
                           return;
@@ -205,17 +282,23 @@ class Connection : public std::enable_shared_from_this<Connection> {
                         } else {
                           self->Continue();  // buffered commands first
                         }
-                      });
+                      }));
   }
 
   Server::Impl* const server_;
+  // Every handler of this connection (I/O completions, closes posted by
+  // Stop, write-combiner completions) runs on this strand, one at a time.
+  asio::strand<asio::io_context::executor_type> strand_;
   asio::ip::tcp::socket socket_;
+  bool closed_ = false;
   ClientState client_;
   RespParser parser_;
   std::vector<char> in_;
   size_t in_begin_ = 0, in_end_ = 0;
   std::string out_;
   std::vector<std::string_view> args_;
+  std::vector<WriteBatch> job_;  // grouped writes waiting to be submitted
+  static constexpr size_t kMaxJob = 1024;
 };
 
 Status Server::Impl::Listen() {
@@ -245,6 +328,9 @@ Status Server::Impl::Start(DB* db, LeaseService* leases) {
   state_.port = port_;
   state_.started = std::chrono::steady_clock::now();
   state_.list_clients = [this] { return ListClients(); };
+  WriteOptions wo;
+  wo.sync = options_.sync;
+  combiner_ = std::make_unique<WriteCombiner>(db, wo);
   work_.emplace(io_.get_executor());
   DoAccept();
   for (int i = 0; i < options_.io_threads; ++i) {
@@ -336,6 +422,7 @@ void Server::Impl::Stop(std::chrono::milliseconds deadline) {
   io_.stop();
   for (auto& t : threads_) t.join();
   threads_.clear();
+  if (combiner_) combiner_->Stop();
 }
 
 Server::Server(const ServerOptions& options) : impl_(new Impl(options)) {}

@@ -3,12 +3,14 @@
 // fencedkv-server: a Redis-protocol front end to a fencedkv DB and its
 // embedded lease service.
 //
-// Threads: --io_threads threads run one Asio io_context. A connection has at
-// most one outstanding socket operation, so its handlers never run
-// concurrently; commands execute on the io thread that read them, in order,
+// Threads: --io_threads threads run one Asio io_context. Each connection's
+// handlers (I/O completions, closes, write-combiner completions) run on its
+// own strand, never concurrently; commands execute on the io thread that
+// read them, in order,
 // and a reply is sent only after the DB call returned, i.e. after the write
 // is durable to the configured level (WAL; fsync with --sync). Writers on
-// different connections reach RocksDB concurrently and group-commit.
+// different connections group-commit: plain fenced SET/MSET go to the
+// WriteCombiner, which applies everything queued in one RocksDB write.
 //
 // Shutdown contract (Stop):
 //   1. stop accepting connections;

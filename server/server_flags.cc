@@ -34,8 +34,8 @@ DEFINE_int32(maxclients, 10000, "Maximum simultaneous client connections; "
 DEFINE_int64(max_request_bytes, 64 << 20,
              "Largest request (one command with all its arguments), in bytes; "
              "a larger one gets a protocol error and its connection is closed");
-DEFINE_int32(io_threads, 4, "Threads serving connections; commands run on "
-             "them, so concurrent writers group-commit in RocksDB");
+DEFINE_int32(io_threads, 0, "Threads serving connections (reads run on them; "
+             "writes go to one group-commit writer). 0 = one per CPU core");
 DEFINE_bool(allow_unfenced, false,
             "Accept writes without FENCE <token>. Each is logged and counted "
             "(INFO fencing: unfenced_writes). Off: they get -NOFENCE");
@@ -60,7 +60,7 @@ bool ValidatePort(const char* flag, int32_t v) { return InRange(flag, v, 0, 6553
 bool ValidateMetricsPort(const char* flag, int32_t v) {
   return InRange(flag, v, 0, 65535);
 }
-bool ValidateThreads(const char* flag, int32_t v) { return InRange(flag, v, 1, 256); }
+bool ValidateThreads(const char* flag, int32_t v) { return InRange(flag, v, 0, 256); }
 bool ValidateClients(const char* flag, int32_t v) {
   return InRange(flag, v, 1, 1000000);
 }

@@ -32,7 +32,7 @@ start_redis() {  # start_redis <fsync-policy> -> sets RPORT
 }
 start_fenced() {  # start_fenced <extra flags> -> sets FPORT
   FPORT=$(free_port)
-  "$server" --bind=127.0.0.1 --port="$FPORT" --db="$work/fenced-$RANDOM" \
+  "$server" --bind=127.0.0.1 --port="$FPORT" --db="$work/fenced-$RANDOM" ${FENCED_FLAGS:-} \
     --logtostderr=false --log_dir="$work" "$@" >/dev/null 2>&1 &
   pids+=($!); FPID=$!
   wait_port "$FPORT"

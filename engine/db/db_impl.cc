@@ -82,6 +82,13 @@ struct DBImpl::Scratch {
   std::unordered_map<std::string_view, uint32_t> index;  // large batches
   rocksdb::WriteBatch batch;
   std::string value;  // a data record being encoded
+  // WriteGroup: domain states as they were before the current batch.
+  struct Undo {
+    uint32_t index;
+    Token max;
+    bool known, raised;
+  };
+  std::vector<Undo> undo;
 
   void Reset() {
     states.clear();
@@ -433,8 +440,44 @@ Status DBImpl::AdvanceFence(const WriteOptions& options, std::string_view key,
   return WriteOps(synced, &op, 1, /*is_batch=*/false, max_after, nullptr);
 }
 
+Status DBImpl::WriteGroup(const WriteOptions& options,
+                          const WriteBatch* const* batches, size_t n,
+                          Status* statuses) {
+  thread_local std::vector<PendingOp> ops;
+  ops.clear();
+  for (size_t g = 0; g < n; ++g) {
+    statuses[g] = Status::OK();
+    const WriteBatch& batch = *batches[g];
+    if (batch.HasConditions()) {
+      statuses[g] = Status::InvalidArgument(
+          "WriteGroup does not take batches with conditions");
+      continue;
+    }
+    const size_t first = ops.size();
+    for (size_t i = 0; i < batch.Count() && statuses[g].ok(); ++i) {
+      const WriteBatch::Op op = batch.Get(i);
+      const OpKind kind = op.type == WriteBatch::OpType::kPut ? OpKind::kPut
+                                                              : OpKind::kDelete;
+      Status s = ValidateWriteOp(kind, op.key, op.value, op.token);
+      if (!s.ok()) {
+        statuses[g] = Status::InvalidArgument("batch op " + std::to_string(i),
+                                              s.message());
+        ops.resize(first);
+        break;
+      }
+      PendingOp p{kind, op.key, op.value, op.token, 0, 0};
+      p.group = static_cast<uint32_t>(g);
+      ops.push_back(p);
+    }
+  }
+  if (ops.empty()) return Status::OK();
+  return WriteOps(options, ops.data(), ops.size(), /*is_batch=*/true, nullptr,
+                  nullptr, statuses);
+}
+
 Status DBImpl::WriteOps(const WriteOptions& options, PendingOp* ops, size_t n,
-                        bool is_batch, Token* max_after, WriteResult* result) {
+                        bool is_batch, Token* max_after, WriteResult* result,
+                        Status* group_statuses) {
   // A holder paused here (GC, SIGSTOP) has not been checked yet: whatever
   // lands meanwhile is what it will be checked against.
   TEST_SYNC_POINT("DBImpl::Write:BeforeLock");
@@ -466,10 +509,40 @@ Status DBImpl::WriteOps(const WriteOptions& options, PendingOp* ops, size_t n,
     return Status::OK();
   };
 
+  // WriteGroup: an undo log of domain states, so a refused batch leaves no
+  // trace in them; `group_first` is the first op of the current batch.
+  std::vector<Scratch::Undo>& undo = sc.undo;
+  undo.clear();
+  size_t group_first = 0;
+  uint64_t accepted_groups = 0, rejected_groups = 0;
+  auto refuse_group = [&](size_t i, Status status) {
+    // Undo this batch's effects and skip its ops.
+    for (auto it = undo.rbegin(); it != undo.rend(); ++it) {
+      DomainState& d = sc.states[it->index];
+      d.max = it->max;
+      d.known = it->known;
+      d.raised = it->raised;
+    }
+    undo.clear();
+    const uint32_t g = ops[i].group;
+    for (size_t j = group_first; j < n && ops[j].group == g; ++j) ops[j].skip = true;
+    group_statuses[g] = std::move(status);
+    ++rejected_groups;
+  };
+
   bool unfenced = false;
   for (size_t i = 0; i < n; ++i) {
     PendingOp& op = ops[i];
     DomainState& ds = sc.states[op.domain_index];
+    if (group_statuses != nullptr) {
+      if (i == 0 || op.group != ops[i - 1].group) {
+        if (i > 0 && !ops[i - 1].skip) ++accepted_groups;
+        undo.clear();
+        group_first = i;
+      }
+      if (op.skip) continue;
+      undo.push_back(Scratch::Undo{op.domain_index, ds.max, ds.known, ds.raised});
+    }
     if (op.kind == OpKind::kAdvance) {
       if (SubsumedByFloor(mode_, op.token, floor)) {
         // The floor already refuses everything this advance would.
@@ -510,6 +583,11 @@ Status DBImpl::WriteOps(const WriteOptions& options, PendingOp* ops, size_t n,
     }
     const Verdict verdict = CheckWrite(mode_, op.token, ds.max, floor);
     if (verdict != Verdict::kAccept) {
+      if (group_statuses != nullptr) {
+        refuse_group(i, StaleStatus(verdict, op.token, ds.max, floor, ds.domain,
+                                    static_cast<int64_t>(i - group_first)));
+        continue;
+      }
       Shard(sc.states[0].stripe).rejected.fetch_add(1, std::memory_order_relaxed);
       return StaleStatus(verdict, op.token, ds.max, floor, ds.domain,
                          is_batch ? static_cast<int64_t>(i) : -1);
@@ -519,6 +597,11 @@ Status DBImpl::WriteOps(const WriteOptions& options, PendingOp* ops, size_t n,
       ds.raised = true;
     }
     op.record_token = op.token;
+  }
+  if (group_statuses != nullptr) {
+    if (!ops[n - 1].skip) ++accepted_groups;
+    Shard(sc.states[0].stripe)
+        .rejected.fetch_add(rejected_groups, std::memory_order_relaxed);
   }
   TEST_SYNC_POINT("DBImpl::Write:AfterCheck");
   if (result != nullptr) {
@@ -535,6 +618,7 @@ Status DBImpl::WriteOps(const WriteOptions& options, PendingOp* ops, size_t n,
   char header[format::kMaxDataHeaderSize];
   for (size_t i = 0; i < n; ++i) {
     const PendingOp& op = ops[i];
+    if (op.skip) continue;
     const rocksdb::Slice key = ToSlice(op.key);
     switch (op.kind) {
       case OpKind::kPut: {
@@ -609,7 +693,13 @@ Status DBImpl::WriteOps(const WriteOptions& options, PendingOp* ops, size_t n,
       for (auto it = sc.states.rbegin(); it != sc.states.rend(); ++it) {
         if (it->known) table_->Rollback(it->slot, it->hash, it->domain);
       }
-      return FromRocksDB(rs);  // the cache is exact again
+      const Status failed = FromRocksDB(rs);
+      if (group_statuses != nullptr) {
+        for (size_t i = 0; i < n; ++i) {
+          if (!ops[i].skip) group_statuses[ops[i].group] = failed;
+        }
+      }
+      return failed;  // the cache is exact again
     }
     RaiseAtomicMax(&hwm_, new_hwm);
   }
@@ -619,7 +709,8 @@ Status DBImpl::WriteOps(const WriteOptions& options, PendingOp* ops, size_t n,
       shard.advances.fetch_add(1, std::memory_order_relaxed);
     }
   } else {
-    shard.accepted.fetch_add(1, std::memory_order_relaxed);
+    shard.accepted.fetch_add(group_statuses != nullptr ? accepted_groups : 1,
+                             std::memory_order_relaxed);
     if (unfenced) shard.unfenced.fetch_add(1, std::memory_order_relaxed);
   }
   if (max_after != nullptr) {

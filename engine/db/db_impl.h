@@ -50,6 +50,9 @@ class DBImpl final : public DB {
   Status Write(const WriteOptions& options, const WriteBatch& batch) override;
   Status Write(const WriteOptions& options, const WriteBatch& batch,
                WriteResult* result) override;
+  Status WriteGroup(const WriteOptions& options,
+                    const WriteBatch* const* batches, size_t n,
+                    Status* statuses) override;
   Status Get(const ReadOptions& options, std::string_view key,
              std::string* value) override;
   using DB::GetFenced;
@@ -102,6 +105,8 @@ class DBImpl final : public DB {
     uint32_t domain_index;   // into the scratch domain states
     Token record_token;      // the token stored in the data record
     WriteCondition condition = WriteCondition::kNone;
+    uint32_t group = 0;  // WriteGroup: the batch this op belongs to
+    bool skip = false;   // its batch was refused: not written
   };
   struct DomainState;
   struct Scratch;
@@ -112,9 +117,13 @@ class DBImpl final : public DB {
   // The single write path. `ops` are validated. Locks, checks, builds one
   // rocksdb::WriteBatch, commits, updates the cache.
   // `is_batch`: stale errors carry the op's index (DB::Write). `result`
-  // (optional) receives per-op outcomes; conditions need it.
+  // (optional) receives per-op outcomes; conditions need it. With
+  // `group_statuses` (WriteGroup), ops carry their batch in op.group, the
+  // batches are checked independently in order, a refused batch gets its
+  // status there and is skipped, and the others commit together.
   Status WriteOps(const WriteOptions& options, PendingOp* ops, size_t n,
-                  bool is_batch, Token* max_after, WriteResult* result);
+                  bool is_batch, Token* max_after, WriteResult* result,
+                  Status* group_statuses = nullptr);
   // Evaluates conditions and fills *result, reading each key's state under
   // the held locks. Returns false if a condition failed.
   Status EvaluateConditions(const PendingOp* ops, size_t n,

@@ -347,6 +347,40 @@ TEST_F(DBTest, WriteBatchChecksOpsInOrder) {
   }
 }
 
+TEST_F(DBTest, WriteGroupAppliesEachBatchIndependently) {
+  while (ChangeOptions()) {
+    SCOPED_TRACE(ConfigName());
+    ASSERT_EQ("OK", Put("x:1", "old", 20));
+    WriteBatch b0, b1, b2, b3, b4;
+    b0.Put("a:1", "A", 20);
+    b1.Put("x:1", "stale", 19);        // refused: x:1 is at 20
+    b1.Put("c:1", "C", 30);            // ... and so is the rest of b1
+    b2.Put("d:1", "D1", 25);
+    b3.Put("d:1", "D0", 24);           // stale after b2, in the same group
+    b4.Put("", "bad", 30);             // invalid
+    const WriteBatch* batches[] = {&b0, &b1, &b2, &b3, &b4};
+    Status statuses[5];
+    ASSERT_FENCEDKV_OK(db_->WriteGroup(WriteOptions(), batches, 5, statuses));
+    EXPECT_EQ("OK", test::StatusString(statuses[0]));
+    EXPECT_EQ(Stale(19, 20), test::StatusString(statuses[1]));
+    EXPECT_EQ(0, statuses[1].stale()->batch_index);
+    EXPECT_EQ("OK", test::StatusString(statuses[2]));
+    EXPECT_EQ(Stale(24, 25), test::StatusString(statuses[3]));
+    EXPECT_EQ("INVALID", test::StatusString(statuses[4]));
+    EXPECT_EQ("A", Get("a:1"));
+    EXPECT_EQ("old", Get("x:1"));
+    EXPECT_EQ("NOT_FOUND", Get("c:1"));
+    EXPECT_EQ(FreshMax(), Fence("c:1"));  // the refused batch left no fence
+    EXPECT_EQ("D1", Get("d:1"));
+    EXPECT_EQ(25u, Fence("d:1"));
+    EXPECT_EQ(3u, db_->GetFenceStats().accepted_writes);  // x:1 put + b0 + b2
+    EXPECT_EQ(2u, db_->GetFenceStats().rejected_writes);
+    Reopen();
+    EXPECT_EQ("D1", Get("d:1"));
+    EXPECT_EQ(20u, Fence("x:1"));
+  }
+}
+
 TEST_F(DBTest, FloorRejectsLowerTokensEverywhere) {
   while (ChangeOptions()) {
     SCOPED_TRACE(ConfigName());

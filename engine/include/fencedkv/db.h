@@ -120,6 +120,19 @@ class DB {
   virtual Status Write(const WriteOptions& options, const WriteBatch& batch,
                        WriteResult* result) = 0;
 
+  // Applies n independent batches in one RocksDB write: each batch is all or
+  // nothing on its own, checked as if the batches were written one after
+  // another in order, and statuses[i] receives what Write would have
+  // returned for batches[i] (OK, StaleToken, InvalidArgument). All accepted
+  // batches are committed together: one WAL record, one fsync with sync.
+  // This is the group-commit entry point for servers that collect writes
+  // from many clients. Batches with conditions are InvalidArgument. Returns
+  // OK unless the shared write itself failed; then every batch that had
+  // passed its checks gets that error too and nothing was applied.
+  virtual Status WriteGroup(const WriteOptions& options,
+                            const WriteBatch* const* batches, size_t n,
+                            Status* statuses) = 0;
+
   // Plain read. OK with *value set; NotFound if the key has no value (then
   // *value is left unchanged); InvalidArgument for an invalid key.
   virtual Status Get(const ReadOptions& options, std::string_view key,
