@@ -2,6 +2,8 @@
 
 #include "write_combiner.h"
 
+#include <algorithm>
+
 namespace fencedkv {
 namespace server {
 
@@ -10,8 +12,9 @@ namespace {
 constexpr size_t kMaxBatchesPerGroup = 4096;
 }  // namespace
 
-WriteCombiner::WriteCombiner(DB* db, const WriteOptions& options)
-    : db_(db), options_(options) {}
+WriteCombiner::WriteCombiner(DB* db, const WriteOptions& options,
+                             int max_writers)
+    : db_(db), options_(options), max_writers_(std::max(1, max_writers)) {}
 
 WriteCombiner::~WriteCombiner() { Stop(); }
 
@@ -23,8 +26,8 @@ void WriteCombiner::Submit(std::vector<WriteBatch> batches, Done done) {
     stopped = stop_;
     if (!stopped) {
       queue_.push_back(Job{std::move(batches), std::move(done)});
-      if (writing_) return;  // the writer in progress will take it
-      writing_ = true;
+      if (writers_ >= max_writers_) return;  // a writer will take it
+      ++writers_;
     }
   }
   if (stopped) {
@@ -37,7 +40,7 @@ void WriteCombiner::Submit(std::vector<WriteBatch> batches, Done done) {
 void WriteCombiner::Stop() {
   std::unique_lock<std::mutex> lock(mu_);
   stop_ = true;
-  cv_.wait(lock, [&] { return !writing_; });
+  cv_.wait(lock, [&] { return writers_ == 0; });
 }
 
 void WriteCombiner::Drain() {
@@ -49,7 +52,7 @@ void WriteCombiner::Drain() {
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (queue_.empty()) {
-        writing_ = false;
+        --writers_;
         cv_.notify_all();
         return;
       }

@@ -2,8 +2,8 @@
 //
 // WriteCombiner: server-level group commit (flat combining). Connections
 // hand it runs of plain fenced writes (SET ... FENCE t, MSET ... FENCE t),
-// each a WriteBatch. If no write is in progress, the submitting thread
-// becomes the writer: it takes everything queued (its own job and any other
+// each a WriteBatch. If fewer than max_writers writes are in progress, the
+// submitting thread becomes a writer: it takes everything queued (its own job and any other
 // connection's) and applies it with one DB::WriteGroup -- one RocksDB write,
 // one WAL record, one fsync with --sync -- and repeats while jobs keep
 // arriving; other submitters just queue and return. No thread is woken per
@@ -33,7 +33,9 @@ class WriteCombiner {
  public:
   using Done = std::function<void(std::vector<Status>)>;
 
-  WriteCombiner(DB* db, const WriteOptions& options);
+  // Up to `max_writers` threads drain at once, so RocksDB can insert their
+  // groups into the memtable in parallel (allow_concurrent_memtable_write).
+  WriteCombiner(DB* db, const WriteOptions& options, int max_writers);
   ~WriteCombiner();  // Stop()
   WriteCombiner(const WriteCombiner&) = delete;
   WriteCombiner& operator=(const WriteCombiner&) = delete;
@@ -53,8 +55,8 @@ class WriteCombiner {
     std::vector<WriteBatch> batches;
     Done done;
   };
-  // Writes groups until the queue is empty. REQUIRES: writing_ was set by
-  // this thread.
+  // Writes groups until the queue is empty. REQUIRES: this thread counted
+  // itself in writers_.
   void Drain();
 
   DB* const db_;
@@ -63,7 +65,8 @@ class WriteCombiner {
   std::condition_variable cv_;
   std::deque<Job> queue_;
   bool stop_ = false;
-  bool writing_ = false;  // a thread is in Drain()
+  const int max_writers_;
+  int writers_ = 0;  // threads in Drain()
   std::atomic<uint64_t> groups_{0};
   std::atomic<uint64_t> batches_{0};
 };
