@@ -11,6 +11,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <future>
 #include <map>
 #include <mutex>
@@ -58,12 +59,37 @@ std::unique_ptr<DB> OpenFresh(const test::TempDir& dir, const char* domain,
   return db;
 }
 
-class SyncPointGuard {
+// Holder A, parked at a sync point of the write path until released: the
+// "paused holder" of the seed, forced instead of waited for.
+class ParkedHolder {
  public:
-  ~SyncPointGuard() {
+  explicit ParkedHolder(const char* point) {
+    SyncPoint::Get()->SetCallback(point, [this](void*) {
+      if (std::this_thread::get_id() == thread_.load()) {
+        parked_.Notify();
+        release_.Wait();
+      }
+    });
+    SyncPoint::Get()->EnableProcessing();
+  }
+  ~ParkedHolder() {
     SyncPoint::Get()->DisableProcessing();
     SyncPoint::Get()->ClearAllCallbacks();
   }
+  // Starts `write` on A's thread and returns once A is parked.
+  std::future<Status> Start(std::function<Status()> write) {
+    auto f = std::async(std::launch::async, [this, write] {
+      thread_ = std::this_thread::get_id();
+      return write();
+    });
+    parked_.Wait();
+    return f;
+  }
+  void Release() { release_.Notify(); }
+
+ private:
+  Event parked_, release_;
+  std::atomic<std::thread::id> thread_{};
 };
 
 }  // namespace
@@ -77,26 +103,13 @@ TEST(FenceRaceTest, PausedHolderIsFencedOutWhenItResumes) {
     SCOPED_TRACE(domain);
     test::TempDir dir;
     auto db = OpenFresh(dir, domain);
-    SyncPointGuard guard;
-    Event a_parked, release_a;
-    std::atomic<std::thread::id> holder_a{};
-    SyncPoint::Get()->SetCallback("DBImpl::Write:BeforeLock", [&](void*) {
-      if (std::this_thread::get_id() == holder_a.load()) {
-        a_parked.Notify();
-        release_a.Wait();
-      }
-    });
-    SyncPoint::Get()->EnableProcessing();
-
-    auto a = std::async(std::launch::async, [&] {
-      holder_a = std::this_thread::get_id();
-      return db->Put(WriteOptions(), "shard:A-key", "from A", 7);
-    });
-    a_parked.Wait();
+    ParkedHolder holder_a("DBImpl::Write:BeforeLock");
+    auto a = holder_a.Start(
+        [&] { return db->Put(WriteOptions(), "shard:A-key", "from A", 7); });
     // B writes (a key of the same domain under prefix:5) while A is paused.
     ASSERT_FENCEDKV_OK(db->Put(WriteOptions(), "shard:B-key", "from B", 8));
     ASSERT_FENCEDKV_OK(db->Put(WriteOptions(), "shard:A-key", "from B", 8));
-    release_a.Notify();
+    holder_a.Release();
     Status sa = a.get();
     ASSERT_TRUE(sa.IsStaleToken()) << sa.ToString();
     EXPECT_EQ(7u, sa.stale()->offered);
@@ -119,22 +132,9 @@ TEST(FenceRaceTest, NoWriteSlipsBetweenCheckAndApply) {
     SCOPED_TRACE(domain);
     test::TempDir dir;
     auto db = OpenFresh(dir, domain);
-    SyncPointGuard guard;
-    Event a_parked, release_a;
-    std::atomic<std::thread::id> holder_a{};
-    SyncPoint::Get()->SetCallback("DBImpl::Write:AfterCheck", [&](void*) {
-      if (std::this_thread::get_id() == holder_a.load()) {
-        a_parked.Notify();
-        release_a.Wait();
-      }
-    });
-    SyncPoint::Get()->EnableProcessing();
-
-    auto a = std::async(std::launch::async, [&] {
-      holder_a = std::this_thread::get_id();
-      return db->Put(WriteOptions(), "shard:k", "from A", 7);
-    });
-    a_parked.Wait();
+    ParkedHolder holder_a("DBImpl::Write:AfterCheck");
+    auto a = holder_a.Start(
+        [&] { return db->Put(WriteOptions(), "shard:k", "from A", 7); });
     std::atomic<bool> b_done{false};
     auto b = std::async(std::launch::async, [&] {
       Status s = db->Put(WriteOptions(), "shard:k", "from B", 8);
@@ -146,7 +146,7 @@ TEST(FenceRaceTest, NoWriteSlipsBetweenCheckAndApply) {
     EXPECT_FALSE(b_done.load());
     std::string v;
     EXPECT_TRUE(db->Get(ReadOptions(), "shard:k", &v).IsNotFound());
-    release_a.Notify();
+    holder_a.Release();
     ASSERT_FENCEDKV_OK(a.get());
     ASSERT_FENCEDKV_OK(b.get());
     ASSERT_FENCEDKV_OK(db->Get(ReadOptions(), "shard:k", &v));
@@ -164,26 +164,14 @@ TEST(FenceRaceTest, NoWriteSlipsBetweenCheckAndApply) {
 TEST(FenceRaceTest, AdvanceFenceWhileOldHolderIsPaused) {
   test::TempDir dir;
   auto db = OpenFresh(dir, "hashtag");
-  SyncPointGuard guard;
-  Event a_parked, release_a;
-  std::atomic<std::thread::id> holder_a{};
-  SyncPoint::Get()->SetCallback("DBImpl::Write:BeforeLock", [&](void*) {
-    if (std::this_thread::get_id() == holder_a.load()) {
-      a_parked.Notify();
-      release_a.Wait();
-    }
-  });
-  SyncPoint::Get()->EnableProcessing();
-  auto a = std::async(std::launch::async, [&] {
-    holder_a = std::this_thread::get_id();
-    return db->Put(WriteOptions(), "user:{shard1}:x", "A", 7);
-  });
-  a_parked.Wait();
+  ParkedHolder holder_a("DBImpl::Write:BeforeLock");
+  auto a = holder_a.Start(
+      [&] { return db->Put(WriteOptions(), "user:{shard1}:x", "A", 7); });
   Token after = 0;
   ASSERT_FENCEDKV_OK(
       db->AdvanceFence(WriteOptions(), "{shard1}", 8, &after));
   EXPECT_EQ(8u, after);
-  release_a.Notify();
+  holder_a.Release();
   EXPECT_TRUE(a.get().IsStaleToken());
   std::string v;
   EXPECT_TRUE(db->Get(ReadOptions(), "user:{shard1}:x", &v).IsNotFound());

@@ -110,14 +110,7 @@ class LeaseServiceImpl final : public LeaseService {
             std::to_string(it->second.expires_at_ms - now) + " ms");
       }
       // The holder asks again: same token, fresh TTL.
-      LeaseRecord r = it->second;
-      r.expires_at_ms = now + ttl_ms;
-      s = db_->PutMetaSynced({{MetaKey(name), EncodeLease(r)}});
-      if (!s.ok()) return s;
-      it->second = r;
-      stats_.renewals++;
-      Fill(name, r, now, grant);
-      return Status::OK();
+      return Extend(it, name, now, ttl_ms, grant);
     }
     // Free or expired: a new token, above every token issued or stored.
     Token next = std::max({counter_, db_->HighWaterMark(),
@@ -147,14 +140,7 @@ class LeaseServiceImpl final : public LeaseService {
     auto it = leases_.find(std::string(name));
     s = CheckHeldBy(it, name, holder, token, now, /*allow_expired=*/false);
     if (!s.ok()) return s;
-    LeaseRecord r = it->second;
-    r.expires_at_ms = now + ttl_ms;
-    s = db_->PutMetaSynced({{MetaKey(name), EncodeLease(r)}});
-    if (!s.ok()) return s;
-    it->second = r;
-    stats_.renewals++;
-    Fill(name, r, now, grant);
-    return Status::OK();
+    return Extend(it, name, now, ttl_ms, grant);
   }
 
   Status Release(std::string_view name, std::string_view holder,
@@ -167,8 +153,7 @@ class LeaseServiceImpl final : public LeaseService {
     s = CheckHeldBy(it, name, holder, token, options_.now_ms(),
                     /*allow_expired=*/true);
     if (!s.ok()) return s;
-    // Keep the counter; drop the lease record (a tombstone via an empty
-    // batch entry is not needed: an absent record means free).
+    // Keep the counter; drop the record (an absent record means free).
     s = db_->DeleteMetaSynced(MetaKey(name));
     if (!s.ok()) return s;
     leases_.erase(it);
@@ -218,6 +203,20 @@ class LeaseServiceImpl final : public LeaseService {
           std::to_string(options_.min_ttl_ms) + ".." +
           std::to_string(options_.max_ttl_ms));
     }
+    return Status::OK();
+  }
+
+  // Moves a held lease's expiry to now + ttl_ms, durably (synced) first.
+  Status Extend(std::map<std::string, LeaseRecord>::iterator it,
+                std::string_view name, int64_t now, int64_t ttl_ms,
+                LeaseGrant* grant) {
+    LeaseRecord r = it->second;
+    r.expires_at_ms = now + ttl_ms;
+    Status s = db_->PutMetaSynced({{MetaKey(name), EncodeLease(r)}});
+    if (!s.ok()) return s;
+    it->second = r;
+    stats_.renewals++;
+    Fill(name, r, now, grant);
     return Status::OK();
   }
 

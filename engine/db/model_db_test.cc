@@ -3,8 +3,8 @@
 // Randomized comparison against a trivial model (LevelDB's ModelDB idea,
 // util/model_db.h): a std::map of values plus a std::map of domain max
 // tokens, with the SPEC's acceptance rule written out independently.
-// Thousands of random Put / Delete / Write / AdvanceFence / Get / GetFenced /
-// GetFence / floor operations with random tokens are applied to both and
+// Thousands of random Put / Delete / Write / WriteGroup / AdvanceFence / Get /
+// GetFenced / GetFence / floor operations with random tokens are applied to both and
 // compared at every step, and after reopens and compactions.
 
 #include <map>
@@ -90,6 +90,41 @@ TEST_P(ModelDBTest, RandomizedAgainstModel) {
     } else if (op < 40) {
       ASSERT_EQ(model.Delete(k, t),
                 test::StatusString(db->Delete(WriteOptions(), k, t)));
+    } else if (op < 45) {
+      // WriteGroup: independent batches, checked in order, one RocksDB write.
+      const uint64_t nb = 2 + uniform(3);
+      std::vector<WriteBatch> batches(nb);
+      std::vector<const WriteBatch*> ptrs;
+      std::vector<std::string> want;
+      std::vector<int> want_index;
+      for (uint64_t b = 0; b < nb; ++b) {
+        std::vector<ModelDB::BatchOp> ops;
+        const uint64_t n = 1 + uniform(3);
+        for (uint64_t i = 0; i < n; ++i) {
+          const bool is_put = uniform(4) != 0;
+          const std::string& bk = keys[uniform(keys.size())];
+          const Token bt = token();
+          ops.emplace_back(is_put, bk, is_put ? v + "g" + std::to_string(b) : "", bt);
+          if (is_put) {
+            batches[b].Put(bk, std::get<2>(ops.back()), bt);
+          } else {
+            batches[b].Delete(bk, bt);
+          }
+        }
+        int idx = -1;
+        want.push_back(model.Write(ops, &idx));
+        want_index.push_back(idx);
+        ptrs.push_back(&batches[b]);
+      }
+      std::vector<Status> statuses(nb);
+      ASSERT_FENCEDKV_OK(db->WriteGroup(WriteOptions(), ptrs.data(), nb,
+                                        statuses.data()));
+      for (uint64_t b = 0; b < nb; ++b) {
+        ASSERT_EQ(want[b], test::StatusString(statuses[b])) << "batch " << b;
+        if (statuses[b].IsStaleToken()) {
+          ASSERT_EQ(want_index[b], statuses[b].stale()->batch_index);
+        }
+      }
     } else if (op < 50) {
       std::vector<std::tuple<bool, std::string, std::string, Token>> ops;
       WriteBatch batch;
