@@ -26,7 +26,8 @@ TEST(FenceFormatTest, DataRecordRoundTrip) {
   for (Token t : {Token{1}, Token{127}, Token{128}, Token{1} << 35, ~Token{0}}) {
     const size_t n = EncodeDataHeader(header, RecordKind::kValue, t);
     DataRecord rec;
-    ASSERT_TRUE(DecodeDataRecord(std::string(header, n) + "v", &rec));
+    const std::string raw = std::string(header, n) + "v";  // rec views into it
+    ASSERT_TRUE(DecodeDataRecord(raw, &rec));
     EXPECT_EQ(t, rec.token);
     EXPECT_EQ("v", rec.value);
   }
