@@ -186,6 +186,10 @@ class Benchmark {
   bool Fatal(Outcome o, const char* what);
   void Track(uint64_t key_index, Token token, bool is_delete, bool advance);
 
+  // One Put of key `idx` with `token`: counted, tracked for verify, bytes
+  // and op recorded. False after a store error (the run then ends).
+  bool PutOne(ThreadState* thread, uint64_t idx, Token token);
+
   // Workloads (fenced_bench_workloads.cc).
   void DoWrite(ThreadState* thread, bool sequential, int batch);
   void FillSeq(ThreadState* thread) { DoWrite(thread, true, batch_size_); }

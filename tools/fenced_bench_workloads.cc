@@ -97,6 +97,18 @@ bool Benchmark::CountWrite(ThreadState* thread, Outcome o, const char* what) {
   return true;
 }
 
+bool Benchmark::PutOne(ThreadState* thread, uint64_t idx, Token token) {
+  const std::string key = Key(idx);
+  const std::string_view v = Value(thread, token);
+  const Outcome o = store_->Put(key, v, token);
+  if (!CountWrite(thread, o, "put")) return false;
+  if (o == Outcome::kOk) Track(idx, token, false, false);
+  thread->stats.AddBytes(static_cast<int64_t>(
+      key.size() + v.size() + (store_->fenced() ? kTokenBytes : 0)));
+  thread->stats.FinishedOps(1, OpType::kWrite);
+  return true;
+}
+
 void Benchmark::DoWrite(ThreadState* thread, bool sequential, int batch) {
   const uint64_t num = static_cast<uint64_t>(num_);
   const uint64_t token_bytes = store_->fenced() ? kTokenBytes : 0;
@@ -217,31 +229,15 @@ void Benchmark::ReadWhileWriting(ThreadState* thread) {
   thread->stats.SetExcludeFromMerge();
   const uint64_t num = static_cast<uint64_t>(num_);
   while (shared->readers_done.load() < shared->total - 1) {
-    const uint64_t idx = thread->Uniform(num);
-    const std::string key = Key(idx);
-    const Token token = WriteToken();
-    const Outcome o = store_->Put(key, Value(thread, token), token);
-    if (!CountWrite(thread, o, "put")) return;
-    if (o == Outcome::kOk) Track(idx, token, false, false);
-    thread->stats.FinishedOps(1, OpType::kWrite);
+    if (!PutOne(thread, thread->Uniform(num), WriteToken())) return;
   }
 }
 
 void Benchmark::StaleWrite(ThreadState* thread) {
   const uint64_t num = static_cast<uint64_t>(num_);
-  const uint64_t token_bytes = store_->fenced() ? kTokenBytes : 0;
   Duration duration(FLAGS_duration, writes_);
   while (!duration.Done(1)) {
-    const uint64_t idx = thread->Uniform(num);
-    const std::string key = Key(idx);
-    const Token token = StaleToken();
-    std::string_view v = Value(thread, token);
-    const Outcome o = store_->Put(key, v, token);
-    if (!CountWrite(thread, o, "put")) return;
-    if (o == Outcome::kOk) Track(idx, token, false, false);
-    thread->stats.AddBytes(
-        static_cast<int64_t>(key.size() + v.size() + token_bytes));
-    thread->stats.FinishedOps(1, OpType::kWrite);
+    if (!PutOne(thread, thread->Uniform(num), StaleToken())) return;
   }
 }
 
@@ -278,15 +274,7 @@ void Benchmark::Contended(ThreadState* thread) {
     if (thread->Uniform(64) == 0) holder_tokens_[h].store(NewLeaseToken());
     Token token = holder_tokens_[h].load();
     if (token == 0) token = WriteToken();  // before thread 0 initialized it
-    const uint64_t idx = thread->Uniform(kDomains);
-    const std::string key = Key(idx);
-    std::string_view v = Value(thread, token);
-    const Outcome o = store_->Put(key, v, token);
-    if (!CountWrite(thread, o, "put")) return;
-    if (o == Outcome::kOk) Track(idx, token, false, false);
-    thread->stats.AddBytes(
-        static_cast<int64_t>(key.size() + v.size() + kTokenBytes));
-    thread->stats.FinishedOps(1, OpType::kWrite);
+    if (!PutOne(thread, thread->Uniform(kDomains), token)) return;
   }
 }
 
