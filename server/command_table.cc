@@ -107,7 +107,6 @@ const CommandSpec* LookupCommand(std::string_view name) {
 
 void Dispatch(ServerState& server, ClientState& client, const Args& args,
               std::string* out) {
-  server.stats->commands.fetch_add(1, std::memory_order_relaxed);
   const CommandSpec* cmd = LookupCommand(args[0]);
   if (cmd == nullptr) {
     std::string msg = "ERR unknown command '" +

@@ -295,7 +295,7 @@ void CmdInfo(ServerState& server, ClientState&, const Args& args,
   if (want("stats")) {
     info += "# Stats\r\n";
     line("total_connections_received", std::to_string(st.connections_received.load()));
-    line("total_commands_processed", std::to_string(st.commands.load()));
+    line("total_commands_processed", std::to_string(st.commands()));
     line("rejected_connections", std::to_string(st.connections_rejected.load()));
     line("protocol_errors", std::to_string(st.protocol_errors.load()));
     info += "\r\n";

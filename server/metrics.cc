@@ -49,7 +49,7 @@ class Collector : public prometheus::Collectable {
     add("fencedkv_nofence_rejections_total", "Writes refused for lacking FENCE",
         T::Counter, static_cast<double>(stats_->nofence_rejections.load()));
     add("fencedkv_commands_total", "Commands processed", T::Counter,
-        static_cast<double>(stats_->commands.load()));
+        static_cast<double>(stats_->commands()));
     add("fencedkv_connections_received_total", "Connections accepted", T::Counter,
         static_cast<double>(stats_->connections_received.load()));
     add("fencedkv_connections_rejected_total", "Connections refused (maxclients)",

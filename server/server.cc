@@ -32,6 +32,24 @@ int64_t NowMs() {
 }
 }  // namespace
 
+ServerStats::Shard& ServerStats::Local() {
+  static std::atomic<size_t> next{0};
+  thread_local const size_t index = next.fetch_add(1) % kShards;
+  return shards[index];
+}
+
+uint64_t ServerStats::commands() const {
+  uint64_t n = 0;
+  for (const Shard& s : shards) n += s.commands.load(std::memory_order_relaxed);
+  return n;
+}
+
+int64_t ServerStats::executing() const {
+  int64_t n = 0;
+  for (const Shard& s : shards) n += s.executing.load();
+  return n;
+}
+
 class Connection;
 
 class Server::Impl {
@@ -46,16 +64,22 @@ class Server::Impl {
   Status Start(DB* db, LeaseService* leases);
   void Stop(std::chrono::milliseconds deadline);
 
-  // A command may run only between these; false if shutting down.
+  // A command may run only between these; false if shutting down. (Stop
+  // sets stopping_ then sums the shards; a command bumps its shard then
+  // reads stopping_: with seq_cst, one of them sees the other.)
   bool BeginCommand() {
-    stats_.executing.fetch_add(1);
+    ServerStats::Shard& shard = stats_.Local();
+    shard.executing.fetch_add(1);
     if (stopping_.load()) {
-      stats_.executing.fetch_sub(1);
+      shard.executing.fetch_sub(1);
       return false;
     }
+    shard.commands.fetch_add(1, std::memory_order_relaxed);
     return true;
   }
-  void EndCommand() { stats_.executing.fetch_sub(1); }
+  // May run on another thread than BeginCommand (write combiner
+  // completions); the shards are only ever summed.
+  void EndCommand() { stats_.Local().executing.fetch_sub(1); }
 
   void Register(uint64_t id, const std::shared_ptr<Connection>& c);
   void Unregister(uint64_t id);
@@ -202,7 +226,6 @@ class Connection : public std::enable_shared_from_this<Connection> {
             client_.close_after_reply = true;
             break;
           }
-          server_->stats_.commands.fetch_add(1, std::memory_order_relaxed);
           job_.push_back(std::move(batch));
           in_begin_ += consumed;
           if (job_.size() >= kMaxJob) break;
@@ -401,11 +424,11 @@ void Server::Impl::Stop(std::chrono::milliseconds deadline) {
   });
   // 2-3. New commands now get -SHUTDOWN; wait for those executing.
   const auto until = std::chrono::steady_clock::now() + deadline;
-  while (stats_.executing.load() > 0 && std::chrono::steady_clock::now() < until) {
+  while (stats_.executing() > 0 && std::chrono::steady_clock::now() < until) {
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
-  if (stats_.executing.load() > 0) {
-    LOG(WARNING) << stats_.executing.load()
+  if (stats_.executing() > 0) {
+    LOG(WARNING) << stats_.executing()
                  << " command(s) still running at the shutdown deadline";
   }
   // 4. Close every connection and stop the io threads.

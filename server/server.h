@@ -47,16 +47,27 @@ struct ServerOptions {
   bool allow_unfenced = false; // writes without FENCE (logged and counted)
 };
 
-// Counters shared by the connections (INFO, /metrics).
+// Counters shared by the connections (INFO, /metrics). The per-command
+// ones are sharded by thread: one shared atomic bumped by every io thread on
+// every command bounces its cache line between cores.
 struct ServerStats {
   std::atomic<uint64_t> connections_received{0};
   std::atomic<uint64_t> connections_rejected{0};
   std::atomic<uint64_t> connected{0};
-  std::atomic<uint64_t> commands{0};
   std::atomic<uint64_t> nofence_rejections{0};
   std::atomic<uint64_t> unfenced_writes{0};
   std::atomic<uint64_t> protocol_errors{0};
-  std::atomic<uint64_t> executing{0};
+
+  static constexpr size_t kShards = 16;
+  struct alignas(64) Shard {
+    std::atomic<uint64_t> commands{0};
+    std::atomic<int64_t> executing{0};  // commands running (or queued writes)
+  };
+  Shard shards[kShards];
+  // This thread's shard.
+  Shard& Local();
+  uint64_t commands() const;
+  int64_t executing() const;
 };
 
 class Server {
