@@ -7,6 +7,7 @@
 #include <signal.h>
 
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <algorithm>
 #include <memory>
@@ -40,6 +41,14 @@ int main(int argc, char** argv) {
       "  fencedkv-server --db=DIR [--port=7379] [--bind=127.0.0.1] ...\n"
       "Writes carry FENCE <token>: SET k v FENCE 7; stale tokens get -STALE.");
   gflags::SetVersionString(FENCEDKV_VERSION_STRING);
+  // --help shows this program's flags (gflags' own would list every
+  // library's); --helpfull still lists everything.
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-help") == 0 ||
+        std::strcmp(argv[i], "-h") == 0) {
+      argv[i] = const_cast<char*>("--helpmatch=server_flags");
+    }
+  }
   gflags::ParseCommandLineFlags(&argc, &argv, true);
   if (argc > 1) {
     std::fprintf(stderr, "fencedkv-server: unexpected argument '%s' (see --help)\n",

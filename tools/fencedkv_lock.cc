@@ -105,6 +105,14 @@ int main(int argc, char** argv) {
       "FENCEDKV_LEASE.\nExit: CMD's status; 2 usage; 3 lease lost; 4 not "
       "acquired in --wait_ms; 5 server error.");
   gflags::SetVersionString(FENCEDKV_VERSION_STRING);
+  // --help shows this program's flags (gflags' own would list every
+  // library's); --helpfull still lists everything.
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-help") == 0 ||
+        std::strcmp(argv[i], "-h") == 0) {
+      argv[i] = const_cast<char*>("--helpmatch=fencedkv_lock");
+    }
+  }
   // Split at the first "--" ourselves: gflags would reorder what follows it.
   int split = argc;
   for (int i = 1; i < argc; ++i) {
