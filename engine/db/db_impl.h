@@ -2,16 +2,19 @@
 //
 // DBImpl: the RocksDB-backed implementation of fencedkv::DB. It owns the
 // rocksdb::DB and its column family handles and is the ONLY code that calls
-// rocksdb::DB::Write: every mutation (Put, Delete, Write, AdvanceFence,
-// SetFenceFloor, lease grants) reaches Commit(), which writes one
-// rocksdb::WriteBatch holding the data and the new max tokens together.
+// rocksdb::DB::Write. Every data or fence mutation (Put, Delete, Write,
+// WriteGroup, AdvanceFence) reaches WriteOps(), which writes one
+// rocksdb::WriteBatch holding the data and the new max tokens together; the
+// metadata-only writes (SetFenceFloor, lease records via PutMetaSynced /
+// DeleteMetaSynced) are synced single batches of the meta column family.
 //
 // Why the check is race-free: a writer locks the FenceTable stripes of all
-// the domains it touches, reads the current maxima (exact cache, else the
-// high-water-mark shortcut, else RocksDB), decides, writes, updates the cache
-// and only then unlocks. Per domain, checks and applies are therefore
-// serialized in one order; writers on different stripes run in parallel and
-// RocksDB group-commits them.
+// the domains it touches, finds the current maxima (the high-water-mark
+// shortcut, else the exact cache, else one RocksDB read), decides, records
+// the new maxima in the cache, writes (rolling the cache back if the write
+// fails) and only then unlocks. Per domain, checks and applies are
+// therefore serialized in one order; writers on different stripes run in
+// parallel and RocksDB group-commits them.
 //
 // The high-water mark (hwm_) is an upper bound of every stored domain max:
 // it is raised (persisted with a max() merge in the same batch) whenever a

@@ -22,7 +22,8 @@
 // memory never exceeds the budget whatever the number of domains, and the
 // write path never allocates.
 //
-// Thread safety: Lookup/Insert/Erase REQUIRE the stripe's mutex.
+// Thread safety: Lookup, Insert, Reserve, Commit and Rollback REQUIRE the
+// mutex of the hash's stripe; Hash, StripeOf and Prefetch need no lock.
 
 #ifndef FENCEDKV_ENGINE_DB_FENCE_TABLE_H_
 #define FENCEDKV_ENGINE_DB_FENCE_TABLE_H_
