@@ -19,6 +19,7 @@
 #include "fencedkv/db.h"
 #include "fencedkv/lease.h"
 #include "fencedkv/version.h"
+#include "util/help_flags.h"
 #include "metrics.h"
 #include "server.h"
 #include "server_flags.h"
@@ -41,14 +42,7 @@ int main(int argc, char** argv) {
       "  fencedkv-server --db=DIR [--port=7379] [--bind=127.0.0.1] ...\n"
       "Writes carry FENCE <token>: SET k v FENCE 7; stale tokens get -STALE.");
   gflags::SetVersionString(FENCEDKV_VERSION_STRING);
-  // --help shows this program's flags (gflags' own would list every
-  // library's); --helpfull still lists everything.
-  for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-help") == 0 ||
-        std::strcmp(argv[i], "-h") == 0) {
-      argv[i] = const_cast<char*>("--helpmatch=server_flags");
-    }
-  }
+  fencedkv::NarrowHelpToModule(argc, argv, "server_flags");
   gflags::ParseCommandLineFlags(&argc, &argv, true);
   if (argc > 1) {
     std::fprintf(stderr, "fencedkv-server: unexpected argument '%s' (see --help)\n",

@@ -18,6 +18,7 @@
 
 #include "fenced_bench_internal.h"
 #include "fencedkv/version.h"
+#include "util/help_flags.h"
 
 // ---- db_bench's flags, same names and defaults -----------------------------
 DEFINE_string(benchmarks,
@@ -756,14 +757,7 @@ int FencedBenchTool(int argc, char** argv) {
       "  fenced_bench --benchmarks=fillrandom,readrandom --num=1000000\n"
       "  fenced_bench --fenced=false ...   (the same workloads on raw RocksDB)");
   gflags::SetVersionString(FENCEDKV_VERSION_STRING);
-  // --help shows this program's flags (gflags' own would list every
-  // library's); --helpfull still lists everything.
-  for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-help") == 0 ||
-        std::strcmp(argv[i], "-h") == 0) {
-      argv[i] = const_cast<char*>("--helpmatch=fenced_bench_tool");
-    }
-  }
+  NarrowHelpToModule(argc, argv, "fenced_bench_tool");
   gflags::ParseCommandLineFlags(&argc, &argv, true);
   if (argc > 1) {
     std::fprintf(stderr, "fenced_bench: unexpected argument '%s' (see --help)\n",

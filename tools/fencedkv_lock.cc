@@ -36,6 +36,7 @@
 #include <gflags/gflags.h>
 
 #include "fencedkv/version.h"
+#include "util/help_flags.h"
 #include "resp_client.h"
 
 DEFINE_string(server, "127.0.0.1:7379", "fencedkv-server address, host:port");
@@ -105,14 +106,7 @@ int main(int argc, char** argv) {
       "FENCEDKV_LEASE.\nExit: CMD's status; 2 usage; 3 lease lost; 4 not "
       "acquired in --wait_ms; 5 server error.");
   gflags::SetVersionString(FENCEDKV_VERSION_STRING);
-  // --help shows this program's flags (gflags' own would list every
-  // library's); --helpfull still lists everything.
-  for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-help") == 0 ||
-        std::strcmp(argv[i], "-h") == 0) {
-      argv[i] = const_cast<char*>("--helpmatch=fencedkv_lock");
-    }
-  }
+  fencedkv::NarrowHelpToModule(argc, argv, "fencedkv_lock");
   // Split at the first "--" ourselves: gflags would reorder what follows it.
   int split = argc;
   for (int i = 1; i < argc; ++i) {
