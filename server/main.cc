@@ -81,6 +81,8 @@ int main(int argc, char** argv) {
   options.create_if_missing = true;
   options.allow_unfenced = FLAGS_allow_unfenced;
   options.fence_cache_bytes = static_cast<size_t>(FLAGS_fence_cache_bytes);
+  options.write_buffer_size = static_cast<size_t>(FLAGS_write_buffer_size);
+  options.block_cache_size = static_cast<size_t>(FLAGS_block_cache_size);
   options.fence_domain = FLAGS_fence_domain.empty() ? "key" : FLAGS_fence_domain;
   if (!FLAGS_fence_mode.empty()) {
     fencedkv::ParseFenceMode(FLAGS_fence_mode, &options.fence_mode);

@@ -52,12 +52,34 @@ int64_t ServerStats::executing() const {
 
 class Connection;
 
+// One io thread: its own io_context, so a connection's handlers never run
+// concurrently (no strand needed), and the fenced writes its connections
+// parsed in one loop iteration reach the write combiner as one job.
+struct Loop {
+  Loop() : io(1) {}
+  asio::io_context io;
+  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work;
+  std::thread thread;
+  // Connections with grouped writes for this iteration's flush.
+  std::vector<std::shared_ptr<Connection>> writers;
+  bool flush_posted = false;
+};
+
 class Server::Impl {
  public:
-  explicit Impl(const ServerOptions& options)
-      : options_(options), acceptor_(io_) {
+  explicit Impl(const ServerOptions& options) : options_(options) {
     state_.options = &options_;
     state_.stats = &stats_;
+    const int n = std::max(1, options_.io_threads);
+    for (int i = 0; i < n; ++i) loops_.push_back(std::make_unique<Loop>());
+    acceptor_.emplace(loops_[0]->io);
+  }
+  ~Impl() {
+    // Connections still referenced by queued writes or handlers unregister
+    // themselves from conns_ when those go: before the rest of Impl, and
+    // the combiner's before the io_contexts their sockets belong to.
+    combiner_.reset();
+    loops_.clear();
   }
 
   Status Listen();
@@ -77,9 +99,18 @@ class Server::Impl {
     shard.commands.fetch_add(1, std::memory_order_relaxed);
     return true;
   }
-  // May run on another thread than BeginCommand (write combiner
-  // completions); the shards are only ever summed.
   void EndCommand() { stats_.Local().executing.fetch_sub(1); }
+
+  // `c` (on `loop`) has grouped writes: they go out with the loop's next
+  // flush, which runs once the loop has handled what is ready now.
+  void AddWriter(Loop* loop, std::shared_ptr<Connection> c) {
+    loop->writers.push_back(std::move(c));
+    if (!loop->flush_posted) {
+      loop->flush_posted = true;
+      asio::post(loop->io, [this, loop] { Flush(loop); });
+    }
+  }
+  void Flush(Loop* loop);
 
   void Register(uint64_t id, const std::shared_ptr<Connection>& c);
   void Unregister(uint64_t id);
@@ -88,16 +119,16 @@ class Server::Impl {
   ServerOptions options_;
   ServerStats stats_;
   ServerState state_;
-  asio::io_context io_;
-  asio::ip::tcp::acceptor acceptor_;
   int port_ = 0;
-  std::vector<std::thread> threads_;
-  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work_;
   std::atomic<bool> stopping_{false};
   std::atomic<uint64_t> next_id_{1};
+  size_t next_loop_ = 0;  // accept handler only
+  bool started_ = false;
   std::mutex conns_mu_;
   std::unordered_map<uint64_t, std::weak_ptr<Connection>> conns_;
   std::unique_ptr<WriteCombiner> combiner_;
+  std::vector<std::unique_ptr<Loop>> loops_;
+  std::optional<asio::ip::tcp::acceptor> acceptor_;  // on loops_[0]
 
  private:
   void DoAccept();
@@ -105,9 +136,10 @@ class Server::Impl {
 
 class Connection : public std::enable_shared_from_this<Connection> {
  public:
-  Connection(Server::Impl* server, asio::ip::tcp::socket socket, uint64_t id)
+  Connection(Server::Impl* server, Loop* loop, asio::ip::tcp::socket socket,
+             uint64_t id)
       : server_(server),
-        strand_(asio::make_strand(server->io_)),
+        loop_(loop),
         socket_(std::move(socket)),
         parser_(server->options_.limits),
         in_(kInitialReadBuffer) {
@@ -118,6 +150,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
     auto ep = socket_.remote_endpoint(ec);
     if (!ec) client_.addr = ep.address().to_string() + ":" + std::to_string(ep.port());
     socket_.set_option(asio::ip::tcp::no_delay(true), ec);
+    // Replies are written straight away when the socket takes them.
+    socket_.non_blocking(true, ec);
   }
   ~Connection() {
     server_->stats_.connected.fetch_sub(1);
@@ -126,13 +160,13 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   void Start() {
     auto self = shared_from_this();
-    asio::post(strand_, [self] { self->DoRead(); });
+    asio::post(loop_->io, [self] { self->DoRead(); });
   }
 
-  // Closes the socket on the connection's strand (thread-safe).
+  // Closes the socket on the connection's loop (thread-safe).
   void Close() {
     auto self = shared_from_this();
-    asio::post(strand_, [self] { self->CloseNow(); });
+    asio::post(loop_->io, [self] { self->CloseNow(); });
   }
 
   std::string Describe() const {
@@ -140,6 +174,29 @@ class Connection : public std::enable_shared_from_this<Connection> {
            " name=" + client_.name +
            " age=" + std::to_string((NowMs() - client_.created_ms) / 1000) +
            " db=0 multi=" + (client_.in_multi ? std::to_string(client_.queued.size()) : "-1");
+  }
+
+  // The grouped writes waiting for the loop's flush.
+  void AppendJob(std::vector<const WriteBatch*>* out) const {
+    for (size_t i = 0; i < job_n_; ++i) out->push_back(&job_[i]);
+  }
+  size_t job_size() const { return job_n_; }
+
+  // Their statuses: replies, then on with what is buffered.
+  void OnJobDone(const Status* statuses) {
+    for (size_t i = 0; i < job_n_; ++i) {
+      if (statuses[i].ok()) {
+        out_.append("+OK\r\n", 5);
+      } else {
+        resp::Error(&out_, ErrorLine(statuses[i]));
+      }
+      server_->EndCommand();
+      // Batches are reused; a big one is not kept for ever.
+      if (job_[i].ApproximateSize() > kKeepBatchBytes) job_[i] = WriteBatch();
+    }
+    job_n_ = 0;
+    job_bytes_ = 0;
+    Continue();
   }
 
  private:
@@ -165,7 +222,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
         if (in_end_ == in_.size()) {
           resp::Error(&out_, "ERR Protocol error: request too large");
           client_.close_after_reply = true;
-          DoWrite();
+          Continue();
           return;
         }
       }
@@ -173,9 +230,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     auto self = shared_from_this();
     socket_.async_read_some(
         asio::buffer(in_.data() + in_end_, in_.size() - in_end_),
-        asio::bind_executor(strand_, [self](const asio::error_code& ec, size_t n) {
-          self->OnRead(ec, n);
-        }));
+        [self](const asio::error_code& ec, size_t n) { self->OnRead(ec, n); });
   }
 
   void OnRead(const asio::error_code& ec, size_t n) {
@@ -187,20 +242,26 @@ class Connection : public std::enable_shared_from_this<Connection> {
     Continue();
   }
 
-  // Runs what is buffered, then writes replies or reads more (or waits for
-  // the write combiner, which calls back into Continue).
+  // Runs what is buffered and writes the replies, until it must wait: for
+  // more input, for the socket to take more output, or for the loop's
+  // flush of its grouped writes (which calls OnJobDone).
   void Continue() {
-    Process();
-    if (!job_.empty()) {
-      SubmitJob();
+    while (!closed_) {
+      Process();
+      if (job_n_ > 0) {
+        server_->AddWriter(loop_, shared_from_this());
+        return;
+      }
+      if (!out_.empty()) {
+        if (!WriteNow()) return;  // the rest goes asynchronously
+        continue;                 // all written: on with what is buffered
+      }
+      if (client_.close_after_reply) {
+        CloseNow();
+      } else {
+        DoRead();
+      }
       return;
-    }
-    if (!out_.empty()) {
-      DoWrite();
-    } else if (client_.close_after_reply) {
-      CloseNow();
-    } else {
-      DoRead();
     }
   }
 
@@ -218,21 +279,24 @@ class Connection : public std::enable_shared_from_this<Connection> {
         break;
       }
       if (!args_.empty()) {
-        WriteBatch batch;
-        if (Groupable(&batch)) {
-          // Plain fenced writes join the connection's next group commit.
+        if (job_n_ == job_.size()) job_.emplace_back();
+        WriteBatch* batch = &job_[job_n_];
+        batch->Clear();
+        if (Groupable(batch)) {
+          // Plain fenced writes join the loop's next group commit.
           if (!server_->BeginCommand()) {
             resp::Error(&out_, "SHUTDOWN the server is shutting down");
             client_.close_after_reply = true;
             break;
           }
-          job_.push_back(std::move(batch));
+          ++job_n_;
+          job_bytes_ += consumed;
           in_begin_ += consumed;
-          if (job_.size() >= kMaxJob) break;
+          if (job_n_ >= kMaxJob || job_bytes_ >= kMaxJobBytes) break;
           continue;
         }
         // Anything else waits for the pending writes (order of replies).
-        if (!job_.empty()) break;
+        if (job_n_ > 0) break;
         if (server_->BeginCommand()) {
           Dispatch(server_->state_, client_, args_, &out_);
           server_->EndCommand();
@@ -267,51 +331,42 @@ class Connection : public std::enable_shared_from_this<Connection> {
     return false;
   }
 
-  void SubmitJob() {
-    auto self = shared_from_this();
-    std::vector<WriteBatch> job;
-    job.swap(job_);
-    server_->combiner_->Submit(std::move(job), [self](std::vector<Status> st) {
-      // On the writer thread: hand the replies back to this connection.
-      asio::post(self->strand_,
-                 [self, st = std::move(st)] { self->OnJobDone(st); });
-    });
-  }
-
-  void OnJobDone(const std::vector<Status>& statuses) {
-    for (const Status& s : statuses) {
-      if (s.ok()) {
-        out_.append("+OK\r\n", 5);
-      } else {
-        resp::Error(&out_, ErrorLine(s));
-      }
-      server_->EndCommand();
+  // Writes out_ with non-blocking sends. True if all of it went (out_ is
+  // then empty); false if the rest was handed to an asynchronous write,
+  // whose completion continues, or the connection was closed.
+  bool WriteNow() {
+    size_t sent = 0;
+    asio::error_code ec;
+    while (sent < out_.size()) {
+      const size_t n = socket_.write_some(
+          asio::buffer(out_.data() + sent, out_.size() - sent), ec);
+      if (ec) break;
+      sent += n;
     }
-    Continue();
-  }
-
-  void DoWrite() {
-    if (closed_) return;
+    if (sent == out_.size()) {
+      out_.clear();
+      return true;
+    }
+    if (ec != asio::error::would_block && ec != asio::error::try_again) {
+      CloseNow();
+      return false;
+    }
+    out_.erase(0, sent);
     auto self = shared_from_this();
     asio::async_write(socket_, asio::buffer(out_),
-                      asio::bind_executor(strand_, [self](const asio::error_code& ec, size_t) {
-                        if (ec) {
+                      [self](const asio::error_code& wec, size_t) {
+                        if (wec) {
                           self->CloseNow();
                           return;
                         }
                         self->out_.clear();
-                        if (self->client_.close_after_reply) {
-                          self->CloseNow();
-                        } else {
-                          self->Continue();  // buffered commands first
-                        }
-                      }));
+                        self->Continue();
+                      });
+    return false;
   }
 
   Server::Impl* const server_;
-  // Every handler of this connection (I/O completions, closes posted by
-  // Stop, write-combiner completions) runs on this strand, one at a time.
-  asio::strand<asio::io_context::executor_type> strand_;
+  Loop* const loop_;  // every handler of this connection runs on its thread
   asio::ip::tcp::socket socket_;
   bool closed_ = false;
   ClientState client_;
@@ -320,9 +375,44 @@ class Connection : public std::enable_shared_from_this<Connection> {
   size_t in_begin_ = 0, in_end_ = 0;
   std::string out_;
   std::vector<std::string_view> args_;
-  std::vector<WriteBatch> job_;  // grouped writes waiting to be submitted
+  // Grouped writes waiting for the loop's flush: job_[0, job_n_). The
+  // batches are reused from one group to the next.
+  std::vector<WriteBatch> job_;
+  size_t job_n_ = 0;
+  size_t job_bytes_ = 0;
   static constexpr size_t kMaxJob = 1024;
+  static constexpr size_t kMaxJobBytes = 4 << 20;
+  static constexpr size_t kKeepBatchBytes = 64 << 10;
 };
+
+void Server::Impl::Flush(Loop* loop) {
+  loop->flush_posted = false;
+  if (loop->writers.empty()) return;
+  // Kept alive (with their batches) until the statuses are back.
+  auto conns = std::make_shared<std::vector<std::shared_ptr<Connection>>>();
+  conns->swap(loop->writers);
+  std::vector<const WriteBatch*> batches;
+  for (const auto& c : *conns) c->AppendJob(&batches);
+  auto complete = [conns](const std::vector<Status>& statuses) {
+    size_t at = 0;
+    for (const auto& c : *conns) {
+      const size_t n = c->job_size();
+      c->OnJobDone(statuses.data() + at);
+      at += n;
+    }
+  };
+  combiner_->Submit(&loop->io, std::move(batches),
+                    [loop, complete](std::vector<Status> statuses) {
+                      // On the writer thread: this loop's, or the other's.
+                      if (loop->io.get_executor().running_in_this_thread()) {
+                        complete(statuses);
+                      } else {
+                        asio::post(loop->io, [complete, st = std::move(statuses)] {
+                          complete(st);
+                        });
+                      }
+                    });
+}
 
 Status Server::Impl::Listen() {
   asio::error_code ec;
@@ -332,16 +422,16 @@ Status Server::Impl::Listen() {
                                    "\": " + ec.message());
   }
   const asio::ip::tcp::endpoint ep(address, static_cast<uint16_t>(options_.port));
-  acceptor_.open(ep.protocol(), ec);
-  if (!ec) acceptor_.set_option(asio::ip::tcp::acceptor::reuse_address(true), ec);
-  if (!ec) acceptor_.bind(ep, ec);
-  if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
+  acceptor_->open(ep.protocol(), ec);
+  if (!ec) acceptor_->set_option(asio::ip::tcp::acceptor::reuse_address(true), ec);
+  if (!ec) acceptor_->bind(ep, ec);
+  if (!ec) acceptor_->listen(asio::socket_base::max_listen_connections, ec);
   if (ec) {
     return Status::IOError("cannot listen on " + options_.bind + ":" +
                                std::to_string(options_.port),
                            ec.message());
   }
-  port_ = acceptor_.local_endpoint().port();
+  port_ = acceptor_->local_endpoint().port();
   return Status::OK();
 }
 
@@ -353,20 +443,22 @@ Status Server::Impl::Start(DB* db, LeaseService* leases) {
   state_.list_clients = [this] { return ListClients(); };
   WriteOptions wo;
   wo.sync = options_.sync;
-  // One writer at a time: two split the groups and pay two fsyncs (measured:
-  // --sync SET fell from ~43k to ~5k/s, plain SET by a quarter).
-  combiner_ = std::make_unique<WriteCombiner>(db, wo, /*max_writers=*/1);
-  work_.emplace(io_.get_executor());
+  combiner_ = std::make_unique<WriteCombiner>(db, wo);
   DoAccept();
-  for (int i = 0; i < options_.io_threads; ++i) {
-    threads_.emplace_back([this] { io_.run(); });
+  for (auto& loop : loops_) {
+    Loop* l = loop.get();
+    l->work.emplace(l->io.get_executor());
+    l->thread = std::thread([l] { l->io.run(); });
   }
+  started_ = true;
   return Status::OK();
 }
 
 void Server::Impl::DoAccept() {
-  acceptor_.async_accept([this](const asio::error_code& ec,
-                                asio::ip::tcp::socket socket) {
+  // Connections go to the loops in turn.
+  Loop* loop = loops_[next_loop_++ % loops_.size()].get();
+  acceptor_->async_accept(loop->io, [this, loop](const asio::error_code& ec,
+                                                 asio::ip::tcp::socket socket) {
     if (stopping_.load()) return;
     if (!ec) {
       stats_.connections_received.fetch_add(1);
@@ -379,7 +471,7 @@ void Server::Impl::DoAccept() {
       } else {
         stats_.connected.fetch_add(1);
         const uint64_t id = next_id_.fetch_add(1);
-        auto conn = std::make_shared<Connection>(this, std::move(socket), id);
+        auto conn = std::make_shared<Connection>(this, loop, std::move(socket), id);
         Register(id, conn);
         conn->Start();
       }
@@ -418,9 +510,9 @@ std::string Server::Impl::ListClients() {
 void Server::Impl::Stop(std::chrono::milliseconds deadline) {
   if (stopping_.exchange(true)) return;
   // 1. Stop accepting.
-  asio::post(io_, [this] {
+  asio::post(loops_[0]->io, [this] {
     asio::error_code ec;
-    acceptor_.close(ec);
+    acceptor_->close(ec);
   });
   // 2-3. New commands now get -SHUTDOWN; wait for those executing.
   const auto until = std::chrono::steady_clock::now() + deadline;
@@ -441,12 +533,14 @@ void Server::Impl::Stop(std::chrono::milliseconds deadline) {
   }
   for (auto& c : live) c->Close();
   live.clear();
-  work_.reset();
+  for (auto& loop : loops_) loop->work.reset();
   // Let the posted closes run, then stop whatever is left.
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  io_.stop();
-  for (auto& t : threads_) t.join();
-  threads_.clear();
+  for (auto& loop : loops_) loop->io.stop();
+  for (auto& loop : loops_) {
+    if (loop->thread.joinable()) loop->thread.join();
+  }
+  // Writes handed to a loop that stopped before taking them are done here.
   if (combiner_) combiner_->Stop();
 }
 
@@ -458,7 +552,7 @@ Status Server::Start(DB* db, LeaseService* leases) {
   return impl_->Start(db, leases);
 }
 void Server::Stop(std::chrono::milliseconds deadline) {
-  if (impl_->threads_.empty() && !impl_->work_) {
+  if (!impl_->started_) {
     impl_->stopping_ = true;
     return;
   }

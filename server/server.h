@@ -3,14 +3,14 @@
 // fencedkv-server: a Redis-protocol front end to a fencedkv DB and its
 // embedded lease service.
 //
-// Threads: --io_threads threads run one Asio io_context. Each connection's
-// handlers (I/O completions, closes, write-combiner completions) run on its
-// own strand, never concurrently; commands execute on the io thread that
-// read them, in order,
-// and a reply is sent only after the DB call returned, i.e. after the write
-// is durable to the configured level (WAL; fsync with --sync). Writers on
-// different connections group-commit: plain fenced SET/MSET go to the
-// WriteCombiner, which applies everything queued in one RocksDB write.
+// Threads: --io_threads loops, each a thread running its own Asio
+// io_context; connections are spread over them in turn and all of a
+// connection's handlers run on its loop, never concurrently. Commands execute
+// on that thread, in order, and a reply is sent only after the DB call
+// returned, i.e. after the write is durable to the configured level (WAL;
+// fsync with --sync). Writers group-commit: the plain fenced SET/MSET a loop
+// parsed in one iteration go to the WriteCombiner as one job, and the
+// combiner applies everything queued from all loops in one RocksDB write.
 //
 // Shutdown contract (Stop):
 //   1. stop accepting connections;

@@ -22,5 +22,7 @@ DECLARE_bool(allow_unfenced);
 DECLARE_int32(metrics_port);
 DECLARE_int32(shutdown_timeout_ms);
 DECLARE_int64(fence_cache_bytes);
+DECLARE_int64(write_buffer_size);
+DECLARE_int64(block_cache_size);
 
 #endif  // FENCEDKV_SERVER_SERVER_FLAGS_H_

@@ -2,7 +2,7 @@
 
 #include "write_combiner.h"
 
-#include <algorithm>
+#include <asio/post.hpp>
 
 namespace fencedkv {
 namespace server {
@@ -12,38 +12,69 @@ namespace {
 constexpr size_t kMaxBatchesPerGroup = 4096;
 }  // namespace
 
-WriteCombiner::WriteCombiner(DB* db, const WriteOptions& options,
-                             int max_writers)
-    : db_(db), options_(options), max_writers_(std::max(1, max_writers)) {}
+WriteCombiner::WriteCombiner(DB* db, const WriteOptions& options)
+    : db_(db), options_(options) {}
 
 WriteCombiner::~WriteCombiner() { Stop(); }
 
-void WriteCombiner::Submit(std::vector<WriteBatch> batches, Done done) {
-  const size_t n = batches.size();
-  bool stopped;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stopped = stop_;
-    if (!stopped) {
-      queue_.push_back(Job{std::move(batches), std::move(done)});
-      if (writers_ >= max_writers_) return;  // a writer will take it
-      ++writers_;
+void WriteCombiner::Submit(asio::io_context* home,
+                           std::vector<const WriteBatch*> batches, Done done) {
+  if (!options_.sync) {
+    // No fsync to share: write here, concurrently with the other loops.
+    std::vector<Status> st(batches.size());
+    if (stopped_.load(std::memory_order_acquire)) {
+      st.assign(st.size(), Status::Shutdown("the server is shutting down"));
+    } else {
+      db_->WriteGroup(options_, batches.data(), batches.size(), st.data());
+      groups_.fetch_add(1, std::memory_order_relaxed);
+      batches_.fetch_add(batches.size(), std::memory_order_relaxed);
     }
-  }
-  if (stopped) {
-    done(std::vector<Status>(n, Status::Shutdown("the server is shutting down")));
+    done(std::move(st));
     return;
   }
-  Drain();
+  bool refused = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stop_) {
+      refused = true;
+    } else {
+      queue_.push_back(Job{home, std::move(batches), std::move(done)});
+      if (writing_) return;  // the writer takes it
+      writing_ = true;
+    }
+  }
+  if (refused) {
+    done(std::vector<Status>(batches.size(),
+                             Status::Shutdown("the server is shutting down")));
+    return;
+  }
+  Drain(home);
 }
 
 void WriteCombiner::Stop() {
+  stopped_.store(true, std::memory_order_release);
   std::unique_lock<std::mutex> lock(mu_);
   stop_ = true;
-  cv_.wait(lock, [&] { return writers_ == 0; });
+  if (handoff_pending_) {
+    // The loop it was handed to may never run it again: write here.
+    handoff_pending_ = false;
+    lock.unlock();
+    Drain(nullptr);
+    lock.lock();
+  }
+  cv_.wait(lock, [&] { return !writing_; });
 }
 
-void WriteCombiner::Drain() {
+void WriteCombiner::TakeOver(asio::io_context* home) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!handoff_pending_) return;  // Stop() took it over
+    handoff_pending_ = false;
+  }
+  Drain(home);
+}
+
+void WriteCombiner::Drain(asio::io_context* home) {
   std::vector<Job> jobs;
   std::vector<const WriteBatch*> ptrs;
   std::vector<Status> statuses;
@@ -51,9 +82,16 @@ void WriteCombiner::Drain() {
     jobs.clear();
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (queue_.empty()) {
-        --writers_;
-        cv_.notify_all();
+      asio::io_context* next = queue_.empty() ? nullptr : queue_.front().home;
+      if (next == nullptr || (next != home && home != nullptr && !stop_)) {
+        if (next == nullptr) {
+          writing_ = false;
+          cv_.notify_all();
+        } else {
+          // The next job is another loop's: hand the role over to it.
+          handoff_pending_ = true;
+          asio::post(*next, [this, next] { TakeOver(next); });
+        }
         return;
       }
       size_t n = 0;
@@ -65,19 +103,16 @@ void WriteCombiner::Drain() {
       }
     }
     ptrs.clear();
-    for (const Job& j : jobs) {
-      for (const WriteBatch& b : j.batches) ptrs.push_back(&b);
-    }
+    for (const Job& j : jobs) ptrs.insert(ptrs.end(), j.batches.begin(), j.batches.end());
     statuses.assign(ptrs.size(), Status());
     db_->WriteGroup(options_, ptrs.data(), ptrs.size(), statuses.data());
     groups_.fetch_add(1, std::memory_order_relaxed);
     batches_.fetch_add(ptrs.size(), std::memory_order_relaxed);
     size_t at = 0;
     for (Job& j : jobs) {
-      std::vector<Status> mine(statuses.begin() + static_cast<long>(at),
-                               statuses.begin() + static_cast<long>(at + j.batches.size()));
+      const auto first = statuses.begin() + static_cast<long>(at);
       at += j.batches.size();
-      j.done(std::move(mine));
+      j.done(std::vector<Status>(first, first + static_cast<long>(j.batches.size())));
     }
   }
 }

@@ -1,21 +1,34 @@
 // Copyright (c) fencedkv authors.
 //
-// WriteCombiner: server-level group commit (flat combining). Connections
-// hand it runs of plain fenced writes (SET ... FENCE t, MSET ... FENCE t),
-// each a WriteBatch. If fewer than max_writers writes are in progress, the
-// submitting thread becomes a writer: it takes everything queued (its own job and any other
-// connection's) and applies it with one DB::WriteGroup -- one RocksDB write,
-// one WAL record, one fsync with --sync -- and repeats while jobs keep
-// arriving; other submitters just queue and return. No thread is woken per
-// group. Each job's callback receives its statuses. Each batch still stands or
-// falls alone (a stale one gets -STALE, the others apply). While waiting, a
-// connection parses nothing further, so its replies stay in order.
+// WriteCombiner: server-level group commit. Each io loop hands it, once per
+// loop iteration, every plain fenced write (SET ... FENCE t, MSET ... FENCE
+// t) its connections parsed in that iteration, each a WriteBatch, and gets
+// one Status per batch back. Each batch stands or falls alone (a stale one
+// gets -STALE, the others apply).
 //
-// Thread-safe. Callbacks run on whichever thread is writing: they must only
-// post work elsewhere.
+// Without --sync, the loop applies its job itself with one DB::WriteGroup,
+// right away: loops writing at the same time are merged by RocksDB into one
+// WAL write and insert into the memtable in parallel, and no thread waits
+// for another loop.
+//
+// With --sync (flat combining), the fsync is what must be shared. If no write
+// is in progress, the submitting thread becomes the writer: it takes
+// everything queued (its own job and any other loop's) and applies it with
+// one DB::WriteGroup -- one RocksDB write, one fsync; otherwise the job just
+// queues and Submit returns. One writer at a time: two would split the
+// groups and pay two fsyncs. After a group, if the next queued job belongs to
+// another loop, the writer hands the role to that loop (posts the drain
+// there) and returns to its own connections: a loop never writes the other's
+// jobs for ever while its own connections wait, and each job's callback
+// usually runs on its own loop.
+//
+// Thread-safe. `done` runs on the writer thread, possibly inside Submit.
 
 #ifndef FENCEDKV_SERVER_WRITE_COMBINER_H_
 #define FENCEDKV_SERVER_WRITE_COMBINER_H_
+
+#define ASIO_STANDALONE
+#include <asio/io_context.hpp>
 
 #include <atomic>
 #include <condition_variable>
@@ -31,19 +44,21 @@ namespace server {
 
 class WriteCombiner {
  public:
+  // One Status per batch, in order. The batches may be freed once it runs.
   using Done = std::function<void(std::vector<Status>)>;
 
-  // Up to `max_writers` threads drain at once, so RocksDB can insert their
-  // groups into the memtable in parallel (allow_concurrent_memtable_write).
-  WriteCombiner(DB* db, const WriteOptions& options, int max_writers);
+  WriteCombiner(DB* db, const WriteOptions& options);
   ~WriteCombiner();  // Stop()
   WriteCombiner(const WriteCombiner&) = delete;
   WriteCombiner& operator=(const WriteCombiner&) = delete;
 
-  // Queues `batches`; `done` receives one Status per batch, possibly before
-  // Submit returns (when this thread does the write).
-  void Submit(std::vector<WriteBatch> batches, Done done);
-  // Refuses new jobs (-SHUTDOWN) and waits for the write in progress.
+  // Queues `batches` (which must stay valid until `done` runs) from the loop
+  // running `home` (the thread calling Submit must be running it).
+  void Submit(asio::io_context* home, std::vector<const WriteBatch*> batches,
+              Done done);
+  // Refuses new jobs (-SHUTDOWN), writes what is queued and waits for the
+  // write in progress. Call after the io loops have stopped: a drain handed to
+  // a stopped loop is taken over here.
   void Stop();
 
   // Batches written per RocksDB write, for INFO.
@@ -52,12 +67,15 @@ class WriteCombiner {
 
  private:
   struct Job {
-    std::vector<WriteBatch> batches;
+    asio::io_context* home;
+    std::vector<const WriteBatch*> batches;
     Done done;
   };
-  // Writes groups until the queue is empty. REQUIRES: this thread counted
-  // itself in writers_.
-  void Drain();
+  // Writes groups until the queue is empty or the next job is another
+  // loop's. REQUIRES: this thread holds the writer role.
+  void Drain(asio::io_context* home);
+  // Runs on `home` when the role was handed to it.
+  void TakeOver(asio::io_context* home);
 
   DB* const db_;
   const WriteOptions options_;
@@ -65,8 +83,9 @@ class WriteCombiner {
   std::condition_variable cv_;
   std::deque<Job> queue_;
   bool stop_ = false;
-  const int max_writers_;
-  int writers_ = 0;  // threads in Drain()
+  std::atomic<bool> stopped_{false};  // stop_, read without mu_
+  bool writing_ = false;        // the writer role is taken (or in transit)
+  bool handoff_pending_ = false;  // in transit: posted, not yet taken
   std::atomic<uint64_t> groups_{0};
   std::atomic<uint64_t> batches_{0};
 };
