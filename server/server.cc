@@ -278,6 +278,22 @@ class Connection : public std::enable_shared_from_this<Connection> {
         client_.close_after_reply = true;
         break;
       }
+      if (!args_.empty() && PlainGet()) {
+        // Consecutive GETs are read together with one MultiGet.
+        if (job_n_ > 0) break;  // after the pending writes
+        if (!server_->BeginCommand()) {
+          FlushGets();
+          resp::Error(&out_, "SHUTDOWN the server is shutting down");
+          client_.close_after_reply = true;
+          break;
+        }
+        get_keys_.append(args_[1].data(), args_[1].size());
+        get_ends_.push_back(get_keys_.size());
+        in_begin_ += consumed;
+        if (get_ends_.size() >= kMaxGets) FlushGets();
+        continue;
+      }
+      FlushGets();  // replies in order, and reads before later writes
       if (!args_.empty()) {
         if (job_n_ == job_.size()) job_.emplace_back();
         WriteBatch* batch = &job_[job_n_];
@@ -307,7 +323,50 @@ class Connection : public std::enable_shared_from_this<Connection> {
       }
       in_begin_ += consumed;
     }
+    FlushGets();
     if (in_begin_ == in_end_) in_begin_ = in_end_ = 0;
+  }
+
+  // GET key from an authenticated client outside MULTI.
+  bool PlainGet() const {
+    return args_.size() == 2 && client_.authed && !client_.in_multi &&
+           EqualsIgnoreCase(args_[0], "GET");
+  }
+
+  // Answers the GETs collected by Process.
+  void FlushGets() {
+    const size_t n = get_ends_.size();
+    if (n == 0) return;
+    get_views_.clear();
+    size_t begin = 0;
+    for (size_t end : get_ends_) {
+      get_views_.emplace_back(get_keys_.data() + begin, end - begin);
+      begin = end;
+    }
+    if (get_values_.size() < n) get_values_.resize(n);
+    get_statuses_.assign(n, Status());
+    DB* db = server_->state_.db;
+    if (n == 1) {
+      get_statuses_[0] = db->Get(ReadOptions(), get_views_[0], &get_values_[0]);
+    } else {
+      db->MultiGet(ReadOptions(), n, get_views_.data(), get_values_.data(),
+                   get_statuses_.data());
+    }
+    for (size_t i = 0; i < n; ++i) {
+      const Status& st = get_statuses_[i];
+      if (st.ok()) {
+        resp::Bulk(&out_, get_values_[i]);
+      } else if (st.IsNotFound()) {
+        resp::Null(&out_);
+      } else {
+        resp::Error(&out_, ErrorLine(st));
+      }
+      // Values are reused; a big one is not kept for ever.
+      if (get_values_[i].capacity() > kKeepBatchBytes) std::string().swap(get_values_[i]);
+      server_->EndCommand();
+    }
+    get_keys_.clear();
+    get_ends_.clear();
   }
 
   // SET k v FENCE t and MSET k v ... FENCE t with a valid token, from an
@@ -380,6 +439,13 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::vector<WriteBatch> job_;
   size_t job_n_ = 0;
   size_t job_bytes_ = 0;
+  // GETs collected for one MultiGet: keys back to back in get_keys_.
+  std::string get_keys_;
+  std::vector<size_t> get_ends_;
+  std::vector<std::string_view> get_views_;
+  std::vector<std::string> get_values_;
+  std::vector<Status> get_statuses_;
+  static constexpr size_t kMaxGets = 16;
   static constexpr size_t kMaxJob = 1024;
   static constexpr size_t kMaxJobBytes = 4 << 20;
   static constexpr size_t kKeepBatchBytes = 64 << 10;

@@ -220,6 +220,35 @@ TEST_F(ServerE2ETest, PipelinedCommandsAnswerInOrder) {
   EXPECT_EQ(0, server_.Stop());
 }
 
+// Pipelined GETs are answered together (one MultiGet) and writes are
+// grouped: neither may reorder replies, and each read sees exactly the
+// writes sent before it.
+TEST_F(ServerE2ETest, PipelinedReadsAndWritesSeeTheirOrder) {
+  ASSERT_TRUE(StartServer());
+  Client c(server_.port());
+  ASSERT_TRUE(c.connected());
+  std::string batch;
+  std::vector<std::string> want;
+  for (int round = 1; round <= 40; ++round) {
+    const std::string v = "r" + std::to_string(round);
+    for (int i = 0; i < round % 5; ++i) {  // 0..4 GETs before the write
+      batch += Client::Encode({"GET", "shared"});
+      want.push_back(round == 1 ? "$nil" : "$r" + std::to_string(round - 1));
+    }
+    batch += Client::Encode({"SET", "shared", v, "FENCE", std::to_string(round)});
+    want.push_back("+OK");
+    for (int i = 0; i < 20; ++i) {  // more than one MultiGet's worth
+      batch += Client::Encode({"GET", i % 2 ? "shared" : "absent"});
+      want.push_back(i % 2 ? "$" + v : "$nil");
+    }
+    batch += Client::Encode({"GET", "shared", "extra"});  // not a plain GET
+    want.push_back("-ERR syntax error");
+  }
+  c.SendRaw(batch);
+  for (size_t i = 0; i < want.size(); ++i) ASSERT_EQ(want[i], c.Read()) << i;
+  EXPECT_EQ(0, server_.Stop());
+}
+
 TEST_F(ServerE2ETest, ManyConcurrentClients) {
   ASSERT_TRUE(StartServer());
   const int kClients = 16, kOps = 200;

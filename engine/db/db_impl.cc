@@ -863,6 +863,46 @@ Status DBImpl::Get(const ReadOptions& options, std::string_view key,
   return Status::OK();
 }
 
+void DBImpl::MultiGet(const ReadOptions& options, size_t n,
+                      const std::string_view* keys, std::string* values,
+                      Status* statuses) {
+  thread_local std::vector<rocksdb::Slice> slices;
+  thread_local std::vector<size_t> index;  // slices[j] is keys[index[j]]
+  slices.clear();
+  index.clear();
+  for (size_t i = 0; i < n; ++i) {
+    statuses[i] = ValidateKey(keys[i]);
+    if (!statuses[i].ok()) continue;
+    slices.push_back(ToSlice(keys[i]));
+    index.push_back(i);
+  }
+  if (slices.empty()) return;
+  std::vector<rocksdb::PinnableSlice> raw(slices.size());
+  std::vector<rocksdb::Status> rs(slices.size());
+  db_->MultiGet(ToRocks(options), data_cf_, slices.size(), slices.data(),
+                raw.data(), rs.data());
+  for (size_t j = 0; j < slices.size(); ++j) {
+    const size_t i = index[j];
+    if (rs[j].IsNotFound()) {
+      statuses[i] = Status::NotFound(std::string_view());
+      continue;
+    }
+    if (!rs[j].ok()) {
+      statuses[i] = FromRocksDB(rs[j]);
+      continue;
+    }
+    format::DataRecord rec;
+    if (!format::DecodeDataRecord({raw[j].data(), raw[j].size()}, &rec)) {
+      statuses[i] = Status::Corruption("bad data record for key",
+                                       EscapeBytes(keys[i]));
+    } else if (rec.kind == format::RecordKind::kNoValue) {
+      statuses[i] = Status::NotFound(std::string_view());
+    } else {
+      values[i].assign(rec.value.data(), rec.value.size());
+    }
+  }
+}
+
 Status DBImpl::GetFenced(const ReadOptions& options, std::string_view key,
                          Token token, std::string* value, Token* max_token) {
   Status s = ValidateKey(key);

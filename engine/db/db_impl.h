@@ -58,6 +58,9 @@ class DBImpl final : public DB {
                     Status* statuses) override;
   Status Get(const ReadOptions& options, std::string_view key,
              std::string* value) override;
+  void MultiGet(const ReadOptions& options, size_t n,
+                const std::string_view* keys, std::string* values,
+                Status* statuses) override;
   using DB::GetFenced;
   Status GetFenced(const ReadOptions& options, std::string_view key,
                    Token token, std::string* value, Token* max_token) override;

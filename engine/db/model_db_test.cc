@@ -152,10 +152,32 @@ TEST_P(ModelDBTest, RandomizedAgainstModel) {
       Token after = 0;
       ASSERT_FENCEDKV_OK(db->AdvanceFence(WriteOptions(), k, t, &after));
       ASSERT_EQ(model.Advance(k, t), after);
-    } else if (op < 70) {
+    } else if (op < 64) {
       std::string value;
       Status s = db->Get(ReadOptions(), k, &value);
       ASSERT_EQ(model.Get(k), s.ok() ? value : test::StatusString(s));
+    } else if (op < 70) {
+      // MultiGet of a few keys (repeats and an invalid empty key included)
+      // must answer each as Get does.
+      std::vector<std::string> mkeys;
+      const size_t m = 1 + uniform(8);
+      for (size_t j = 0; j < m; ++j) mkeys.push_back(keys[uniform(keys.size())]);
+      if (uniform(8) == 0) mkeys.push_back(std::string());
+      std::vector<std::string_view> views(mkeys.begin(), mkeys.end());
+      std::vector<std::string> values(mkeys.size(), "unchanged");
+      std::vector<Status> statuses(mkeys.size());
+      db->MultiGet(ReadOptions(), mkeys.size(), views.data(), values.data(),
+                   statuses.data());
+      for (size_t j = 0; j < mkeys.size(); ++j) {
+        std::string one = "unchanged";
+        Status s1 = db->Get(ReadOptions(), mkeys[j], &one);
+        ASSERT_EQ(test::StatusString(s1), test::StatusString(statuses[j])) << mkeys[j];
+        ASSERT_EQ(one, values[j]) << mkeys[j];
+        if (!mkeys[j].empty()) {
+          ASSERT_EQ(model.Get(mkeys[j]),
+                    statuses[j].ok() ? values[j] : test::StatusString(statuses[j]));
+        }
+      }
     } else if (op < 85) {
       std::string value;
       Token max = 0;
