@@ -53,8 +53,12 @@ DEFINE_int64(write_buffer_size, 8 << 20,
              "RocksDB memtable bytes before a flush. Smaller memtables make "
              "each insert cheaper (a shallower skiplist, more of it in cache) "
              "at the price of more frequent flushes and compactions");
-DEFINE_int64(block_cache_size, fencedkv::Options().block_cache_size,
-             "RocksDB block cache bytes (0 = none)");
+// Larger than the library's 32 MiB: a server is expected to answer its
+// working set from memory (kvrocks defaults to 4 GiB). The cache grows as
+// blocks are read; it is not allocated up front.
+DEFINE_int64(block_cache_size, 256 << 20,
+             "RocksDB block cache bytes (uncompressed data blocks kept in "
+             "memory; 0 = none)");
 
 namespace {
 

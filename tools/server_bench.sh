@@ -23,8 +23,9 @@ wait_port() { for _ in $(seq 1 200); do redis-cli -p "$1" PING >/dev/null 2>&1 &
 
 start_redis() {  # start_redis <fsync-policy> -> sets RPORT
   RPORT=$(free_port)
-  mkdir -p "$work/redis-$1"
-  redis-server --port "$RPORT" --bind 127.0.0.1 --dir "$work/redis-$1" \
+  local dir="$work/redis-$1-$RANDOM"
+  mkdir -p "$dir"
+  redis-server --port "$RPORT" --bind 127.0.0.1 --dir "$dir" \
     --appendonly yes --appendfsync "$1" --save '' --daemonize no \
     --logfile "$work/redis-$1.log" &
   pids+=($!); RPID=$!
@@ -41,42 +42,63 @@ stop() { kill -TERM "$1"; wait "$1" 2>/dev/null || true; }
 
 value=$(printf 'v%.0s' $(seq 1 100))
 rps() {  # rps <port> <n> <P> <command...>: requests per second
-  local port=$1 n=$2 p=$3; shift 3
-  redis-benchmark -h 127.0.0.1 -p "$port" -c 50 -n "$n" -P "$p" -r 1000000 \
-    --csv "$@" 2>/dev/null | tail -1 | cut -d, -f2 | tr -d '"'
+  local port=$1 n=$2 p=$3 line; shift 3
+  line=$(redis-benchmark -h 127.0.0.1 -p "$port" -c 50 -n "$n" -P "$p" -r 1000000 \
+    --csv "$@" 2>>"$work/redis-benchmark.err" | grep -E '^"(SET|GET) ' | tail -1)
+  if [ -z "$line" ]; then
+    echo "redis-benchmark -P $p $1 on port $port gave no result:" >&2
+    tail -5 "$work/redis-benchmark.err" >&2
+    exit 1
+  fi
+  echo "$line" | cut -d, -f2 | tr -d '"'
 }
 
-N1=${N1:-100000}; N16=${N16:-400000}; NSYNC=${NSYNC:-20000}
-declare -A R
-for round in default sync; do
-  if [ "$round" = default ]; then
-    start_redis everysec; start_fenced
-    for p in 1 16; do
-      n=$([ $p = 1 ] && echo "$N1" || echo "$N16")
-      R[redis-set-$p]=$(rps "$RPORT" "$n" "$p" SET key:__rand_int__ "$value")
-      R[fenced-set-$p]=$(rps "$FPORT" "$n" "$p" SET key:__rand_int__ "$value" FENCE 1)
-      R[redis-get-$p]=$(rps "$RPORT" "$n" "$p" GET key:__rand_int__)
-      R[fenced-get-$p]=$(rps "$FPORT" "$n" "$p" GET key:__rand_int__)
-    done
-  else
-    start_redis always; start_fenced --sync
-    for p in 1 16; do
-      R[redis-sset-$p]=$(rps "$RPORT" "$NSYNC" "$p" SET key:__rand_int__ "$value")
-      R[fenced-sset-$p]=$(rps "$FPORT" "$NSYNC" "$p" SET key:__rand_int__ "$value" FENCE 1)
-    done
-  fi
-  stop "$FPID"; stop "$RPID"
+# Repeats: each repeat runs every workload on both servers (fresh data
+# directories), interleaved; the table shows medians. Requests per run are
+# sized for a few seconds each: shorter runs are mostly noise on 2 cores.
+REPEATS=${REPEATS:-3}
+N1=${N1:-300000}; N16=${N16:-2000000}; NSYNC=${NSYNC:-40000}
+declare -A R   # key -> space-separated results of every repeat
+measure() {  # measure <key> <rps args...>: appends one result to R[key]
+  local key=$1 v; shift
+  v=$(rps "$@") || exit 1
+  R[$key]="${R[$key]:-} $v"
+}
+for rep in $(seq 1 "$REPEATS"); do
+  for round in default sync; do
+    if [ "$round" = default ]; then
+      start_redis everysec; start_fenced
+      for p in 1 16; do
+        n=$([ $p = 1 ] && echo "$N1" || echo "$N16")
+        measure redis-set-$p "$RPORT" "$n" "$p" SET key:__rand_int__ "$value"
+        measure fenced-set-$p "$FPORT" "$n" "$p" SET key:__rand_int__ "$value" FENCE 1
+        measure redis-get-$p "$RPORT" "$n" "$p" GET key:__rand_int__
+        measure fenced-get-$p "$FPORT" "$n" "$p" GET key:__rand_int__
+      done
+    else
+      start_redis always; start_fenced --sync
+      for p in 1 16; do
+        measure redis-sset-$p "$RPORT" "$NSYNC" "$p" SET key:__rand_int__ "$value"
+        measure fenced-sset-$p "$FPORT" "$NSYNC" "$p" SET key:__rand_int__ "$value" FENCE 1
+      done
+    fi
+    stop "$FPID"; stop "$RPID"
+  done
+  echo "repeat $rep/$REPEATS done" >&2
 done
 
-printf '%-34s %12s %12s %7s %s\n' "workload (-c 50, 100 B)" "fencedkv" "redis" "ratio" "target"
+printf '%-34s %12s %12s %7s %s\n' "workload (-c 50, 100 B; medians)" "fencedkv" "redis" "ratio" "target"
 row() {
   local label=$1 f=$2 r=$3 target=$4
   python3 - "$label" "$f" "$r" "$target" <<'PY'
-import sys
-label, f, r, target = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
+import statistics, sys
+label, target = sys.argv[1], sys.argv[4]
+f = statistics.median(float(x) for x in sys.argv[2].split())
+r = statistics.median(float(x) for x in sys.argv[3].split())
 ratio = f / r if r else 0
 ok = "" if target == "-" else ("ok" if ratio >= float(target) else "MISSED")
 print(f"{label:34s} {f:12.0f} {r:12.0f} {ratio:7.2f} >= {target} {ok}")
+print(f"{'':34s} runs: fencedkv [{sys.argv[2].strip()}]  redis [{sys.argv[3].strip()}]")
 PY
 }
 row "SET -P 1 (redis everysec)"  "${R[fenced-set-1]}"  "${R[redis-set-1]}"  0.8
