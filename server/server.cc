@@ -14,7 +14,7 @@
 #include "command_table.h"
 #include "error_mapping.h"
 #include "resp_writer.h"
-#include "write_combiner.h"
+#include "db_worker.h"
 
 namespace fencedkv {
 namespace server {
@@ -54,7 +54,7 @@ class Connection;
 
 // One io thread: its own io_context, so a connection's handlers never run
 // concurrently (no strand needed), and the fenced writes its connections
-// parsed in one loop iteration reach the write combiner as one job.
+// parsed in one loop iteration reach the DbWorker as one job.
 struct Loop {
   Loop() : io(1) {}
   asio::io_context io;
@@ -77,8 +77,8 @@ class Server::Impl {
   ~Impl() {
     // Connections still referenced by queued writes or handlers unregister
     // themselves from conns_ when those go: before the rest of Impl, and
-    // the combiner's before the io_contexts their sockets belong to.
-    combiner_.reset();
+    // the worker's before the io_contexts their sockets belong to.
+    worker_.reset();
     loops_.clear();
   }
 
@@ -126,7 +126,7 @@ class Server::Impl {
   bool started_ = false;
   std::mutex conns_mu_;
   std::unordered_map<uint64_t, std::weak_ptr<Connection>> conns_;
-  std::unique_ptr<WriteCombiner> combiner_;
+  std::unique_ptr<DbWorker> worker_;
   std::vector<std::unique_ptr<Loop>> loops_;
   std::optional<asio::ip::tcp::acceptor> acceptor_;  // on loops_[0]
 
@@ -248,6 +248,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void Continue() {
     while (!closed_) {
       Process();
+      if (reads_pending_) return;  // OnReadsDone continues
       if (job_n_ > 0) {
         server_->AddWriter(loop_, shared_from_this());
         return;
@@ -282,7 +283,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
         // Consecutive GETs are read together with one MultiGet.
         if (job_n_ > 0) break;  // after the pending writes
         if (!server_->BeginCommand()) {
-          FlushGets();
+          if (FlushGets()) break;  // their replies first
           resp::Error(&out_, "SHUTDOWN the server is shutting down");
           client_.close_after_reply = true;
           break;
@@ -290,10 +291,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
         get_keys_.append(args_[1].data(), args_[1].size());
         get_ends_.push_back(get_keys_.size());
         in_begin_ += consumed;
-        if (get_ends_.size() >= kMaxGets) FlushGets();
+        if (get_ends_.size() >= kMaxGets && FlushGets()) break;
         continue;
       }
-      FlushGets();  // replies in order, and reads before later writes
+      // Replies in order, and reads before later writes. (This command is
+      // parsed again once offloaded reads are answered.)
+      if (FlushGets()) break;
       if (!args_.empty()) {
         if (job_n_ == job_.size()) job_.emplace_back();
         WriteBatch* batch = &job_[job_n_];
@@ -323,7 +326,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
       }
       in_begin_ += consumed;
     }
-    FlushGets();
+    if (!reads_pending_) FlushGets();
     if (in_begin_ == in_end_) in_begin_ = in_end_ = 0;
   }
 
@@ -333,10 +336,13 @@ class Connection : public std::enable_shared_from_this<Connection> {
            EqualsIgnoreCase(args_[0], "GET");
   }
 
-  // Answers the GETs collected by Process.
-  void FlushGets() {
+  // Answers the GETs collected by Process: here if few, else with one
+  // MultiGet on the DbWorker, so this loop serves its other connections
+  // meanwhile. True if handed to the worker: then nothing more may be
+  // processed until OnReadsDone.
+  bool FlushGets() {
     const size_t n = get_ends_.size();
-    if (n == 0) return;
+    if (n == 0) return false;
     get_views_.clear();
     size_t begin = 0;
     for (size_t end : get_ends_) {
@@ -346,12 +352,37 @@ class Connection : public std::enable_shared_from_this<Connection> {
     if (get_values_.size() < n) get_values_.resize(n);
     get_statuses_.assign(n, Status());
     DB* db = server_->state_.db;
+    if (n >= kOffloadGets) {
+      auto self = shared_from_this();
+      const bool queued = server_->worker_->TrySubmitRead([self, db, n] {
+        // On the worker thread; this connection waits (reads_pending_).
+        db->MultiGet(ReadOptions(), n, self->get_views_.data(),
+                     self->get_values_.data(), self->get_statuses_.data());
+        asio::post(self->loop_->io, [self] { self->OnReadsDone(); });
+      });
+      if (queued) {
+        reads_pending_ = true;
+        return true;
+      }
+    }
     if (n == 1) {
       get_statuses_[0] = db->Get(ReadOptions(), get_views_[0], &get_values_[0]);
     } else {
       db->MultiGet(ReadOptions(), n, get_views_.data(), get_values_.data(),
                    get_statuses_.data());
     }
+    ReplyGets();
+    return false;
+  }
+
+  void OnReadsDone() {
+    reads_pending_ = false;
+    ReplyGets();
+    Continue();
+  }
+
+  void ReplyGets() {
+    const size_t n = get_ends_.size();
     for (size_t i = 0; i < n; ++i) {
       const Status& st = get_statuses_[i];
       if (st.ok()) {
@@ -368,6 +399,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     get_keys_.clear();
     get_ends_.clear();
   }
+
 
   // SET k v FENCE t and MSET k v ... FENCE t with a valid token, from an
   // authenticated client outside MULTI: everything else (options, errors,
@@ -445,7 +477,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::vector<std::string_view> get_views_;
   std::vector<std::string> get_values_;
   std::vector<Status> get_statuses_;
+  bool reads_pending_ = false;  // a MultiGet of ours is on the DbWorker
   static constexpr size_t kMaxGets = 16;
+  // Fewer GETs than this are read on the loop itself.
+  static constexpr size_t kOffloadGets = 4;
   static constexpr size_t kMaxJob = 1024;
   static constexpr size_t kMaxJobBytes = 4 << 20;
   static constexpr size_t kKeepBatchBytes = 64 << 10;
@@ -467,17 +502,21 @@ void Server::Impl::Flush(Loop* loop) {
       at += n;
     }
   };
-  combiner_->Submit(&loop->io, std::move(batches),
-                    [loop, complete](std::vector<Status> statuses) {
-                      // On the writer thread: this loop's, or the other's.
-                      if (loop->io.get_executor().running_in_this_thread()) {
-                        complete(statuses);
-                      } else {
-                        asio::post(loop->io, [complete, st = std::move(statuses)] {
-                          complete(st);
-                        });
-                      }
-                    });
+  if (!options_.sync) {
+    // Nothing to wait for but the write itself: do it here.
+    std::vector<Status> statuses(batches.size());
+    state_.db->WriteGroup(ServerWriteOptions(state_), batches.data(), batches.size(),
+                          statuses.data());
+    complete(statuses);
+    return;
+  }
+  worker_->SubmitWrite(std::move(batches),
+                       [loop, complete](std::vector<Status> statuses) {
+                         // On the worker thread: back to the loop.
+                         asio::post(loop->io, [complete, st = std::move(statuses)] {
+                           complete(st);
+                         });
+                       });
 }
 
 Status Server::Impl::Listen() {
@@ -509,7 +548,7 @@ Status Server::Impl::Start(DB* db, LeaseService* leases) {
   state_.list_clients = [this] { return ListClients(); };
   WriteOptions wo;
   wo.sync = options_.sync;
-  combiner_ = std::make_unique<WriteCombiner>(db, wo);
+  worker_ = std::make_unique<DbWorker>(db, wo);
   DoAccept();
   for (auto& loop : loops_) {
     Loop* l = loop.get();
@@ -606,8 +645,8 @@ void Server::Impl::Stop(std::chrono::milliseconds deadline) {
   for (auto& loop : loops_) {
     if (loop->thread.joinable()) loop->thread.join();
   }
-  // Writes handed to a loop that stopped before taking them are done here.
-  if (combiner_) combiner_->Stop();
+  // Jobs still queued run now; their replies go nowhere.
+  if (worker_) worker_->Stop();
 }
 
 Server::Server(const ServerOptions& options) : impl_(new Impl(options)) {}

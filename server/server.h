@@ -39,7 +39,7 @@ namespace server {
 struct ServerOptions {
   std::string bind = "127.0.0.1";
   int port = 7379;             // 0 = pick a free port (see Server::port())
-  int io_threads = 4;
+  int io_threads = 1;          // event loops
   std::string requirepass;     // empty = no AUTH needed
   size_t maxclients = 10000;
   RespParser::Limits limits;   // max_request_bytes etc.

@@ -34,8 +34,10 @@ DEFINE_int32(maxclients, 10000, "Maximum simultaneous client connections; "
 DEFINE_int64(max_request_bytes, 64 << 20,
              "Largest request (one command with all its arguments), in bytes; "
              "a larger one gets a protocol error and its connection is closed");
-DEFINE_int32(io_threads, 0, "Threads serving connections (reads run on them; "
-             "writes go to one group-commit writer). 0 = one per CPU core");
+DEFINE_int32(io_threads, 0, "Event loops serving connections, each a thread "
+             "(commands run on them; a database thread beside them takes "
+             "--sync group commits and pipelined reads when it is free). "
+             "0 = half the CPU cores, at least 1");
 DEFINE_bool(allow_unfenced, false,
             "Accept writes without FENCE <token>. Each is logged and counted "
             "(INFO fencing: unfenced_writes). Off: they get -NOFENCE");

@@ -1,0 +1,105 @@
+// Copyright (c) fencedkv authors.
+
+#include "db_worker.h"
+
+namespace fencedkv {
+namespace server {
+
+namespace {
+// Bounds one group (and so one RocksDB write and its latency).
+constexpr size_t kMaxBatchesPerGroup = 4096;
+}  // namespace
+
+DbWorker::DbWorker(DB* db, const WriteOptions& options)
+    : db_(db), options_(options), thread_([this] { Run(); }) {}
+
+DbWorker::~DbWorker() { Stop(); }
+
+void DbWorker::SubmitWrite(std::vector<const WriteBatch*> batches,
+                           WriteDone done) {
+  const size_t n = batches.size();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!stop_) {
+      const bool was_empty = queue_.empty();
+      queue_.push_back(Job{std::move(batches), std::move(done), nullptr});
+      if (was_empty) cv_.notify_one();
+      return;
+    }
+  }
+  done(std::vector<Status>(n, Status::Shutdown("the server is shutting down")));
+}
+
+bool DbWorker::TrySubmitRead(std::function<void()> read) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (stop_ || !queue_.empty()) return false;
+  queue_.push_back(Job{{}, nullptr, std::move(read)});
+  cv_.notify_one();
+  return true;
+}
+
+void DbWorker::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+    cv_.notify_one();
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+void DbWorker::Run() {
+  std::vector<Job> jobs;
+  while (true) {
+    jobs.clear();
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      running_ = false;
+      cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // stopped, and nothing left to run
+      // Everything queued, in order, within the group bound.
+      size_t n = 0;
+      while (!queue_.empty() && n < kMaxBatchesPerGroup) {
+        n += queue_.front().read ? 1 : queue_.front().batches.size();
+        jobs.push_back(std::move(queue_.front()));
+        queue_.pop_front();
+      }
+      running_ = true;
+    }
+    size_t i = 0;
+    while (i < jobs.size()) {
+      if (jobs[i].read) {
+        jobs[i].read();
+        ++i;
+        continue;
+      }
+      size_t j = i;
+      while (j < jobs.size() && !jobs[j].read) ++j;
+      WriteJobs(&jobs, i, j);
+      i = j;
+    }
+  }
+}
+
+void DbWorker::WriteJobs(std::vector<Job>* jobs, size_t first, size_t last) {
+  ptrs_.clear();
+  for (size_t k = first; k < last; ++k) {
+    const auto& b = (*jobs)[k].batches;
+    ptrs_.insert(ptrs_.end(), b.begin(), b.end());
+  }
+  statuses_.assign(ptrs_.size(), Status());
+  if (!ptrs_.empty()) {
+    db_->WriteGroup(options_, ptrs_.data(), ptrs_.size(), statuses_.data());
+    groups_.fetch_add(1, std::memory_order_relaxed);
+    batches_.fetch_add(ptrs_.size(), std::memory_order_relaxed);
+  }
+  size_t at = 0;
+  for (size_t k = first; k < last; ++k) {
+    Job& job = (*jobs)[k];
+    const auto begin = statuses_.begin() + static_cast<long>(at);
+    at += job.batches.size();
+    job.done(std::vector<Status>(begin, begin + static_cast<long>(job.batches.size())));
+  }
+}
+
+}  // namespace server
+}  // namespace fencedkv

@@ -1,0 +1,93 @@
+// Copyright (c) fencedkv authors.
+//
+// DbWorker: a database thread beside the io loops, for work a loop should
+// not wait for:
+//
+//  - synced writes (--sync): once per loop iteration, a loop submits every
+//    plain fenced write (SET ... FENCE t, MSET ... FENCE t) its connections
+//    parsed, each a WriteBatch. The worker applies all write jobs queued
+//    since its last write with one DB::WriteGroup -- one RocksDB write, one
+//    WAL record, one fsync: group commit across connections and loops, and
+//    the longer an fsync takes, the more the next group carries, while the
+//    loops keep serving. Each batch stands or falls alone (a stale one gets
+//    -STALE, the others apply). (Without --sync a loop writes its group
+//    itself: handing it over costs more than the write.)
+//  - pipelined reads, when the worker is idle: a connection's batch of GETs
+//    (one MultiGet) runs here while the loop serves its other connections,
+//    so reads use a second core even with one loop.
+//
+// Jobs run in the order they were queued. Each job's callback runs on the
+// worker thread and must only hand the result back to the loop (post).
+//
+// Thread-safe.
+
+#ifndef FENCEDKV_SERVER_DB_WORKER_H_
+#define FENCEDKV_SERVER_DB_WORKER_H_
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "fencedkv/db.h"
+
+namespace fencedkv {
+namespace server {
+
+class DbWorker {
+ public:
+  // One Status per batch, in order. The batches may be freed once it runs.
+  using WriteDone = std::function<void(std::vector<Status>)>;
+
+  // Starts the thread.
+  DbWorker(DB* db, const WriteOptions& options);
+  ~DbWorker();  // Stop()
+  DbWorker(const DbWorker&) = delete;
+  DbWorker& operator=(const DbWorker&) = delete;
+
+  // Queues `batches` (which must stay valid until `done` runs). After
+  // Stop(), `done` gets -SHUTDOWN statuses at once, on the calling thread.
+  void SubmitWrite(std::vector<const WriteBatch*> batches, WriteDone done);
+  // Queues `read`, to run on the worker thread, if the worker is idle (no
+  // job queued or running). False, and nothing queued, if it is busy or
+  // stopped: the caller reads itself.
+  bool TrySubmitRead(std::function<void()> read);
+  // Refuses new jobs, runs the queued ones, joins the thread. Idempotent.
+  void Stop();
+
+  // Batches written per RocksDB write, for INFO.
+  uint64_t groups() const { return groups_.load(); }
+  uint64_t batches() const { return batches_.load(); }
+
+ private:
+  struct Job {
+    std::vector<const WriteBatch*> batches;  // a write job, or
+    WriteDone done;
+    std::function<void()> read;              // a read job
+  };
+  void Run();
+  // Applies jobs[first, last), all writes, as one group.
+  void WriteJobs(std::vector<Job>* jobs, size_t first, size_t last);
+
+  DB* const db_;
+  const WriteOptions options_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Job> queue_;
+  bool stop_ = false;
+  bool running_ = false;  // jobs taken from the queue and not finished
+  std::thread thread_;
+  std::atomic<uint64_t> groups_{0};
+  std::atomic<uint64_t> batches_{0};
+  // Reused by WriteJobs (worker thread only).
+  std::vector<const WriteBatch*> ptrs_;
+  std::vector<Status> statuses_;
+};
+
+}  // namespace server
+}  // namespace fencedkv
+
+#endif  // FENCEDKV_SERVER_DB_WORKER_H_
