@@ -8,6 +8,10 @@ namespace server {
 namespace {
 // Bounds one group (and so one RocksDB write and its latency).
 constexpr size_t kMaxBatchesPerGroup = 4096;
+// Reads queued behind the running job at most: enough that the worker never
+// waits for the loop, few enough that the loop reads for itself when the
+// worker is behind.
+constexpr size_t kMaxQueuedReads = 2;
 }  // namespace
 
 DbWorker::DbWorker(DB* db, const WriteOptions& options)
@@ -32,7 +36,7 @@ void DbWorker::SubmitWrite(std::vector<const WriteBatch*> batches,
 
 bool DbWorker::TrySubmitRead(std::function<void()> read) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (stop_ || !queue_.empty()) return false;
+  if (stop_ || queue_.size() >= kMaxQueuedReads) return false;
   queue_.push_back(Job{{}, nullptr, std::move(read)});
   cv_.notify_one();
   return true;
