@@ -9,8 +9,10 @@
 // on that thread, in order, and a reply is sent only after the DB call
 // returned, i.e. after the write is durable to the configured level (WAL;
 // fsync with --sync). Writers group-commit: the plain fenced SET/MSET a loop
-// parsed in one iteration go to the WriteCombiner as one job, and the
-// combiner applies everything queued from all loops in one RocksDB write.
+// parsed in one iteration are applied as one DB::WriteGroup, on the loop, or
+// with --sync on the DbWorker thread, which takes every loop's groups queued
+// meanwhile into one write and one fsync. Pipelined GETs are read with one
+// MultiGet, on the DbWorker when it has room (see db_worker.h).
 //
 // Shutdown contract (Stop):
 //   1. stop accepting connections;
