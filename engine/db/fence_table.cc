@@ -31,6 +31,10 @@ FenceTable::FenceTable(size_t num_stripes, size_t cache_bytes)
     buckets_bytes_ = 0;
     return;
   }
+  // Every write touches one random bucket: with 4 KiB pages nearly each
+  // touch is also a TLB miss (a page walk). Ask for transparent huge pages
+  // (honoured when THP is in "madvise" or "always" mode; harmless otherwise).
+  madvise(p, buckets_bytes_, MADV_HUGEPAGE);
   buckets_ = static_cast<Bucket*>(p);
 }
 
