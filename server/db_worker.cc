@@ -8,7 +8,7 @@ namespace server {
 namespace {
 // Bounds one group (and so one RocksDB write and its latency).
 constexpr size_t kMaxBatchesPerGroup = 4096;
-// Reads queued behind the running job at most: enough that the worker never
+// Jobs waiting at most for a read to be queued: enough that the worker never
 // waits for the loop, few enough that the loop reads for itself when the
 // worker is behind.
 constexpr size_t kMaxQueuedReads = 2;
@@ -57,7 +57,6 @@ void DbWorker::Run() {
     jobs.clear();
     {
       std::unique_lock<std::mutex> lock(mu_);
-      running_ = false;
       cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
       if (queue_.empty()) return;  // stopped, and nothing left to run
       // Everything queued, in order, within the group bound.
@@ -67,7 +66,6 @@ void DbWorker::Run() {
         jobs.push_back(std::move(queue_.front()));
         queue_.pop_front();
       }
-      running_ = true;
     }
     size_t i = 0;
     while (i < jobs.size()) {

@@ -12,7 +12,7 @@
 //    loops keep serving. Each batch stands or falls alone (a stale one gets
 //    -STALE, the others apply). (Without --sync a loop writes its group
 //    itself: handing it over costs more than the write.)
-//  - pipelined reads, when the worker is idle: a connection's batch of GETs
+//  - pipelined reads, when the worker has room: a connection's batch of GETs
 //    (one MultiGet) runs here while the loop serves its other connections,
 //    so reads use a second core even with one loop.
 //
@@ -51,9 +51,10 @@ class DbWorker {
   // Queues `batches` (which must stay valid until `done` runs). After
   // Stop(), `done` gets -SHUTDOWN statuses at once, on the calling thread.
   void SubmitWrite(std::vector<const WriteBatch*> batches, WriteDone done);
-  // Queues `read`, to run on the worker thread, if the worker is idle (no
-  // job queued or running). False, and nothing queued, if it is busy or
-  // stopped: the caller reads itself.
+  // Queues `read`, to run on the worker thread, if fewer than two jobs are
+  // waiting (so the worker always has the next one at hand). False, and
+  // nothing queued, if it is that far behind or stopped: the caller reads
+  // itself.
   bool TrySubmitRead(std::function<void()> read);
   // Refuses new jobs, runs the queued ones, joins the thread. Idempotent.
   void Stop();
@@ -78,13 +79,12 @@ class DbWorker {
   std::condition_variable cv_;
   std::deque<Job> queue_;
   bool stop_ = false;
-  bool running_ = false;  // jobs taken from the queue and not finished
-  std::thread thread_;
   std::atomic<uint64_t> groups_{0};
   std::atomic<uint64_t> batches_{0};
   // Reused by WriteJobs (worker thread only).
   std::vector<const WriteBatch*> ptrs_;
   std::vector<Status> statuses_;
+  std::thread thread_;  // last: it starts once everything above exists
 };
 
 }  // namespace server

@@ -400,7 +400,6 @@ class Connection : public std::enable_shared_from_this<Connection> {
     get_ends_.clear();
   }
 
-
   // SET k v FENCE t and MSET k v ... FENCE t with a valid token, from an
   // authenticated client outside MULTI: everything else (options, errors,
   // NOFENCE, unfenced writes) takes the ordinary path through Dispatch.
