@@ -22,7 +22,8 @@ namespace server {
 namespace {
 constexpr size_t kInitialReadBuffer = 16 << 10;
 // Parse no further while this much output waits: bounds a pipelining
-// client's memory to what one read produced.
+// client's memory to this plus one command's reply (or one MultiGet's: at
+// most kMaxGets values).
 constexpr size_t kMaxPendingOutput = 4 << 20;
 
 int64_t NowMs() {
