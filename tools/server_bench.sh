@@ -8,6 +8,8 @@
 #   fencedkv: SET key:__rand_int__ <v> FENCE 1   and  GET key:__rand_int__
 #   redis:    SET key:__rand_int__ <v>           and  GET key:__rand_int__
 # A benchmark, not a test. Usage: tools/server_bench.sh [build-dir]
+# Environment: REPEATS (3), N1 / N16 / NSYNC (requests per run at -P 1,
+# -P 16 and with sync), FENCED_FLAGS (extra fencedkv-server flags).
 set -euo pipefail
 build=${1:-build}
 server="$build/server/fencedkv-server"
