@@ -91,8 +91,6 @@ void DbWorker::WriteJobs(std::vector<Job>* jobs, size_t first, size_t last) {
   statuses_.assign(ptrs_.size(), Status());
   if (!ptrs_.empty()) {
     db_->WriteGroup(options_, ptrs_.data(), ptrs_.size(), statuses_.data());
-    groups_.fetch_add(1, std::memory_order_relaxed);
-    batches_.fetch_add(ptrs_.size(), std::memory_order_relaxed);
   }
   size_t at = 0;
   for (size_t k = first; k < last; ++k) {

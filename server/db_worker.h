@@ -24,7 +24,6 @@
 #ifndef FENCEDKV_SERVER_DB_WORKER_H_
 #define FENCEDKV_SERVER_DB_WORKER_H_
 
-#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -59,10 +58,6 @@ class DbWorker {
   // Refuses new jobs, runs the queued ones, joins the thread. Idempotent.
   void Stop();
 
-  // Batches written per RocksDB write, for INFO.
-  uint64_t groups() const { return groups_.load(); }
-  uint64_t batches() const { return batches_.load(); }
-
  private:
   struct Job {
     std::vector<const WriteBatch*> batches;  // a write job, or
@@ -79,8 +74,6 @@ class DbWorker {
   std::condition_variable cv_;
   std::deque<Job> queue_;
   bool stop_ = false;
-  std::atomic<uint64_t> groups_{0};
-  std::atomic<uint64_t> batches_{0};
   // Reused by WriteJobs (worker thread only).
   std::vector<const WriteBatch*> ptrs_;
   std::vector<Status> statuses_;

@@ -546,9 +546,7 @@ Status Server::Impl::Start(DB* db, LeaseService* leases) {
   state_.port = port_;
   state_.started = std::chrono::steady_clock::now();
   state_.list_clients = [this] { return ListClients(); };
-  WriteOptions wo;
-  wo.sync = options_.sync;
-  worker_ = std::make_unique<DbWorker>(db, wo);
+  worker_ = std::make_unique<DbWorker>(db, ServerWriteOptions(state_));
   DoAccept();
   for (auto& loop : loops_) {
     Loop* l = loop.get();
