@@ -70,7 +70,6 @@ struct DBImpl::DomainState {
   Token max;    // valid iff known
   bool known;   // max is the domain's exact current max
   bool raised;  // the write raises the domain's max (persist a record)
-  FenceTable::Reservation slot;  // the cache slot to fill after the write
 };
 
 // Per-thread scratch space so the write path does not allocate in steady
@@ -116,7 +115,7 @@ struct DBImpl::Scratch {
     const uint64_t hash = FenceTable::Hash(domain);
     table.Prefetch(hash);
     states.push_back(
-        DomainState{domain, hash, table.StripeOf(hash), 0, false, false, {}});
+        DomainState{domain, hash, table.StripeOf(hash), 0, false, false});
     if (!index.empty() || states.size() == kLinearScanLimit) {
       index.emplace(domain, i);
     }
@@ -678,28 +677,25 @@ Status DBImpl::WriteOps(const WriteOptions& options, PendingOp* ops, size_t n,
 
   const bool is_advance = n == 1 && ops[0].kind == OpKind::kAdvance;
   if (batch.Count() > 0) {
-    // Record the new maxima in the cache now, while the lines are hot (one
-    // touch per write); undo it if the write fails. The stripes stay locked
-    // throughout, so nobody observes the interim state.
-    for (DomainState& ds : sc.states) {
-      if (!ds.known) continue;
-      ds.slot = table_->Reserve(ds.hash, ds.domain);
-      table_->Commit(ds.slot, ds.hash, ds.domain, ds.max);
-    }
     rocksdb::WriteOptions wo;
     wo.sync = options.sync;
-    rocksdb::Status rs = db_->Write(wo, &batch);
+    rocksdb::Status rs;
+    TEST_SYNC_POINT_CALLBACK("DBImpl::Write:RocksDBWrite", &rs);  // may fail it
+    if (rs.ok()) rs = db_->Write(wo, &batch);
     if (!rs.ok()) {
-      for (auto it = sc.states.rbegin(); it != sc.states.rend(); ++it) {
-        if (it->known) table_->Rollback(it->slot, it->hash, it->domain);
-      }
       const Status failed = FromRocksDB(rs);
       if (group_statuses != nullptr) {
         for (size_t i = 0; i < n; ++i) {
           if (!ops[i].skip) group_statuses[ops[i].group] = failed;
         }
       }
-      return failed;  // the cache is exact again
+      return failed;  // the cache was not touched: still exact
+    }
+    // Record the new maxima only now that they are durable. The stripes are
+    // still locked, so nobody sees a max before its write; and the lines were
+    // prefetched before the lock, so RocksDB's write hid their misses.
+    for (const DomainState& ds : sc.states) {
+      if (ds.raised) table_->Insert(ds.hash, ds.domain, ds.max);
     }
     RaiseAtomicMax(&hwm_, new_hwm);
   }

@@ -11,6 +11,7 @@
 
 #include "db/db_impl.h"
 #include "fencedkv/db.h"
+#include "util/sync_point.h"
 #include "util/testutil.h"
 
 namespace fencedkv {
@@ -558,6 +559,34 @@ TEST_F(DBTest, ExactWithoutTheCache) {
     ASSERT_EQ("OK", Put("j", "v", 15));  // below the high-water mark
     ASSERT_EQ(Stale(14, 15), Put("j", "v", 14));
     EXPECT_EQ(0u, impl()->TEST_FenceCacheBytes());
+  }
+}
+
+TEST_F(DBTest, AFailedWriteRaisesNothing) {
+  // The write fails in RocksDB (a test sync point turns it into an I/O
+  // error): neither the key's max, the cache nor the high-water mark may
+  // remember its token, or later valid holders would be refused.
+  while (ChangeOptions()) {
+    SCOPED_TRACE(ConfigName());
+    ASSERT_EQ("OK", Put("k", "v", 20));
+    SyncPoint::Get()->SetCallback("DBImpl::Write:RocksDBWrite", [](void* arg) {
+      *static_cast<rocksdb::Status*>(arg) = rocksdb::Status::IOError("injected");
+    });
+    SyncPoint::Get()->EnableProcessing();
+    const std::string k_failed = Put("k", "w", 30);  // a known domain
+    const std::string j_failed = Put("j", "w", 40);  // above the high-water mark
+    SyncPoint::Get()->DisableProcessing();
+    SyncPoint::Get()->ClearAllCallbacks();
+    EXPECT_EQ("IO_ERROR", k_failed.substr(0, 8));
+    EXPECT_EQ("IO_ERROR", j_failed.substr(0, 8));
+    EXPECT_EQ(20u, Fence("k"));
+    EXPECT_EQ("v", Get("k"));
+    ASSERT_EQ("OK", Put("k", "x", 25));
+    EXPECT_EQ("x", Get("k"));
+    // Below the high-water mark (25), "j" is checked against its own max,
+    // which the failed write must not have set to 40.
+    ASSERT_EQ("OK", Put("j", "y", SameDomain("j", "k") ? 26 : 22));
+    EXPECT_EQ("y", Get("j"));
   }
 }
 

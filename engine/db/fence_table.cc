@@ -110,86 +110,48 @@ bool FenceTable::Lookup(uint64_t hash, std::string_view domain, Token* max) {
   return true;
 }
 
-FenceTable::Reservation FenceTable::Reserve(
-    uint64_t hash, std::string_view domain) NO_THREAD_SAFETY_ANALYSIS {
-  Reservation r;
-  if (buckets_ == nullptr || domain.size() > kMaxCachedDomain) return r;
+void FenceTable::Insert(uint64_t hash, std::string_view domain,
+                        Token max) NO_THREAD_SAFETY_ANALYSIS {
+  if (buckets_ == nullptr || domain.size() > kMaxCachedDomain) return;
   Bucket* b = BucketOf(hash);
   Entry* e = Find(b, domain);
   if (e != nullptr) {
-    r.entry = e;
-    r.old_max = e->max;
-    return r;
+    e->max = max;
+    return;
   }
-  r.is_new = true;
+  Stripe& stripe = stripes_[StripeOf(hash)];
   Entry* h0 = &b->half[0];
   Entry* h1 = &b->half[1];
   const bool long_resident = h0->tag >= kLongTag;
+  const size_t in_use = long_resident ? sizeof(Bucket)
+                                      : (h0->tag ? sizeof(Entry) : 0) +
+                                            (h1->tag ? sizeof(Entry) : 0);
   if (domain.size() > kMaxShortDomain) {
-    // A long entry takes the whole bucket.
-    r.entry = h0;
-    if (long_resident) {
-      r.evicted_bytes = sizeof(Bucket);
-    } else {
-      r.evicted_bytes = (h0->tag ? sizeof(Entry) : 0) +
-                        (h1->tag ? sizeof(Entry) : 0);
-    }
-    return r;
-  }
-  if (long_resident) {
-    r.entry = h0;  // replaces the long entry; half[1] becomes free
-    r.evicted_bytes = sizeof(Bucket);
-  } else if (h0->tag == 0) {
-    r.entry = h0;
-  } else if (h1->tag == 0) {
-    r.entry = h1;
-  } else {
-    r.entry = (stripes_[StripeOf(hash)].clock++ & 1) ? h1 : h0;
-    r.evicted_bytes = sizeof(Entry);
-  }
-  return r;
-}
-
-void FenceTable::Commit(Reservation r, uint64_t hash, std::string_view domain,
-                        Token max) NO_THREAD_SAFETY_ANALYSIS {
-  auto* e = static_cast<Entry*>(r.entry);
-  if (e == nullptr) return;
-  if (r.is_new) {
-    Stripe& stripe = stripes_[StripeOf(hash)];
-    const bool is_long = domain.size() > kMaxShortDomain;
-    if (is_long || e[0].tag >= kLongTag) {
-      // Replacing (or becoming) a long entry: clear the whole bucket first.
-      std::memset(static_cast<void*>(BucketOf(hash)), 0, sizeof(Bucket));
-    }
-    stripe.used_bytes += (is_long ? sizeof(Bucket) : sizeof(Entry));
-    stripe.used_bytes -= static_cast<size_t>(r.evicted_bytes);
-    e->tag = static_cast<uint8_t>(domain.size() + 1);
-    // A long domain's bytes continue into the second half of the bucket.
-    std::memcpy(DomainBytes(e), domain.data(), domain.size());
-  }
-  e->max = max;
-}
-
-void FenceTable::Rollback(Reservation r, uint64_t hash,
-                          std::string_view domain) NO_THREAD_SAFETY_ANALYSIS {
-  if (r.entry == nullptr) return;
-  // A later domain of the same batch may have evicted this entry: undo only
-  // what is still ours.
-  Bucket* b = BucketOf(hash);
-  Entry* e = Find(b, domain);
-  if (e == nullptr) return;
-  if (!r.is_new) {
-    e->max = r.old_max;
-    return;
-  }
-  const bool is_long = domain.size() > kMaxShortDomain;
-  stripes_[StripeOf(hash)].used_bytes -=
-      is_long ? sizeof(Bucket) : sizeof(Entry);
-  if (is_long) {
+    // A long entry takes the whole bucket; its bytes run on into half[1].
     std::memset(static_cast<void*>(b), 0, sizeof(Bucket));
+    e = h0;
+    stripe.used_bytes += sizeof(Bucket);
+    stripe.used_bytes -= in_use;
+  } else if (long_resident) {
+    // Replaces the long entry; half[1] becomes free.
+    std::memset(static_cast<void*>(b), 0, sizeof(Bucket));
+    e = h0;
+    stripe.used_bytes += sizeof(Entry);
+    stripe.used_bytes -= in_use;
   } else {
-    e->tag = 0;
+    if (h0->tag == 0) {
+      e = h0;
+    } else if (h1->tag == 0) {
+      e = h1;
+    } else {
+      e = (stripe.clock++ & 1) ? h1 : h0;  // evict one of the two
+      stripe.used_bytes -= sizeof(Entry);
+    }
+    stripe.used_bytes += sizeof(Entry);
   }
+  e->tag = static_cast<uint8_t>(domain.size() + 1);
+  std::memcpy(DomainBytes(e), domain.data(), domain.size());
+  e->max = max;
 }
 
 size_t FenceTable::ApproximateMemoryUsage() NO_THREAD_SAFETY_ANALYSIS {

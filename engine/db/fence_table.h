@@ -22,8 +22,7 @@
 // memory never exceeds the budget whatever the number of domains, and the
 // write path never allocates.
 //
-// Thread safety: Lookup, Insert, Reserve, Commit and Rollback REQUIRE the
-// mutex of the hash's stripe; Hash, StripeOf and Prefetch need no lock.
+// Thread safety: Lookup and Insert REQUIRE the mutex of the hash's stripe; Hash, StripeOf and Prefetch need no lock.
 
 #ifndef FENCEDKV_ENGINE_DB_FENCE_TABLE_H_
 #define FENCEDKV_ENGINE_DB_FENCE_TABLE_H_
@@ -62,32 +61,17 @@ class FenceTable {
   void UnlockAll();
 
   // Starts loading hash's set into the CPU cache (no lock needed: it only
-  // hints the hardware), so the miss overlaps the locking and the check.
+  // hints the hardware), so the miss overlaps the check and RocksDB's write,
+  // after which the writer records its new max.
   void Prefetch(uint64_t hash) const;
 
   // REQUIRES: mutex(StripeOf(hash)) held. True and *max set on a hit.
   bool Lookup(uint64_t hash, std::string_view domain, Token* max);
   // REQUIRES: mutex(StripeOf(hash)) held. Records the exact max of `domain`
-  // (replacing its entry, or evicting another of its set).
-  void Insert(uint64_t hash, std::string_view domain, Token max) {
-    Commit(Reserve(hash, domain), hash, domain, max);
-  }
-
-  // Insert in steps, so a writer touches the entry's cache line once, while
-  // it is hot, before its RocksDB write: Reserve picks the entry, Commit
-  // records the new max, and if the write then fails Rollback restores what
-  // the entry held (or empties a new one -- evicting its victim is always
-  // allowed). The stripe's mutex is held from Reserve to the end, so no
-  // reader sees the interim value. All REQUIRE mutex(StripeOf(hash)).
-  struct Reservation {
-    void* entry = nullptr;  // where the entry goes (nullptr: not cacheable)
-    bool is_new = false;    // false: the domain's own entry, found
-    int evicted_bytes = 0;  // bytes of entries the new one replaces
-    Token old_max = 0;      // for Rollback of an existing entry
-  };
-  Reservation Reserve(uint64_t hash, std::string_view domain);
-  void Commit(Reservation r, uint64_t hash, std::string_view domain, Token max);
-  void Rollback(Reservation r, uint64_t hash, std::string_view domain);
+  // (replacing its entry, or evicting another of its bucket). A writer calls
+  // it only after its RocksDB write succeeded, so the cache never holds a max
+  // that is not durable, and a failed write leaves nothing to undo.
+  void Insert(uint64_t hash, std::string_view domain, Token max);
 
   // Bytes of entries in use (takes every lock).
   size_t ApproximateMemoryUsage();

@@ -42,7 +42,9 @@ TEST(FenceTableTest, HitsAreExactAndMissesAreMisses) {
     // Whatever the cache says, it is the last value recorded for d.
     const std::string probe = truth.begin()->first;
     const Token got = LookupOr(t, probe, 0);
-    if (got != 0) EXPECT_EQ(truth[probe], got) << probe;
+    if (got != 0) {
+      EXPECT_EQ(truth[probe], got) << probe;
+    }
   }
   size_t hits = 0;
   for (const auto& [d, max] : truth) {
@@ -84,51 +86,30 @@ TEST(FenceTableTest, LongAndShortDomainsShareBuckets) {
   EXPECT_EQ(9u, LookupOr(t, longer, 0));
 }
 
-TEST(FenceTableTest, ReserveChangesNothingUntilCommit) {
-  FenceTable t(1, 64);
+TEST(FenceTableTest, EvictionKeepsTheAccountingExact) {
+  FenceTable t(1, 64);  // one bucket: two short entries or one long one
   Put(t, "a", 1);
   Put(t, "b", 2);
-  const uint64_t h = FenceTable::Hash("c");
-  {
-    std::lock_guard<std::mutex> l(t.mutex(t.StripeOf(h)));
-    FenceTable::Reservation r = t.Reserve(h, "c");
-    EXPECT_TRUE(r.is_new);
-    // A failed write never commits: the reservation is simply dropped.
-  }
-  EXPECT_EQ(1u, LookupOr(t, "a", 0));
-  EXPECT_EQ(2u, LookupOr(t, "b", 0));
+  EXPECT_EQ(64u, t.ApproximateMemoryUsage());
+  Put(t, "b", 7);  // its own entry: replaced in place
+  EXPECT_EQ(7u, LookupOr(t, "b", 0));
+  EXPECT_EQ(64u, t.ApproximateMemoryUsage());
+  Put(t, "c", 3);  // bucket full: evicts exactly one of "a" and "b"
+  EXPECT_EQ(3u, LookupOr(t, "c", 0));
+  const bool a_left = LookupOr(t, "a", 0) == 1;
+  const bool b_left = LookupOr(t, "b", 0) == 7;
+  EXPECT_NE(a_left, b_left);
+  EXPECT_EQ(64u, t.ApproximateMemoryUsage());
+  // A long entry evicts both short ones; a short one then frees half[1].
+  const std::string long_domain(40, 'L');
+  Put(t, long_domain, 9);
+  EXPECT_EQ(9u, LookupOr(t, long_domain, 0));
   EXPECT_EQ(0u, LookupOr(t, "c", 0));
-}
-
-TEST(FenceTableTest, RollbackUndoesACommitExactly) {
-  FenceTable t(1, 64);  // one bucket
-  Put(t, "a", 1);
-  const uint64_t ha = FenceTable::Hash("a");
-  const uint64_t hb = FenceTable::Hash("b");
-  const uint64_t hc = FenceTable::Hash("c");
-  std::unique_lock<std::mutex> l(t.mutex(0));
-  // An existing entry gets its old max back.
-  auto ra = t.Reserve(ha, "a");
-  t.Commit(ra, ha, "a", 9);
-  Token m = 0;
-  ASSERT_TRUE(t.Lookup(ha, "a", &m));
-  EXPECT_EQ(9u, m);
-  t.Rollback(ra, ha, "a");
-  ASSERT_TRUE(t.Lookup(ha, "a", &m));
-  EXPECT_EQ(1u, m);
-  // Two new entries of one batch, the second evicting the first: undoing
-  // both in reverse order leaves neither and the accounting intact.
-  auto rb = t.Reserve(hb, "b");
-  t.Commit(rb, hb, "b", 5);
-  auto rc = t.Reserve(hc, "c");  // bucket full: evicts "a" or "b"
-  t.Commit(rc, hc, "c", 6);
-  t.Rollback(rc, hc, "c");
-  t.Rollback(rb, hb, "b");
-  EXPECT_FALSE(t.Lookup(hb, "b", &m));
-  EXPECT_FALSE(t.Lookup(hc, "c", &m));
-  const bool a_left = t.Lookup(ha, "a", &m);  // unless "c" evicted it
-  l.unlock();
-  EXPECT_EQ(a_left ? 32u : 0u, t.ApproximateMemoryUsage());
+  EXPECT_EQ(64u, t.ApproximateMemoryUsage());
+  Put(t, "d", 4);
+  EXPECT_EQ(0u, LookupOr(t, long_domain, 0));
+  EXPECT_EQ(4u, LookupOr(t, "d", 0));
+  EXPECT_EQ(32u, t.ApproximateMemoryUsage());
 }
 
 TEST(FenceTableTest, ZeroBudgetMeansNoCache) {
