@@ -134,7 +134,7 @@ DBImpl::DBImpl(const Options& options, const FenceDomainSpec& spec,
                                  FenceGcFilter::Target::kDataRecords)),
       fence_gc_(new FenceGcFilter(&floor_,
                                   FenceGcFilter::Target::kFenceRecords)),
-      stats_(new StatShard[kNumStripes]) {}
+      stats_(new StatShard[kStatShards]) {}
 
 DBImpl::~DBImpl() {
   if (db_ != nullptr) {
@@ -587,7 +587,7 @@ Status DBImpl::WriteOps(const WriteOptions& options, PendingOp* ops, size_t n,
                                     static_cast<int64_t>(i - group_first)));
         continue;
       }
-      Shard(sc.states[0].stripe).rejected.fetch_add(1, std::memory_order_relaxed);
+      LocalShard().rejected.fetch_add(1, std::memory_order_relaxed);
       return StaleStatus(verdict, op.token, ds.max, floor, ds.domain,
                          is_batch ? static_cast<int64_t>(i) : -1);
     }
@@ -599,8 +599,7 @@ Status DBImpl::WriteOps(const WriteOptions& options, PendingOp* ops, size_t n,
   }
   if (group_statuses != nullptr) {
     if (!ops[n - 1].skip) ++accepted_groups;
-    Shard(sc.states[0].stripe)
-        .rejected.fetch_add(rejected_groups, std::memory_order_relaxed);
+    LocalShard().rejected.fetch_add(rejected_groups, std::memory_order_relaxed);
   }
   TEST_SYNC_POINT("DBImpl::Write:AfterCheck");
   if (result != nullptr) {
@@ -699,7 +698,7 @@ Status DBImpl::WriteOps(const WriteOptions& options, PendingOp* ops, size_t n,
     }
     RaiseAtomicMax(&hwm_, new_hwm);
   }
-  StatShard& shard = Shard(sc.states[0].stripe);
+  StatShard& shard = LocalShard();
   if (is_advance) {
     if (sc.states[0].raised) {
       shard.advances.fetch_add(1, std::memory_order_relaxed);
@@ -945,9 +944,7 @@ Status DBImpl::GetFenced(const ReadOptions& options, std::string_view key,
   if (max_token != nullptr) *max_token = ReportedMax(mode_, stored, floor);
   const Verdict verdict = CheckRead(token, stored, floor);
   if (verdict != Verdict::kAccept) {
-    const std::string_view domain = spec_.DomainOf(key);
-    Shard(table_->StripeOf(FenceTable::Hash(domain)))
-        .rejected_reads.fetch_add(1, std::memory_order_relaxed);
+    LocalShard().rejected_reads.fetch_add(1, std::memory_order_relaxed);
     return StaleStatus(verdict, token, stored, floor, spec_.DomainOf(key), -1);
   }
   if (rec.kind == format::RecordKind::kNoValue) {
@@ -1017,9 +1014,16 @@ Status DBImpl::ScanMeta(std::string_view prefix,
 // ---------------------------------------------------------------------------
 // Admin
 
+DBImpl::StatShard& DBImpl::LocalShard() {
+  static std::atomic<size_t> next{0};
+  thread_local const size_t index =
+      next.fetch_add(1, std::memory_order_relaxed) % kStatShards;
+  return stats_[index];
+}
+
 FenceStats DBImpl::GetFenceStats() const {
   FenceStats st;
-  for (size_t i = 0; i < kNumStripes; ++i) {
+  for (size_t i = 0; i < kStatShards; ++i) {
     const StatShard& sh = stats_[i];
     st.accepted_writes += sh.accepted.load(std::memory_order_relaxed);
     st.rejected_writes += sh.rejected.load(std::memory_order_relaxed);
