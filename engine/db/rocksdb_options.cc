@@ -42,6 +42,12 @@ Status BuildRocksDBOptions(const Options& options,
   db_options->max_open_files = options.max_open_files;
   db_options->max_background_jobs = options.max_background_jobs;
   db_options->keep_log_file_num = 5;
+  // Concurrent writers overlap: the next group writes the WAL while this one
+  // fills the memtable. Without it two writer threads on two cores took
+  // turns through the whole write, the waiting one spinning in sched_yield
+  // (fillrandom --threads=2 went from ~125k to ~180k ops/s). A write still
+  // returns only once its own memtable insert is visible.
+  db_options->enable_pipelined_write = true;
 
   cf_options->write_buffer_size = options.write_buffer_size;
   // A whole-key bloom filter on the memtable: a Get of an absent key (and the
