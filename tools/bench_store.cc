@@ -144,7 +144,9 @@ class RawStore final : public BenchStore {
   }
   Token GetFence(std::string_view) override { return 0; }
   bool Scan(uint64_t n, const std::function<void(size_t)>& fn) override {
-    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro_));
+    rocksdb::ReadOptions ro = IteratorReadOptions();
+    ro.fill_cache = ro_.fill_cache;
+    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro));
     uint64_t i = 0;
     for (it->SeekToFirst(); i < n && it->Valid(); it->Next(), ++i) {
       fn(it->key().size() + it->value().size());

@@ -76,6 +76,10 @@ DEFINE_int32(bloom_bits, -1, "Bloom filter bits per key. Negative means use "
 DEFINE_string(compression_type, "snappy",
               "Algorithm to use to compress the database: none, snappy, zlib, "
               "bzip2, lz4, lz4hc, zstd");
+DEFINE_string(memtablerep, "skip_list",
+              "The memtable: skip_list (RocksDB's default) or hash_linkedlist "
+              "(each key its own hash bucket: faster point writes, scans "
+              "sort the memtable first)");
 DEFINE_int64(write_buffer_size, fencedkv::Options().write_buffer_size,
              "Number of bytes to buffer in memtable before compacting");
 DEFINE_int32(open_files, fencedkv::Options().max_open_files,
@@ -177,6 +181,15 @@ bool ValidateCompression(const char* flag, const std::string& v) {
   return false;
 }
 
+bool ValidateMemtablerep(const char* flag, const std::string& v) {
+  if (v == "skip_list" || v == "hash_linkedlist") return true;
+  std::fprintf(stderr,
+               "Invalid value for --%s: \"%s\" (expected skip_list or "
+               "hash_linkedlist)\n",
+               flag, v.c_str());
+  return false;
+}
+
 const bool kRegistered = [] {
   gflags::RegisterFlagValidator(&FLAGS_num, &ValidatePositive64);
   gflags::RegisterFlagValidator(&FLAGS_threads, &ValidatePositive32);
@@ -191,6 +204,7 @@ const bool kRegistered = [] {
   gflags::RegisterFlagValidator(&FLAGS_fence_domain, &ValidateFenceDomain);
   gflags::RegisterFlagValidator(&FLAGS_fence_mode, &ValidateFenceMode);
   gflags::RegisterFlagValidator(&FLAGS_compression_type, &ValidateCompression);
+  gflags::RegisterFlagValidator(&FLAGS_memtablerep, &ValidateMemtablerep);
   return true;
 }();
 
@@ -391,6 +405,7 @@ Benchmark::Benchmark()
   o.block_cache_size = static_cast<size_t>(std::max<int64_t>(0, FLAGS_cache_size));
   if (FLAGS_bloom_bits >= 0) o.bloom_bits_per_key = FLAGS_bloom_bits;
   o.compression = FLAGS_compression_type;
+  o.memtable = FLAGS_memtablerep == "hash_linkedlist" ? "hash" : "skiplist";
   o.write_buffer_size = static_cast<size_t>(FLAGS_write_buffer_size);
   if (FLAGS_open_files != 0) o.max_open_files = FLAGS_open_files;
   o.fence_cache_bytes = static_cast<size_t>(std::max<int64_t>(0, FLAGS_fence_cache_bytes));
@@ -463,7 +478,9 @@ void Benchmark::PrintHeader() const {
   }
   std::printf("Compression: %s\n", compression);
   std::printf("Compression sampling rate: 0\n");
-  std::printf("Memtablerep: SkipListFactory\n");
+  std::printf("Memtablerep: %s\n", FLAGS_memtablerep == "hash_linkedlist"
+                                       ? "HashLinkListRepFactory"
+                                       : "SkipListFactory");
   std::printf("Perf Level: 1\n");
   std::printf("Fenced:     %s\n", FLAGS_fenced ? "true" : "false (raw RocksDB)");
   if (FLAGS_fenced) {

@@ -270,7 +270,7 @@ Status DBImpl::LoadMeta() {
     bool empty = true;
     for (auto* cf : {data_cf_, fence_cf_, meta_cf_}) {
       std::unique_ptr<rocksdb::Iterator> it(
-          db_->NewIterator(rocksdb::ReadOptions(), cf));
+          db_->NewIterator(IteratorReadOptions(), cf));
       it->SeekToFirst();
       if (it->Valid() || !it->status().ok()) empty = false;
     }
@@ -1075,9 +1075,9 @@ Status DBImpl::CompactRange(const std::string* begin, const std::string* end) {
 size_t DBImpl::TEST_CountFenceStateRecords() {
   size_t count = 0;
   std::unique_ptr<rocksdb::Iterator> it(
-      db_->NewIterator(rocksdb::ReadOptions(), fence_cf_));
+      db_->NewIterator(IteratorReadOptions(), fence_cf_));
   for (it->SeekToFirst(); it->Valid(); it->Next()) ++count;
-  it.reset(db_->NewIterator(rocksdb::ReadOptions(), data_cf_));
+  it.reset(db_->NewIterator(IteratorReadOptions(), data_cf_));
   for (it->SeekToFirst(); it->Valid(); it->Next()) {
     if (!it->value().empty() &&
         it->value()[0] == static_cast<char>(format::RecordKind::kNoValue)) {

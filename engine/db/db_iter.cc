@@ -3,6 +3,7 @@
 #include "db/db_iter.h"
 
 #include "db/fence_format.h"
+#include "db/rocksdb_options.h"
 
 namespace fencedkv {
 
@@ -14,7 +15,7 @@ class DBIter final : public Iterator {
          const ReadOptions& options)
       : upper_bound_(options.iterate_upper_bound),
         upper_slice_(upper_bound_) {
-    rocksdb::ReadOptions ro;
+    rocksdb::ReadOptions ro = IteratorReadOptions();
     ro.verify_checksums = options.verify_checksums;
     ro.fill_cache = options.fill_cache;
     if (!upper_bound_.empty()) ro.iterate_upper_bound = &upper_slice_;

@@ -128,6 +128,35 @@ TEST(DBMetaTest, ErrorIfExists) {
   EXPECT_TRUE(DB::Open(o, dir.path(), &db).IsInvalidArgument());
 }
 
+TEST(DBMetaTest, MemtableIsChecked_AndCanChangeBetweenOpens) {
+  test::TempDir dir;
+  std::unique_ptr<DB> db;
+  Options o = CreateOptions();
+  o.memtable = "hashtable";
+  Status s = DB::Open(o, dir.path(), &db);
+  EXPECT_TRUE(s.IsInvalidArgument()) << s.ToString();
+  EXPECT_NE(std::string::npos, s.ToString().find("skiplist | hash"));
+  EXPECT_TRUE(fs::is_empty(dir.path()));
+  // Not persisted: a database written with one memtable opens with the other
+  // (what is still in the WAL is replayed into it), and scans see every key.
+  auto count = [&db] {
+    size_t n = 0;
+    auto it = db->NewIterator(ReadOptions());
+    for (it->SeekToFirst(); it->Valid(); it->Next()) ++n;
+    EXPECT_TRUE(it->status().ok());
+    return n;
+  };
+  const char* const memtables[] = {"hash", "skiplist", "hash"};
+  for (size_t i = 0; i < 3; ++i) {
+    o.memtable = memtables[i];
+    ASSERT_FENCEDKV_OK(DB::Open(o, dir.path(), &db));
+    EXPECT_EQ(i, count()) << memtables[i];
+    ASSERT_FENCEDKV_OK(db->Put(WriteOptions(), "k" + std::to_string(i), "v", 1));
+    EXPECT_EQ(i + 1, count()) << memtables[i];
+    db.reset();
+  }
+}
+
 TEST(DBMetaTest, OrdinaryRocksDBDatabaseIsRefusedUntouched) {
   test::TempDir dir;
   {

@@ -26,10 +26,12 @@ struct ModelCase {
   const char* domain;
   FenceMode mode;
   size_t cache_bytes;
+  const char* memtable = "skiplist";
 };
 
 void PrintTo(const ModelCase& c, std::ostream* os) {
-  *os << c.domain << "/" << FenceModeName(c.mode) << "/cache=" << c.cache_bytes;
+  *os << c.domain << "/" << FenceModeName(c.mode) << "/cache=" << c.cache_bytes
+      << "/" << c.memtable;
 }
 
 class ModelDBTest : public testing::TestWithParam<ModelCase> {};
@@ -52,6 +54,7 @@ TEST_P(ModelDBTest, RandomizedAgainstModel) {
   options.fence_domain = c.domain;
   options.fence_mode = c.mode;
   options.fence_cache_bytes = c.cache_bytes;
+  options.memtable = c.memtable;
   std::unique_ptr<DB> db;
   ASSERT_FENCEDKV_OK(DB::Open(options, dir.path(), &db));
   FenceDomainSpec spec;
@@ -232,11 +235,16 @@ INSTANTIATE_TEST_SUITE_P(
                     ModelCase{"prefix:2", FenceMode::kStrict, 256 << 10},
                     ModelCase{"delimiter::", FenceMode::kMonotonic, 0},
                     ModelCase{"hashtag", FenceMode::kMonotonic, 64 << 20},
-                    ModelCase{"hashtag", FenceMode::kStrict, 0}),
+                    ModelCase{"hashtag", FenceMode::kStrict, 0},
+                    // Iterators over the hash memtable must still see every
+                    // key in order (and the fence records of prefix domains).
+                    ModelCase{"key", FenceMode::kMonotonic, 64 << 20, "hash"},
+                    ModelCase{"prefix:2", FenceMode::kStrict, 0, "hash"}),
     [](const testing::TestParamInfo<ModelCase>& info) {
       std::string name = std::string(info.param.domain) + "_" +
                          FenceModeName(info.param.mode) + "_cache" +
-                         std::to_string(info.param.cache_bytes);
+                         std::to_string(info.param.cache_bytes) + "_" +
+                         info.param.memtable;
       for (char& ch : name) {
         if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
       }

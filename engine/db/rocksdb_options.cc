@@ -2,8 +2,12 @@
 
 #include "db/rocksdb_options.h"
 
+#include <algorithm>
+
 #include <rocksdb/cache.h>
 #include <rocksdb/filter_policy.h>
+#include <rocksdb/memtablerep.h>
+#include <rocksdb/slice_transform.h>
 #include <rocksdb/table.h>
 
 namespace fencedkv {
@@ -38,6 +42,11 @@ Status BuildRocksDBOptions(const Options& options,
         "unknown compression \"" + options.compression +
         "\": expected none | snappy | zlib | bzip2 | lz4 | lz4hc | zstd");
   }
+  const bool hash_memtable = options.memtable == "hash";
+  if (!hash_memtable && options.memtable != "skiplist") {
+    return Status::InvalidArgument("unknown memtable \"" + options.memtable +
+                                   "\": expected skiplist | hash");
+  }
   db_options->create_if_missing = options.create_if_missing;
   db_options->max_open_files = options.max_open_files;
   db_options->max_background_jobs = options.max_background_jobs;
@@ -56,6 +65,17 @@ Status BuildRocksDBOptions(const Options& options,
   if (options.bloom_bits_per_key > 0) {
     cf_options->memtable_prefix_bloom_size_ratio = 0.02;
     cf_options->memtable_whole_key_filtering = true;
+  }
+  if (hash_memtable) {
+    // Each key is its own "prefix", so a bucket holds one key's versions:
+    // an insert or a Get is a hash probe, no skiplist search. Iterators must
+    // ask for total order (every one in the engine does), and then RocksDB
+    // sorts the memtable into a skiplist first. The rep takes no
+    // concurrent inserts.
+    cf_options->prefix_extractor.reset(rocksdb::NewNoopTransform());
+    const size_t buckets = std::max<size_t>(1024, options.write_buffer_size / 128);
+    cf_options->memtable_factory.reset(rocksdb::NewHashLinkListRepFactory(buckets));
+    db_options->allow_concurrent_memtable_write = false;
   }
   cf_options->compression = compression;
   rocksdb::BlockBasedTableOptions table;
@@ -76,6 +96,12 @@ Status BuildRocksDBOptions(const Options& options,
   table.data_block_hash_table_util_ratio = 0.75;
   cf_options->table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
   return Status::OK();
+}
+
+rocksdb::ReadOptions IteratorReadOptions() {
+  rocksdb::ReadOptions ro;
+  ro.total_order_seek = true;
+  return ro;
 }
 
 Status FromRocksDB(const rocksdb::Status& s) {

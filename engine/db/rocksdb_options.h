@@ -15,10 +15,16 @@
 namespace fencedkv {
 
 // Fills *db_options and *cf_options (the data column family's) from
-// `options`. Returns InvalidArgument for an unknown compression name.
+// `options`. Returns InvalidArgument for an unknown compression or memtable
+// name.
 Status BuildRocksDBOptions(const Options& options,
                            rocksdb::DBOptions* db_options,
                            rocksdb::ColumnFamilyOptions* cf_options);
+
+// Read options for an iterator over the data or fence column family: total
+// order, which the "hash" memtable's per-key prefix extractor would
+// otherwise turn into prefix-only iteration.
+rocksdb::ReadOptions IteratorReadOptions();
 
 // Maps a RocksDB status onto a fencedkv one, keeping the message.
 Status FromRocksDB(const rocksdb::Status& s);

@@ -84,6 +84,15 @@ struct Options {
   // "none" | "snappy" | "zlib" | "bzip2" | "lz4" | "lz4hc" | "zstd".
   // Default: "snappy". An unknown name is InvalidArgument at Open.
   std::string compression = "snappy";
+  // The memtable (applies to the data and fence column families):
+  //  "skiplist": RocksDB's default; ordered inserts cost a skiplist search.
+  //  "hash": a hash table of per-key lists (RocksDB's hash-linklist rep).
+  //    Point writes and reads skip the skiplist search: a server's SET went
+  //    ~20% faster. The cost moves to scans: every new iterator first sorts
+  //    the live memtables (about 1 us per entry), and concurrent writers
+  //    no longer insert in parallel. For point-operation workloads.
+  // Default: "skiplist". An unknown name is InvalidArgument at Open.
+  std::string memtable = "skiplist";
   // Max open files for RocksDB; -1 = unlimited. Default: -1.
   int max_open_files = -1;
   // Background flush/compaction threads. Default: 2.
