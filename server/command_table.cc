@@ -59,20 +59,53 @@ WriteOptions ServerWriteOptions(const ServerState& server) {
   return wo;
 }
 
-uint64_t CursorTable::Save(std::string next_key) {
+uint64_t CursorTable::Save(std::string next_key,
+                          std::unique_ptr<Iterator> iterator) {
+  std::vector<std::unique_ptr<Iterator>> expired;  // freed after unlocking
   std::lock_guard<std::mutex> lock(mu_);
+  const auto now = std::chrono::steady_clock::now();
+  if (iterator != nullptr && parked_ > 0) {
+    // Release iterators parked too long, then the oldest beyond the bound.
+    for (auto& [id, c] : cursors_) {
+      if (c.iterator != nullptr &&
+          (now - c.parked > kParkedTtl || parked_ >= kMaxParked)) {
+        expired.push_back(std::move(c.iterator));
+        --parked_;
+      }
+    }
+  }
   const uint64_t id = next_id_++;
-  cursors_.emplace(id, std::move(next_key));
-  while (cursors_.size() > kMaxCursors) cursors_.erase(cursors_.begin());
+  if (iterator != nullptr) ++parked_;
+  cursors_.emplace(id, Cursor{std::move(next_key), std::move(iterator), now});
+  while (cursors_.size() > kMaxCursors) {
+    auto oldest = cursors_.begin();
+    if (oldest->second.iterator != nullptr) {
+      expired.push_back(std::move(oldest->second.iterator));
+      --parked_;
+    }
+    cursors_.erase(oldest);
+  }
   return id;
 }
 
-bool CursorTable::Load(uint64_t cursor, std::string* next_key) {
+bool CursorTable::Load(uint64_t cursor, std::string* next_key,
+                       std::unique_ptr<Iterator>* iterator) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = cursors_.find(cursor);
   if (it == cursors_.end()) return false;
-  *next_key = it->second;
+  *next_key = it->second.next_key;
+  if (it->second.iterator != nullptr) {
+    *iterator = std::move(it->second.iterator);
+    --parked_;
+  }
   return true;
+}
+
+void CursorTable::Clear() {
+  std::map<uint64_t, Cursor> drop;
+  std::lock_guard<std::mutex> lock(mu_);
+  drop.swap(cursors_);
+  parked_ = 0;
 }
 
 const std::vector<CommandSpec>& AllCommands() {

@@ -12,12 +12,14 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "fencedkv/db.h"
+#include "fencedkv/iterator.h"
 #include "fencedkv/lease.h"
 #include "server.h"
 
@@ -42,17 +44,37 @@ struct ClientState {
 
 // Server-wide SCAN cursors: an integer a client can hold, mapped to the key
 // the next call resumes from. Bounded; the oldest are forgotten.
+//
+// A cursor may also keep the scan's iterator, positioned on that key, for a
+// while: with the hash memtable a new iterator first sorts the memtable, so
+// a scan that re-created its iterator on every call would pay that sort per
+// page. At most kMaxParked iterators are kept, each for at most kParkedTtl
+// (an iterator pins the memtables and files it reads); a cursor whose
+// iterator was dropped resumes from its key with a new one.
 class CursorTable {
  public:
-  uint64_t Save(std::string next_key);
-  // False if the cursor is unknown (expired or never issued).
-  bool Load(uint64_t cursor, std::string* next_key);
+  uint64_t Save(std::string next_key, std::unique_ptr<Iterator> iterator);
+  // False if the cursor is unknown (expired or never issued). Else the key
+  // to resume from, and the cursor's parked iterator if it still has one
+  // (taken: a second Load of the cursor resumes from the key alone).
+  bool Load(uint64_t cursor, std::string* next_key,
+            std::unique_ptr<Iterator>* iterator);
+  // Drops every parked iterator: before the database closes.
+  void Clear();
 
  private:
   static constexpr size_t kMaxCursors = 10000;
+  static constexpr size_t kMaxParked = 16;
+  static constexpr std::chrono::seconds kParkedTtl{30};
+  struct Cursor {
+    std::string next_key;
+    std::unique_ptr<Iterator> iterator;  // may be null
+    std::chrono::steady_clock::time_point parked;
+  };
   std::mutex mu_;
   uint64_t next_id_ = 1;
-  std::map<uint64_t, std::string> cursors_;
+  std::map<uint64_t, Cursor> cursors_;
+  size_t parked_ = 0;  // cursors with an iterator
 };
 
 // What handlers see of the server.

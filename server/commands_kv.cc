@@ -271,11 +271,12 @@ ReadOptions ScanOptions() {
 void CmdScan(ServerState& server, ClientState&, const Args& args,
              std::string* out) {
   std::string start;
+  std::unique_ptr<Iterator> it;  // the cursor's own, if it kept one
   if (args[1] != "0") {
     uint64_t cursor = 0;
     auto r = std::from_chars(args[1].data(), args[1].data() + args[1].size(), cursor);
     if (r.ec != std::errc() || r.ptr != args[1].data() + args[1].size() ||
-        !server.cursors.Load(cursor, &start)) {
+        !server.cursors.Load(cursor, &start, &it)) {
       resp::Error(out, "ERR invalid cursor");
       return;
     }
@@ -301,10 +302,13 @@ void CmdScan(ServerState& server, ClientState&, const Args& args,
       return;
     }
   }
-  auto it = server.db->NewIterator(ScanOptions());
+  if (it == nullptr || !it->Valid() || it->key() != start) {
+    it = server.db->NewIterator(ScanOptions());
+    it->Seek(start);
+  }
   std::vector<std::string> keys;
   int64_t examined = 0;
-  for (it->Seek(start); it->Valid() && examined < count; it->Next(), ++examined) {
+  for (; it->Valid() && examined < count; it->Next(), ++examined) {
     if (!type_ok) continue;
     if (has_pattern && !GlobMatch(pattern, it->key())) continue;
     keys.emplace_back(it->key());
@@ -313,9 +317,12 @@ void CmdScan(ServerState& server, ClientState&, const Args& args,
     ReplyStatus(it->status(), out);
     return;
   }
-  const std::string next =
-      it->Valid() ? std::to_string(server.cursors.Save(std::string(it->key())))
-                  : "0";
+  // The iterator stays with the cursor: the next page goes on from it.
+  std::string next = "0";
+  if (it->Valid()) {
+    std::string key(it->key());
+    next = std::to_string(server.cursors.Save(std::move(key), std::move(it)));
+  }
   resp::ArrayHeader(out, 2);
   resp::Bulk(out, next);
   resp::ArrayHeader(out, keys.size());

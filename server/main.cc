@@ -87,6 +87,7 @@ int main(int argc, char** argv) {
   options.fence_cache_bytes = static_cast<size_t>(FLAGS_fence_cache_bytes);
   options.write_buffer_size = static_cast<size_t>(FLAGS_write_buffer_size);
   options.block_cache_size = static_cast<size_t>(FLAGS_block_cache_size);
+  options.memtable = FLAGS_memtable;
   options.fence_domain = FLAGS_fence_domain.empty() ? "key" : FLAGS_fence_domain;
   if (!FLAGS_fence_mode.empty()) {
     fencedkv::ParseFenceMode(FLAGS_fence_mode, &options.fence_mode);

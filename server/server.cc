@@ -645,6 +645,8 @@ void Server::Impl::Stop(std::chrono::milliseconds deadline) {
   }
   // Jobs still queued run now; their replies go nowhere.
   if (worker_) worker_->Stop();
+  // Parked SCAN iterators go before the database closes.
+  state_.cursors.Clear();
 }
 
 Server::Server(const ServerOptions& options) : impl_(new Impl(options)) {}

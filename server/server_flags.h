@@ -24,5 +24,6 @@ DECLARE_int32(shutdown_timeout_ms);
 DECLARE_int64(fence_cache_bytes);
 DECLARE_int64(write_buffer_size);
 DECLARE_int64(block_cache_size);
+DECLARE_string(memtable);
 
 #endif  // FENCEDKV_SERVER_SERVER_FLAGS_H_
