@@ -68,7 +68,7 @@ uint64_t CursorTable::Save(std::string next_key,
     // Release iterators parked too long, then the oldest beyond the bound.
     for (auto& [id, c] : cursors_) {
       if (c.iterator != nullptr &&
-          (now - c.parked > kParkedTtl || parked_ >= kMaxParked)) {
+          (now - c.parked > ttl_ || parked_ >= kMaxParked)) {
         expired.push_back(std::move(c.iterator));
         --parked_;
       }
@@ -94,11 +94,27 @@ bool CursorTable::Load(uint64_t cursor, std::string* next_key,
   auto it = cursors_.find(cursor);
   if (it == cursors_.end()) return false;
   *next_key = it->second.next_key;
-  if (it->second.iterator != nullptr) {
-    *iterator = std::move(it->second.iterator);
-    --parked_;
-  }
+  *iterator = std::move(it->second.iterator);  // null if none is parked
+  if (*iterator != nullptr) --parked_;
   return true;
+}
+
+void CursorTable::DropExpired() {
+  std::vector<std::unique_ptr<Iterator>> expired;  // freed after unlocking
+  std::lock_guard<std::mutex> lock(mu_);
+  if (parked_ == 0) return;
+  const auto now = std::chrono::steady_clock::now();
+  for (auto& [id, c] : cursors_) {
+    if (c.iterator != nullptr && now - c.parked > ttl_) {
+      expired.push_back(std::move(c.iterator));
+      --parked_;
+    }
+  }
+}
+
+size_t CursorTable::parked() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return parked_;
 }
 
 void CursorTable::Clear() {

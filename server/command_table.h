@@ -48,24 +48,31 @@ struct ClientState {
 // A cursor may also keep the scan's iterator, positioned on that key, for a
 // while: with the hash memtable a new iterator first sorts the memtable, so
 // a scan that re-created its iterator on every call would pay that sort per
-// page. At most kMaxParked iterators are kept, each for at most kParkedTtl
-// (an iterator pins the memtables and files it reads); a cursor whose
-// iterator was dropped resumes from its key with a new one.
+// page. At most kMaxParked iterators are kept, each for at most `ttl` (an
+// iterator pins the memtables and files it reads: the server calls
+// DropExpired every few seconds); a cursor whose iterator was dropped
+// resumes from its key with a new one.
 class CursorTable {
  public:
+  explicit CursorTable(std::chrono::milliseconds ttl = std::chrono::seconds(30))
+      : ttl_(ttl) {}
+
   uint64_t Save(std::string next_key, std::unique_ptr<Iterator> iterator);
   // False if the cursor is unknown (expired or never issued). Else the key
   // to resume from, and the cursor's parked iterator if it still has one
   // (taken: a second Load of the cursor resumes from the key alone).
   bool Load(uint64_t cursor, std::string* next_key,
             std::unique_ptr<Iterator>* iterator);
+  // Drops the iterators parked for longer than the ttl.
+  void DropExpired();
   // Drops every parked iterator: before the database closes.
   void Clear();
+  size_t parked();
 
  private:
   static constexpr size_t kMaxCursors = 10000;
   static constexpr size_t kMaxParked = 16;
-  static constexpr std::chrono::seconds kParkedTtl{30};
+  const std::chrono::milliseconds ttl_;
   struct Cursor {
     std::string next_key;
     std::unique_ptr<Iterator> iterator;  // may be null

@@ -8,6 +8,7 @@
 #include <functional>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -240,6 +241,34 @@ TEST_P(ScanTest, VisitsEveryKeyOnce) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Memtables, ScanTest, testing::Values("skiplist", "hash"));
+
+TEST_F(CommandTest, ParkedScanIteratorsAreBoundedAndExpire) {
+  Run({"SET", "a", "v", "FENCE", "1"});
+  CursorTable table(std::chrono::milliseconds(50));
+  std::vector<uint64_t> ids;
+  for (int i = 0; i < 20; ++i) {
+    auto it = db_->NewIterator(ReadOptions());
+    it->SeekToFirst();
+    ids.push_back(table.Save("a", std::move(it)));
+  }
+  EXPECT_EQ(16u, table.parked());  // the oldest were released
+  std::string key;
+  std::unique_ptr<Iterator> it;
+  ASSERT_TRUE(table.Load(ids.front(), &key, &it));  // released: key only
+  EXPECT_EQ("a", key);
+  EXPECT_EQ(nullptr, it);
+  ASSERT_TRUE(table.Load(ids.back(), &key, &it));  // still parked: taken
+  ASSERT_NE(nullptr, it);
+  EXPECT_EQ("a", std::string(it->key()));
+  EXPECT_EQ(15u, table.parked());
+  table.DropExpired();  // none is 50 ms old yet
+  EXPECT_EQ(15u, table.parked());
+  std::this_thread::sleep_for(std::chrono::milliseconds(80));
+  table.DropExpired();
+  EXPECT_EQ(0u, table.parked());
+  ASSERT_TRUE(table.Load(ids[10], &key, &it));  // the cursor itself remains
+  EXPECT_EQ(nullptr, it);
+}
 
 TEST_F(CommandTest, Leases) {
   std::string r = Run({"LEASE.ACQUIRE", "shard1", "A", "10000"});

@@ -64,6 +64,9 @@ struct Loop {
   // Connections with grouped writes for this iteration's flush.
   std::vector<std::shared_ptr<Connection>> writers;
   bool flush_posted = false;
+  // Loop 0 only: releases SCAN iterators parked too long. (After `io`, so
+  // it is destroyed first.)
+  std::optional<asio::steady_timer> sweep;
 };
 
 class Server::Impl {
@@ -112,6 +115,8 @@ class Server::Impl {
     }
   }
   void Flush(Loop* loop);
+  // Every few seconds on loop 0: parked SCAN iterators past their time go.
+  void ScheduleSweep();
 
   void Register(uint64_t id, const std::shared_ptr<Connection>& c);
   void Unregister(uint64_t id);
@@ -548,6 +553,8 @@ Status Server::Impl::Start(DB* db, LeaseService* leases) {
   state_.list_clients = [this] { return ListClients(); };
   worker_ = std::make_unique<DbWorker>(db, ServerWriteOptions(state_));
   DoAccept();
+  loops_[0]->sweep.emplace(loops_[0]->io);
+  ScheduleSweep();
   for (auto& loop : loops_) {
     Loop* l = loop.get();
     l->work.emplace(l->io.get_executor());
@@ -555,6 +562,16 @@ Status Server::Impl::Start(DB* db, LeaseService* leases) {
   }
   started_ = true;
   return Status::OK();
+}
+
+void Server::Impl::ScheduleSweep() {
+  asio::steady_timer& timer = *loops_[0]->sweep;
+  timer.expires_after(std::chrono::seconds(5));
+  timer.async_wait([this](const asio::error_code& ec) {
+    if (ec || stopping_.load()) return;
+    state_.cursors.DropExpired();
+    ScheduleSweep();
+  });
 }
 
 void Server::Impl::DoAccept() {
