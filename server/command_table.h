@@ -106,6 +106,10 @@ enum CommandFlags : uint32_t {
   kCmdNoAuth = 1 << 2,    // allowed before AUTH
   kCmdMulti = 1 << 3,     // may be queued inside MULTI
   kCmdAdmin = 1 << 4,
+  // Creates a database iterator (with the hash memtable, a sort of the
+  // memtable first): the server runs it on its database thread when it can,
+  // so the loop goes on serving its other connections.
+  kCmdIterates = 1 << 5,
 };
 
 struct CommandSpec {

@@ -475,9 +475,9 @@ void AppendKvCommands(std::vector<CommandSpec>* t) {
   t->push_back({"mset", CmdMset, -3, kCmdWrite | kCmdMulti});
   t->push_back({"exists", CmdExists, -2, kCmdReadOnly});
   t->push_back({"mget", CmdMget, -2, kCmdReadOnly});
-  t->push_back({"scan", CmdScan, -2, kCmdReadOnly});
-  t->push_back({"keys", CmdKeys, 2, kCmdReadOnly});
-  t->push_back({"dbsize", CmdDbsize, 1, kCmdReadOnly});
+  t->push_back({"scan", CmdScan, -2, kCmdReadOnly | kCmdIterates});
+  t->push_back({"keys", CmdKeys, 2, kCmdReadOnly | kCmdIterates});
+  t->push_back({"dbsize", CmdDbsize, 1, kCmdReadOnly | kCmdIterates});
 }
 
 }  // namespace server

@@ -322,6 +322,18 @@ class Connection : public std::enable_shared_from_this<Connection> {
         }
         // Anything else waits for the pending writes (order of replies).
         if (job_n_ > 0) break;
+        if (Iterates()) {
+          if (!server_->BeginCommand()) {
+            resp::Error(&out_, "SHUTDOWN the server is shutting down");
+            client_.close_after_reply = true;
+            break;
+          }
+          in_begin_ += consumed;
+          if (OffloadIterating()) break;  // OnOffloadDone continues
+          Dispatch(server_->state_, client_, args_, &out_);
+          server_->EndCommand();
+          continue;
+        }
         if (server_->BeginCommand()) {
           Dispatch(server_->state_, client_, args_, &out_);
           server_->EndCommand();
@@ -334,6 +346,39 @@ class Connection : public std::enable_shared_from_this<Connection> {
     }
     if (!reads_pending_) FlushGets();
     if (in_begin_ == in_end_) in_begin_ = in_end_ = 0;
+  }
+
+  // SCAN, KEYS or DBSIZE from an authenticated client outside MULTI.
+  bool Iterates() const {
+    if (!client_.authed || client_.in_multi) return false;
+    const CommandSpec* cmd = LookupCommand(args_[0]);
+    return cmd != nullptr && (cmd->flags & kCmdIterates) != 0;
+  }
+
+  // Runs the command in args_ on the DbWorker, if it has room: a new
+  // iterator may first sort the memtable (--memtable=hash), and this loop's
+  // other connections should not wait for that. True if handed over: then
+  // nothing more is processed until OnOffloadDone. (The handler reads
+  // client_, which the loop leaves alone meanwhile.)
+  bool OffloadIterating() {
+    offload_args_.assign(args_.begin(), args_.end());  // in_ may move on
+    auto self = shared_from_this();
+    const bool queued = server_->worker_->TrySubmitRead([self] {
+      // On the worker thread; this connection waits (reads_pending_).
+      const Args args(self->offload_args_.begin(), self->offload_args_.end());
+      Dispatch(self->server_->state_, self->client_, args, &self->offload_out_);
+      asio::post(self->loop_->io, [self] { self->OnOffloadDone(); });
+    });
+    if (queued) reads_pending_ = true;
+    return queued;
+  }
+
+  void OnOffloadDone() {
+    reads_pending_ = false;
+    out_.append(offload_out_);
+    offload_out_.clear();
+    server_->EndCommand();
+    Continue();
   }
 
   // GET key from an authenticated client outside MULTI.
@@ -482,7 +527,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::vector<std::string_view> get_views_;
   std::vector<std::string> get_values_;
   std::vector<Status> get_statuses_;
-  bool reads_pending_ = false;  // a MultiGet of ours is on the DbWorker
+  bool reads_pending_ = false;  // a MultiGet or command of ours is on the DbWorker
+  // An iterating command run on the DbWorker: its words and its reply.
+  std::vector<std::string> offload_args_;
+  std::string offload_out_;
   static constexpr size_t kMaxGets = 16;
   // Fewer GETs than this are read on the loop itself.
   static constexpr size_t kOffloadGets = 4;

@@ -249,10 +249,16 @@ void ServerE2ETest::PipelinedReadsAndWrites(const std::string& flag) {
     }
     batch += Client::Encode({"SET", "shared", v, "FENCE", std::to_string(round)});
     want.push_back("+OK");
+    // Iterating commands run on the database thread when it has room: their
+    // replies must still come in order, and see the write before them.
+    batch += Client::Encode({"DBSIZE"});
+    want.push_back(":1");
     for (int i = 0; i < 20; ++i) {  // more than one MultiGet's worth
       batch += Client::Encode({"GET", i % 2 ? "shared" : "absent"});
       want.push_back(i % 2 ? "$" + v : "$nil");
     }
+    batch += Client::Encode({"SCAN", "0"});
+    want.push_back("*[$0,*[$shared]]");
     batch += Client::Encode({"GET", "shared", "extra"});  // not a plain GET
     want.push_back("-ERR syntax error");
   }
