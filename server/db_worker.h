@@ -14,7 +14,9 @@
 //    itself: handing it over costs more than the write.)
 //  - pipelined reads, when the worker has room: a connection's batch of GETs
 //    (one MultiGet) runs here while the loop serves its other connections,
-//    so reads use a second core even with one loop.
+//    so reads use a second core even with one loop. So do commands that
+//    create an iterator (SCAN, KEYS, DBSIZE), which with the hash memtable
+//    first sort it.
 //
 // Jobs run in the order they were queued. Each job's callback runs on the
 // worker thread and must only hand the result back to the loop (post).
