@@ -16,7 +16,8 @@
 //    (one MultiGet) runs here while the loop serves its other connections,
 //    so reads use a second core even with one loop. So do commands that
 //    create an iterator (SCAN, KEYS, DBSIZE), which with the hash memtable
-//    first sort it.
+//    first sort it. A long one delays the jobs queued behind it (synced
+//    writes, with --sync) as it would otherwise have stalled its loop.
 //
 // Jobs run in the order they were queued. Each job's callback runs on the
 // worker thread and must only hand the result back to the loop (post).
