@@ -290,8 +290,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
         if (job_n_ > 0) break;  // after the pending writes
         if (!server_->BeginCommand()) {
           if (FlushGets()) break;  // their replies first
-          resp::Error(&out_, "SHUTDOWN the server is shutting down");
-          client_.close_after_reply = true;
+          RefuseShuttingDown();
           break;
         }
         get_keys_.append(args_[1].data(), args_[1].size());
@@ -310,8 +309,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
         if (Groupable(batch)) {
           // Plain fenced writes join the loop's next group commit.
           if (!server_->BeginCommand()) {
-            resp::Error(&out_, "SHUTDOWN the server is shutting down");
-            client_.close_after_reply = true;
+            RefuseShuttingDown();
             break;
           }
           ++job_n_;
@@ -322,30 +320,27 @@ class Connection : public std::enable_shared_from_this<Connection> {
         }
         // Anything else waits for the pending writes (order of replies).
         if (job_n_ > 0) break;
-        if (Iterates()) {
-          if (!server_->BeginCommand()) {
-            resp::Error(&out_, "SHUTDOWN the server is shutting down");
-            client_.close_after_reply = true;
-            break;
-          }
-          in_begin_ += consumed;
-          if (OffloadIterating()) break;  // OnOffloadDone continues
-          Dispatch(server_->state_, client_, args_, &out_);
-          server_->EndCommand();
-          continue;
+        if (!server_->BeginCommand()) {
+          RefuseShuttingDown();
+          break;
         }
-        if (server_->BeginCommand()) {
-          Dispatch(server_->state_, client_, args_, &out_);
-          server_->EndCommand();
-        } else {
-          resp::Error(&out_, "SHUTDOWN the server is shutting down");
-          client_.close_after_reply = true;
-        }
+        in_begin_ += consumed;
+        // A scan may first sort the memtable: on the DbWorker if it has room.
+        if (Iterates() && OffloadIterating()) break;  // OnOffloadDone continues
+        Dispatch(server_->state_, client_, args_, &out_);
+        server_->EndCommand();
+        continue;
       }
-      in_begin_ += consumed;
+      in_begin_ += consumed;  // an empty command
     }
     if (!reads_pending_) FlushGets();
     if (in_begin_ == in_end_) in_begin_ = in_end_ = 0;
+  }
+
+  // The reply to a command that arrives once shutdown has begun.
+  void RefuseShuttingDown() {
+    resp::Error(&out_, "SHUTDOWN the server is shutting down");
+    client_.close_after_reply = true;
   }
 
   // SCAN, KEYS or DBSIZE from an authenticated client outside MULTI.
