@@ -64,16 +64,7 @@ uint64_t CursorTable::Save(std::string next_key,
   std::vector<std::unique_ptr<Iterator>> expired;  // freed after unlocking
   std::lock_guard<std::mutex> lock(mu_);
   const auto now = std::chrono::steady_clock::now();
-  if (iterator != nullptr && parked_ > 0) {
-    // Release iterators parked too long, then the oldest beyond the bound.
-    for (auto& [id, c] : cursors_) {
-      if (c.iterator != nullptr &&
-          (now - c.parked > ttl_ || parked_ >= kMaxParked)) {
-        expired.push_back(std::move(c.iterator));
-        --parked_;
-      }
-    }
-  }
+  if (iterator != nullptr) ReleaseParked(now, kMaxParked - 1, &expired);
   const uint64_t id = next_id_++;
   if (iterator != nullptr) ++parked_;
   cursors_.emplace(id, Cursor{std::move(next_key), std::move(iterator), now});
@@ -99,17 +90,23 @@ bool CursorTable::Load(uint64_t cursor, std::string* next_key,
   return true;
 }
 
-void CursorTable::DropExpired() {
-  std::vector<std::unique_ptr<Iterator>> expired;  // freed after unlocking
-  std::lock_guard<std::mutex> lock(mu_);
-  if (parked_ == 0) return;
-  const auto now = std::chrono::steady_clock::now();
+void CursorTable::ReleaseParked(std::chrono::steady_clock::time_point now,
+                                size_t keep,
+                                std::vector<std::unique_ptr<Iterator>>* out) {
+  // Oldest first: those past the ttl, then any beyond `keep`.
   for (auto& [id, c] : cursors_) {
-    if (c.iterator != nullptr && now - c.parked > ttl_) {
-      expired.push_back(std::move(c.iterator));
+    if (parked_ == 0) break;
+    if (c.iterator != nullptr && (now - c.parked > ttl_ || parked_ > keep)) {
+      out->push_back(std::move(c.iterator));
       --parked_;
     }
   }
+}
+
+void CursorTable::DropExpired() {
+  std::vector<std::unique_ptr<Iterator>> expired;  // freed after unlocking
+  std::lock_guard<std::mutex> lock(mu_);
+  ReleaseParked(std::chrono::steady_clock::now(), kMaxParked, &expired);
 }
 
 size_t CursorTable::parked() {

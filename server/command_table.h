@@ -78,6 +78,11 @@ class CursorTable {
     std::unique_ptr<Iterator> iterator;  // may be null
     std::chrono::steady_clock::time_point parked;
   };
+  // REQUIRES: mu_ held. Moves into *out the parked iterators past the ttl,
+  // and the oldest beyond `keep`, for the caller to free after unlocking.
+  void ReleaseParked(std::chrono::steady_clock::time_point now, size_t keep,
+                     std::vector<std::unique_ptr<Iterator>>* out);
+
   std::mutex mu_;
   uint64_t next_id_ = 1;
   std::map<uint64_t, Cursor> cursors_;
