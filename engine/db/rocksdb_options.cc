@@ -47,6 +47,7 @@ Status BuildRocksDBOptions(const Options& options,
     return Status::InvalidArgument("unknown memtable \"" + options.memtable +
                                    "\": expected skiplist | hash");
   }
+  if (options.env != nullptr) db_options->env = options.env;
   db_options->create_if_missing = options.create_if_missing;
   db_options->max_open_files = options.max_open_files;
   db_options->max_background_jobs = options.max_background_jobs;

@@ -11,6 +11,10 @@
 #include <cstdint>
 #include <string>
 
+namespace rocksdb {
+class Env;
+}  // namespace rocksdb
+
 namespace fencedkv {
 
 // The acceptance rule. The values are persisted; never renumber them.
@@ -97,6 +101,14 @@ struct Options {
   int max_open_files = -1;
   // Background flush/compaction threads. Default: 2.
   int max_background_jobs = 2;
+
+  // Advanced: the RocksDB Env the database does its I/O through (it must
+  // outlive the DB). nullptr = rocksdb::Env::Default(). An escape hatch for
+  // encrypted or in-memory file systems, and for tests, which inject I/O
+  // errors and power loss through a rocksdb::FileSystemWrapper wrapped with
+  // rocksdb::NewCompositeEnv. Only a forward declaration here: using it
+  // needs <rocksdb/env.h>. Not persisted.
+  rocksdb::Env* env = nullptr;
 };
 
 struct ReadOptions {
