@@ -14,6 +14,13 @@ constexpr size_t kMaxBatchesPerGroup = 4096;
 constexpr size_t kMaxQueuedReads = 2;
 }  // namespace
 
+void FailUnmarkedBatches(const Status& group, Status* statuses, size_t n) {
+  if (group.ok()) return;
+  for (size_t i = 0; i < n; ++i) {
+    if (statuses[i].ok()) statuses[i] = group;
+  }
+}
+
 DbWorker::DbWorker(DB* db, const WriteOptions& options)
     : db_(db), options_(options), thread_([this] { Run(); }) {}
 
@@ -90,7 +97,9 @@ void DbWorker::WriteJobs(std::vector<Job>* jobs, size_t first, size_t last) {
   }
   statuses_.assign(ptrs_.size(), Status());
   if (!ptrs_.empty()) {
-    db_->WriteGroup(options_, ptrs_.data(), ptrs_.size(), statuses_.data());
+    const Status s =
+        db_->WriteGroup(options_, ptrs_.data(), ptrs_.size(), statuses_.data());
+    FailUnmarkedBatches(s, statuses_.data(), statuses_.size());
   }
   size_t at = 0;
   for (size_t k = first; k < last; ++k) {

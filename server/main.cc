@@ -5,6 +5,7 @@
 // taken port fails fast without touching the data.
 
 #include <signal.h>
+#include <sys/resource.h>
 
 #include <cstdio>
 #include <cstring>
@@ -62,6 +63,19 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
+  // As Redis: the soft open files limit up to the hard one, so that
+  // --maxclients fits if it can (Server::Start caps it otherwise).
+  rlimit nofile{};
+  if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 &&
+      nofile.rlim_cur < nofile.rlim_max) {
+    const rlim_t soft = nofile.rlim_cur;
+    nofile.rlim_cur = nofile.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &nofile) == 0) {
+      LOG(INFO) << "open files limit raised from " << soft << " to "
+                << nofile.rlim_max;
+    }
+  }
+
   fencedkv::server::ServerOptions so;
   so.bind = FLAGS_bind;
   so.port = FLAGS_port;
@@ -75,6 +89,11 @@ int main(int argc, char** argv) {
   so.requirepass = FLAGS_requirepass;
   so.maxclients = static_cast<size_t>(FLAGS_maxclients);
   so.limits.max_request_bytes = static_cast<size_t>(FLAGS_max_request_bytes);
+  so.max_reply_bytes = static_cast<size_t>(FLAGS_max_reply_bytes);
+  so.max_multi_commands = static_cast<size_t>(FLAGS_max_multi_commands);
+  so.max_multi_bytes = static_cast<size_t>(FLAGS_max_multi_bytes);
+  so.idle_timeout = std::chrono::seconds(FLAGS_timeout);
+  so.auth_timeout = std::chrono::seconds(FLAGS_auth_timeout);
   so.sync = FLAGS_sync;
   so.allow_unfenced = FLAGS_allow_unfenced;
   fencedkv::server::Server server(so);
