@@ -143,12 +143,16 @@ int main(int argc, char** argv) {
 
   std::unique_ptr<fencedkv::server::MetricsExporter> metrics;
   if (FLAGS_metrics_port > 0) {
-    s = fencedkv::server::MetricsExporter::Start(FLAGS_bind, FLAGS_metrics_port,
-                                                 db.get(), leases.get(),
+    fencedkv::server::MetricsOptions mo;
+    mo.bind = FLAGS_metrics_bind;
+    mo.port = FLAGS_metrics_port;
+    mo.password = FLAGS_requirepass;
+    s = fencedkv::server::MetricsExporter::Start(mo, db.get(), leases.get(),
                                                  &server.stats(), &metrics);
     if (!s.ok()) return Fail("metrics", s);
-    LOG(INFO) << "metrics on http://" << FLAGS_bind << ":" << metrics->port()
-              << "/metrics";
+    LOG(INFO) << "metrics on http://" << FLAGS_metrics_bind << ":"
+              << metrics->port() << "/metrics"
+              << (mo.password.empty() ? "" : " (basic auth)");
   }
 
   s = server.Start(db.get(), leases.get());
