@@ -164,6 +164,12 @@ class Server::Impl {
   void ScheduleSweep();
   // On each loop, if a timeout is set: closes the connections past it.
   void ScheduleTimeouts(Loop* loop);
+  // Whether idle_timeout or auth_timeout (with a password) applies; only
+  // then do the loops keep their connections in Loop::conns.
+  bool timeouts_enabled() const {
+    return options_.idle_timeout.count() > 0 ||
+           (!options_.requirepass.empty() && options_.auth_timeout.count() > 0);
+  }
   // Caps options_.maxclients to what RLIMIT_NOFILE leaves (see Start).
   void CapMaxClients();
 
@@ -231,7 +237,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void Start() {
     auto self = shared_from_this();
     asio::post(loop_->io, [self] {
-      self->loop_->conns.push_back(self);
+      if (self->server_->timeouts_enabled()) self->loop_->conns.push_back(self);
       self->DoRead();
     });
   }
@@ -813,10 +819,10 @@ void Server::Impl::CapMaxClients() {
 }
 
 void Server::Impl::ScheduleTimeouts(Loop* loop) {
+  if (!timeouts_enabled()) return;
   const auto idle = options_.idle_timeout;
   const auto auth = options_.requirepass.empty() ? std::chrono::milliseconds(0)
                                                  : options_.auth_timeout;
-  if (idle.count() <= 0 && auth.count() <= 0) return;
   // Checked a few times per timeout, at most once a second.
   auto period = std::chrono::milliseconds(1000);
   for (auto t : {idle, auth}) {
