@@ -52,6 +52,13 @@ class StripeLocks {
   const std::vector<size_t>& stripes_;
 };
 
+// A validation error of a batch's op i, naming it; keeps the code.
+Status InBatchOp(size_t i, const Status& s) {
+  const std::string where = "batch op " + std::to_string(i);
+  if (s.IsTokenSkew()) return Status::TokenSkew(where, s.message());
+  return Status::InvalidArgument(where, s.message());
+}
+
 void RaiseAtomicMax(std::atomic<Token>* target, Token value) {
   Token cur = target->load(std::memory_order_relaxed);
   while (cur < value && !target->compare_exchange_weak(
@@ -371,8 +378,23 @@ Status DBImpl::ValidateWriteOp(OpKind kind, std::string_view key,
     return Status::InvalidArgument(
         "invalid token 0: a fencing token is an integer in [1, 2^64-1]");
   }
-  return Status::OK();
+  return CheckTokenSkew(token);
 }
+
+Status DBImpl::CheckTokenSkew(Token token) const {
+  const uint64_t skew = options_.max_token_skew;
+  if (skew == kNoTokenSkewLimit) return Status::OK();
+  const Token issued = issued_.load(std::memory_order_acquire);
+  const Token ceiling = issued > kMaxToken - skew ? kMaxToken : issued + skew;
+  if (token <= ceiling) return Status::OK();
+  return Status::TokenSkew(
+      "token " + std::to_string(token) + " is more than " +
+          std::to_string(skew) + " above the highest token issued (" +
+          std::to_string(issued) + ")",
+      "a holder can only have a token its lease service issued");
+}
+
+void DBImpl::NoteIssuedToken(Token token) { RaiseAtomicMax(&issued_, token); }
 
 // ---------------------------------------------------------------------------
 // The write path
@@ -418,10 +440,7 @@ Status DBImpl::Write(const WriteOptions& options, const WriteBatch& batch,
     const OpKind kind = op.type == WriteBatch::OpType::kPut ? OpKind::kPut
                                                             : OpKind::kDelete;
     Status s = ValidateWriteOp(kind, op.key, op.value, op.token);
-    if (!s.ok()) {
-      return Status::InvalidArgument("batch op " + std::to_string(i),
-                                     s.message());
-    }
+    if (!s.ok()) return InBatchOp(i, s);
     ops.push_back(
         PendingOp{kind, op.key, op.value, op.token, 0, 0, op.condition});
   }
@@ -459,8 +478,7 @@ Status DBImpl::WriteGroup(const WriteOptions& options,
                                                               : OpKind::kDelete;
       Status s = ValidateWriteOp(kind, op.key, op.value, op.token);
       if (!s.ok()) {
-        statuses[g] = Status::InvalidArgument("batch op " + std::to_string(i),
-                                              s.message());
+        statuses[g] = InBatchOp(i, s);
         ops.resize(first);
         break;
       }

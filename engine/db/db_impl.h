@@ -70,6 +70,10 @@ class DBImpl final : public DB {
   Status SetFenceFloor(const WriteOptions& options, Token floor) override;
   Token GetFenceFloor() override;
   std::unique_ptr<Iterator> NewIterator(const ReadOptions& options) override;
+  void NoteIssuedToken(Token token) override;
+  Token GetIssuedToken() const override {
+    return issued_.load(std::memory_order_acquire);
+  }
   FenceDomainSpec GetFenceDomain() const override { return spec_; }
   FenceMode GetFenceMode() const override { return mode_; }
   FenceStats GetFenceStats() const override;
@@ -90,6 +94,12 @@ class DBImpl final : public DB {
   // Lists meta records whose key starts with `prefix`.
   Status ScanMeta(std::string_view prefix,
                   std::vector<std::pair<std::string, std::string>>* out);
+
+  // One LeaseService per DB: two would each keep a counter and issue the
+  // same tokens. TryClaimLeaseService is false while another holds the
+  // claim; the service gives it back when destroyed.
+  bool TryClaimLeaseService() { return !lease_service_open_.exchange(true); }
+  void ReleaseLeaseService() { lease_service_open_.store(false); }
 
   // An upper bound of every token ever stored (see the class comment).
   Token HighWaterMark() const { return hwm_.load(std::memory_order_acquire); }
@@ -120,6 +130,8 @@ class DBImpl final : public DB {
   Status ValidateKey(std::string_view key) const;
   Status ValidateWriteOp(OpKind kind, std::string_view key,
                          std::string_view value, Token token) const;
+  // TokenSkew if `token` is past the skew guard's ceiling (0 passes).
+  Status CheckTokenSkew(Token token) const;
   // The single write path. `ops` are validated. Locks, checks, builds one
   // rocksdb::WriteBatch, commits, updates the cache.
   // `is_batch`: stale errors carry the op's index (DB::Write). `result`
@@ -153,6 +165,8 @@ class DBImpl final : public DB {
   std::unique_ptr<FenceTable> table_;
   std::atomic<Token> floor_{0};
   std::atomic<Token> hwm_{0};
+  std::atomic<Token> issued_{0};  // NoteIssuedToken (the skew guard)
+  std::atomic<bool> lease_service_open_{false};
   std::mutex meta_mu_;  // serializes meta-only commits (floor, leases)
 
   std::unique_ptr<FenceGcFilter> data_gc_;

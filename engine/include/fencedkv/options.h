@@ -34,6 +34,9 @@ const char* FenceModeName(FenceMode mode);
 // *mode unchanged.
 bool ParseFenceMode(const std::string& text, FenceMode* mode);
 
+// Options::max_token_skew: no limit (the guard is off).
+constexpr uint64_t kNoTokenSkewLimit = UINT64_MAX;
+
 struct Options {
   // If true, a missing database is created (an existing empty directory
   // counts as missing). Default: false.
@@ -64,6 +67,16 @@ struct Options {
   // is counted in FenceStats::unfenced_writes. Default: false (token 0 is
   // InvalidArgument). Not persisted.
   bool allow_unfenced = false;
+
+  // The token skew guard. Unless kNoTokenSkewLimit, a write or AdvanceFence
+  // whose token is more than max_token_skew above the highest token the
+  // token source has issued (DB::NoteIssuedToken; the embedded lease service
+  // reports every grant, so with it this is "the lease counter") is refused
+  // with TokenSkew and changes nothing. Without it one client holding no
+  // lease could raise a domain's max (or the floor of strict-mode domains)
+  // to 2^64-1 and lock every holder out of it for good. 0 admits exactly the
+  // tokens issued so far. Default: kNoTokenSkewLimit (off). Not persisted.
+  uint64_t max_token_skew = kNoTokenSkewLimit;
 
   // Memory budget, in bytes, of the in-memory view of domain max tokens.
   // The view is exact for the domains it holds and falls back to one RocksDB
