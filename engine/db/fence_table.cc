@@ -165,4 +165,22 @@ size_t FenceTable::ApproximateMemoryUsage() NO_THREAD_SAFETY_ANALYSIS {
 
 size_t FenceTable::capacity_bytes() const { return buckets_bytes_; }
 
+// The stripe is chosen at run time: callers hold its lock (REQUIRES above),
+// which the analysis cannot name.
+Token FenceTable::StripeHwm(size_t stripe) const NO_THREAD_SAFETY_ANALYSIS {
+  return stripes_[stripe].hwm;
+}
+
+void FenceTable::SetStripeHwm(size_t stripe,
+                              Token hwm) NO_THREAD_SAFETY_ANALYSIS {
+  if (hwm > stripes_[stripe].hwm) stripes_[stripe].hwm = hwm;
+}
+
+void FenceTable::InitHwm(Token hwm) {
+  for (size_t i = 0; i <= stripe_mask_; ++i) {
+    std::lock_guard<std::mutex> lock(stripes_[i].mu);
+    stripes_[i].hwm = hwm;
+  }
+}
+
 }  // namespace fencedkv

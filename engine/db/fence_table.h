@@ -73,6 +73,14 @@ class FenceTable {
   // that is not durable, and a failed write leaves nothing to undo.
   void Insert(uint64_t hash, std::string_view domain, Token max);
 
+  // The stripe's high-water mark: an upper bound of the stored max of every
+  // domain in the stripe (see fence_format.h). REQUIRES: mutex(stripe) held.
+  Token StripeHwm(size_t stripe) const;
+  // REQUIRES: mutex(stripe) held; only ever raises it.
+  void SetStripeHwm(size_t stripe, Token hwm);
+  // Sets every stripe's mark, at open, before any writer runs.
+  void InitHwm(Token hwm);
+
   // Bytes of entries in use (takes every lock).
   size_t ApproximateMemoryUsage();
   // Bytes reserved for buckets (the budget rounded down to whole buckets).
@@ -98,6 +106,7 @@ class FenceTable {
     std::mutex mu;
     uint32_t clock GUARDED_BY(mu) = 0;  // round-robin victim choice
     size_t used_bytes GUARDED_BY(mu) = 0;
+    Token hwm GUARDED_BY(mu) = 0;  // StripeHwm
   };
 
   Bucket* BucketOf(uint64_t hash) const;
