@@ -71,6 +71,8 @@ class LeaseServiceImpl final : public LeaseService {
     }
   }
 
+  ~LeaseServiceImpl() override { db_->ReleaseLeaseService(); }
+
   Status Load() {
     std::string raw;
     Status s = db_->GetMeta(format::kMetaLeaseCounter, &raw);
@@ -81,6 +83,7 @@ class LeaseServiceImpl final : public LeaseService {
     } else if (!s.IsNotFound()) {
       return s;
     }
+    db_->NoteIssuedToken(counter_);
     std::vector<std::pair<std::string, std::string>> records;
     s = db_->ScanMeta(format::kMetaLeasePrefix, &records);
     if (!s.ok()) return s;
@@ -125,6 +128,7 @@ class LeaseServiceImpl final : public LeaseService {
          {MetaKey(name), EncodeLease(r)}});
     if (!s.ok()) return s;  // nothing granted
     counter_ = next;
+    db_->NoteIssuedToken(next);
     leases_[std::string(name)] = r;
     stats_.grants++;
     Fill(name, r, now, grant);
@@ -271,7 +275,13 @@ Status LeaseService::Open(DB* db, const LeaseOptions& options,
   if (impl == nullptr) {
     return Status::InvalidArgument("LeaseService needs a DB from DB::Open");
   }
-  auto s = std::make_unique<LeaseServiceImpl>(impl, options);
+  if (!impl->TryClaimLeaseService()) {
+    return Status::Busy(
+        "a lease service is already open on this database",
+        "use that one: two services would each keep a counter and issue the "
+        "same tokens");
+  }
+  auto s = std::make_unique<LeaseServiceImpl>(impl, options);  // releases the claim
   Status st = s->Load();
   if (st.ok()) *service = std::move(s);
   return st;

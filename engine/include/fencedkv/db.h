@@ -190,6 +190,14 @@ class DB {
   // The iterator must be destroyed before the DB.
   virtual std::unique_ptr<Iterator> NewIterator(const ReadOptions& options) = 0;
 
+  // The token skew guard's reference point (Options::max_token_skew): the
+  // highest token the token source has issued. Only rises; a lower value is
+  // ignored. The embedded lease service calls it for every grant and when it
+  // opens; a server taking tokens from etcd calls it with etcd's revision.
+  // Not persisted (the lease service re-reports its counter on open).
+  virtual void NoteIssuedToken(Token token) = 0;
+  virtual Token GetIssuedToken() const = 0;
+
   // The fence configuration in force (the stored one).
   virtual FenceDomainSpec GetFenceDomain() const = 0;
   virtual FenceMode GetFenceMode() const = 0;
