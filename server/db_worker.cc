@@ -2,6 +2,8 @@
 
 #include "db_worker.h"
 
+#include "util/sync_point.h"
+
 namespace fencedkv {
 namespace server {
 
@@ -97,8 +99,9 @@ void DbWorker::WriteJobs(std::vector<Job>* jobs, size_t first, size_t last) {
   }
   statuses_.assign(ptrs_.size(), Status());
   if (!ptrs_.empty()) {
-    const Status s =
+    Status s =
         db_->WriteGroup(options_, ptrs_.data(), ptrs_.size(), statuses_.data());
+    TEST_SYNC_POINT_CALLBACK("Server::WriteGroup:Result", &s);
     FailUnmarkedBatches(s, statuses_.data(), statuses_.size());
   }
   size_t at = 0;

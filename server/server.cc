@@ -18,6 +18,7 @@
 #include "db_worker.h"
 #include "error_mapping.h"
 #include "resp_writer.h"
+#include "util/mutexlock.h"
 #include "util/sync_point.h"
 #include "util/thread_annotations.h"
 
@@ -255,7 +256,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     std::string name;
     int64_t multi;
     {
-      std::lock_guard<std::mutex> lock(info_mu_);
+      MutexLock lock(&info_mu_);
       name = shown_name_;
       multi = shown_multi_;
     }
@@ -473,7 +474,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     if (multi == published_multi_ && client_.name == published_name_) return;
     published_multi_ = multi;
     published_name_ = client_.name;
-    std::lock_guard<std::mutex> lock(info_mu_);
+    MutexLock lock(&info_mu_);
     shown_multi_ = multi;
     shown_name_ = client_.name;
   }
@@ -695,7 +696,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // What CLIENT LIST shows: the name and MULTI queue length as of the last
   // command, copied here by AfterDispatch (published_* are the loop's own
   // copies, so an unchanged state costs no lock).
-  mutable std::mutex info_mu_;
+  mutable Mutex info_mu_;
   std::string shown_name_ GUARDED_BY(info_mu_);
   int64_t shown_multi_ GUARDED_BY(info_mu_) = -1;
   std::string published_name_;
@@ -742,9 +743,9 @@ void Server::Impl::Flush(Loop* loop) {
   if (!options_.sync) {
     // Nothing to wait for but the write itself: do it here.
     std::vector<Status> statuses(batches.size());
-    const Status s =
-        state_.db->WriteGroup(ServerWriteOptions(state_), batches.data(),
-                              batches.size(), statuses.data());
+    Status s = state_.db->WriteGroup(ServerWriteOptions(state_), batches.data(),
+                                     batches.size(), statuses.data());
+    TEST_SYNC_POINT_CALLBACK("Server::WriteGroup:Result", &s);
     FailUnmarkedBatches(s, statuses.data(), statuses.size());
     complete(statuses);
     return;

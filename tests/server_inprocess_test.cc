@@ -125,8 +125,9 @@ class ServerInProcessTest : public testing::Test {
 
 // Issue 10.2: when DB::WriteGroup failed but left batches' statuses OK (a
 // failed read of a stored max), both the loop's group write and the database
-// thread's (--sync) answered +OK for writes that never happened. And when
-// the RocksDB write itself fails, every write of the group gets the error.
+// thread's (--sync) answered +OK for writes that never happened. Checked
+// with real failures (reads, the RocksDB write), and with an engine that
+// returns an error but leaves the statuses OK (the server's own guard).
 TEST_F(ServerInProcessTest, FailedGroupWritesAreNeverAcknowledged) {
   for (bool sync : {false, true}) {
     SCOPED_TRACE(sync ? "--sync (database thread)" : "loop");
@@ -177,8 +178,21 @@ TEST_F(ServerInProcessTest, FailedGroupWritesAreNeverAcknowledged) {
     SyncPoint::Get()->ClearAllCallbacks();
     EXPECT_EQ("$nil", c.Call({"GET", "k3"}));
     EXPECT_EQ("$nil", c.Call({"GET", "k4"}));
-    EXPECT_EQ("+OK",
-              c.Call({"SET", "k3", "c", "FENCE", "9"}));  // the fault cleared
+    // The fault cleared:
+    EXPECT_EQ("+OK", c.Call({"SET", "k3", "c", "FENCE", "9"}));
+
+    // An engine that returns an error but leaves the batches' statuses OK
+    // (as WriteGroup did for a failed read) still gets no +OK out.
+    SyncPoint::Get()->SetCallback("Server::WriteGroup:Result", [](void* arg) {
+      *static_cast<Status*>(arg) = Status::IOError("injected group error");
+    });
+    SyncPoint::Get()->EnableProcessing();
+    c.SendRaw(RespTestClient::Encode({"SET", "k6", "f", "FENCE", "9"}) +
+              RespTestClient::Encode({"SET", "k7", "g", "FENCE", "9"}));
+    EXPECT_EQ("-IOERR injected group error", c.Read());
+    EXPECT_EQ("-IOERR injected group error", c.Read());
+    SyncPoint::Get()->DisableProcessing();
+    SyncPoint::Get()->ClearAllCallbacks();
     c.Close();
     s.Stop();
   }
