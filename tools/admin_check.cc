@@ -19,10 +19,10 @@
 
 #include <algorithm>
 
-#include "admin_store.h"
 #include "admin_tool.h"
 #include "db/fence_check.h"
 #include "db/fence_format.h"
+#include "db/read_only_store.h"
 
 namespace fencedkv {
 namespace admin {

@@ -21,8 +21,8 @@
 
 #include "fencedkv/db.h"
 
-#include "admin_store.h"
 #include "admin_tool.h"
+#include "db/read_only_store.h"
 #include "resp_client.h"
 
 namespace fencedkv {

@@ -41,9 +41,9 @@
 
 #include "fencedkv/db.h"
 
-#include "admin_store.h"
 #include "admin_tool.h"
 #include "db/fence_format.h"
+#include "db/read_only_store.h"
 #include "resp_parser.h"
 
 namespace fencedkv {

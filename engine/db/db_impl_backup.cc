@@ -23,6 +23,7 @@
 
 #include "db/db_impl.h"
 #include "db/fence_format.h"
+#include "db/read_only_store.h"
 #include "db/rocksdb_options.h"
 
 namespace fencedkv {
@@ -125,6 +126,56 @@ std::string AsideName(const std::string& path) {
   return aside;
 }
 
+// InvalidArgument unless `floor` is at least the backup's high-water mark,
+// lease counter and floor.
+Status CheckFloor(Token floor, Token hwm, Token lease_counter,
+                  Token old_floor) {
+  const std::string why =
+      ": tokens up to it were issued before the backup was taken, so the "
+      "floor must be at least every token issued since (the old server's "
+      "INFO fencing last_lease_token, or etcd's current revision)";
+  if (floor < hwm) {
+    return Status::InvalidArgument("fence_floor " + std::to_string(floor) +
+                                   " is below the backup's high-water mark " +
+                                   std::to_string(hwm) + why);
+  }
+  if (floor < lease_counter) {
+    return Status::InvalidArgument("fence_floor " + std::to_string(floor) +
+                                   " is below the backup's lease counter " +
+                                   std::to_string(lease_counter) + why);
+  }
+  if (floor < old_floor) {
+    return Status::InvalidArgument("fence_floor " + std::to_string(floor) +
+                                   " is below the backup's floor " +
+                                   std::to_string(old_floor));
+  }
+  return Status::OK();
+}
+
+// Checks `floor` against the backup's marks, read from the backup in place
+// (BackupEngine opens it read-only): a refusal writes nothing.
+Status CheckFloorAgainstBackup(const rocksdb::BackupEngineReadOnly& engine,
+                               uint32_t backup_id,
+                               const std::string& backup_dir, Token floor) {
+  rocksdb::BackupInfo detail;
+  rocksdb::Status rs =
+      engine.GetBackupInfo(backup_id, &detail, /*include_file_details=*/true);
+  std::unique_ptr<ReadOnlyStore> store;
+  Status s = rs.ok() ? ReadOnlyStore::OpenChecked(detail.name_for_open, &store,
+                                                  detail.env_for_open.get())
+                     : FromRocksDB(rs);
+  const std::string which =
+      "backup " + std::to_string(backup_id) + " in " + backup_dir;
+  if (s.IsCorruption())
+    return Status::Corruption(which + " is damaged", s.ToString());
+  if (!s.ok()) {
+    return Status::InvalidArgument(which + " is not a fencedkv database",
+                                   s.ToString());
+  }
+  const StoreConfig& c = store->config();
+  return CheckFloor(floor, c.hwm, c.lease_counter, c.floor);
+}
+
 // Puts the floor in force in the restored copy at `dir` (opened by this
 // process alone): checks it against the backup's marks, raises the floor
 // and the lease counter, drops the lease records. All synced.
@@ -146,27 +197,9 @@ Status FenceRestoredCopy(const std::string& dir, Token floor,
     return Status::Corruption("bad lease_counter record in the backup");
   }
   if (!s.ok() && !s.IsNotFound()) return s;
-  const std::string why =
-      ": tokens up to it were issued before the backup was taken, so the "
-      "floor must be at least every token issued since (the old server's "
-      "INFO fencing last_lease_token, or etcd's current revision)";
-  if (floor < result->high_water_mark) {
-    return Status::InvalidArgument("fence_floor " + std::to_string(floor) +
-                                   " is below the backup's high-water mark " +
-                                   std::to_string(result->high_water_mark) +
-                                   why);
-  }
-  if (floor < result->backup_lease_counter) {
-    return Status::InvalidArgument(
-        "fence_floor " + std::to_string(floor) +
-        " is below the backup's lease counter " +
-        std::to_string(result->backup_lease_counter) + why);
-  }
-  if (floor < db->GetFenceFloor()) {
-    return Status::InvalidArgument("fence_floor " + std::to_string(floor) +
-                                   " is below the backup's floor " +
-                                   std::to_string(db->GetFenceFloor()));
-  }
+  s = CheckFloor(floor, result->high_water_mark, result->backup_lease_counter,
+                 db->GetFenceFloor());
+  if (!s.ok()) return s;
   std::vector<std::pair<std::string, std::string>> leases;
   s = impl->ScanMeta(format::kMetaLeasePrefix, &leases);
   for (size_t i = 0; s.ok() && i < leases.size(); ++i) {
@@ -347,7 +380,12 @@ Status DB::RestoreFromBackup(const std::string& backup_dir,
     }
   }
 
-  // Restore beside the target; fence there; then rename into place.
+  s = CheckFloorAgainstBackup(*engine, info.backup_id, backup_dir,
+                              options.fence_floor);
+  if (!s.ok()) return s;
+
+  // Restore beside the target; fence there (checking the floor again, on
+  // what was restored); then rename into place.
   std::string tmp = parent + "/." + fs::path(target).filename().string() +
                     ".restoring-XXXXXX";
   if (mkdtemp(tmp.data()) == nullptr) {

@@ -1,6 +1,6 @@
 // Copyright (c) fencedkv authors.
 
-#include "admin_store.h"
+#include "db/read_only_store.h"
 
 #include <algorithm>
 #include <filesystem>
@@ -14,7 +14,6 @@
 #include "util/coding.h"
 
 namespace fencedkv {
-namespace admin {
 
 namespace {
 
@@ -48,20 +47,23 @@ Status CheckNotInUse(const std::string& dir) {
 }
 
 Status ReadOnlyStore::Open(const std::string& path,
-                           std::unique_ptr<ReadOnlyStore>* store) {
-  std::error_code ec;
-  if (path.empty()) return Status::InvalidArgument("--db is required");
-  if (!fs::exists(path, ec)) {
+                           std::unique_ptr<ReadOnlyStore>* store,
+                           rocksdb::Env* env) {
+  if (path.empty()) return Status::InvalidArgument("empty database path");
+  rocksdb::DBOptions db_options;
+  if (env != nullptr) db_options.env = env;
+  env = db_options.env;
+  if (!env->FileExists(path).ok()) {
     return Status::InvalidArgument(path, "does not exist");
   }
-  if (!fs::is_directory(path, ec)) {
+  bool is_dir = false;
+  if (!env->IsDirectory(path, &is_dir).ok() || !is_dir) {
     return Status::InvalidArgument(path, "is not a directory");
   }
-  if (!fs::exists(fs::path(path) / "CURRENT", ec)) {
+  if (!env->FileExists(path + "/CURRENT").ok()) {
     return Status::InvalidArgument("not a fencedkv database: " + path,
                                    "it has no RocksDB CURRENT file");
   }
-  rocksdb::DBOptions db_options;
   std::vector<std::string> names;
   rocksdb::Status rs =
       rocksdb::DB::ListColumnFamilies(db_options, path, &names);
@@ -103,8 +105,9 @@ Status ReadOnlyStore::Open(const std::string& path,
 }
 
 Status ReadOnlyStore::OpenChecked(const std::string& path,
-                                  std::unique_ptr<ReadOnlyStore>* store) {
-  Status s = Open(path, store);
+                                  std::unique_ptr<ReadOnlyStore>* store,
+                                  rocksdb::Env* env) {
+  Status s = Open(path, store, env);
   if (s.ok()) s = (*store)->ReadConfig(nullptr);
   if (!s.ok()) store->reset();
   return s;
@@ -243,5 +246,4 @@ Status ReadOnlyStore::StoredMax(std::string_view domain, Token* max) const {
   return Status::OK();
 }
 
-}  // namespace admin
 }  // namespace fencedkv

@@ -3,13 +3,14 @@
 // ReadOnlyStore: the raw records of a fencedkv directory, read through
 // RocksDB's OpenForReadOnly (no LOCK taken, nothing written: safe beside a
 // running server, which it does not disturb; it sees the files and WAL as
-// they were when it opened). Records are decoded with engine/db/
-// fence_format.h, the one definition of the format.
+// they were when it opened). Records are decoded with fence_format.h, the
+// one definition of the format. Used by fencedkv-admin and, on a backup in
+// place, by DB::RestoreFromBackup.
 //
 // Not thread-safe.
 
-#ifndef FENCEDKV_TOOLS_ADMIN_STORE_H_
-#define FENCEDKV_TOOLS_ADMIN_STORE_H_
+#ifndef FENCEDKV_ENGINE_DB_READ_ONLY_STORE_H_
+#define FENCEDKV_ENGINE_DB_READ_ONLY_STORE_H_
 
 #include <memory>
 #include <string>
@@ -24,7 +25,6 @@
 #include "fencedkv/token.h"
 
 namespace fencedkv {
-namespace admin {
 
 // What the meta column family says.
 struct StoreConfig {
@@ -40,15 +40,18 @@ struct StoreConfig {
 
 class ReadOnlyStore {
  public:
-  // Opens `path` read-only. InvalidArgument if it is missing or not a
-  // fencedkv database (no RocksDB CURRENT file, other column families);
-  // Corruption / IOError from RocksDB (e.g. a damaged SST footer).
+  // Opens `path` read-only, through `env` (nullptr: the default Env; a
+  // backup is opened in place through BackupInfo::env_for_open).
+  // InvalidArgument if it is missing or not a fencedkv database (no RocksDB
+  // CURRENT file, other column families); Corruption from RocksDB (e.g. a
+  // damaged SST footer).
   static Status Open(const std::string& path,
-                     std::unique_ptr<ReadOnlyStore>* store);
-  // Open, then ReadConfig without a single problem: what every verb but
-  // check uses.
+                     std::unique_ptr<ReadOnlyStore>* store,
+                     rocksdb::Env* env = nullptr);
+  // Open, then ReadConfig without a single problem: what most readers use.
   static Status OpenChecked(const std::string& path,
-                            std::unique_ptr<ReadOnlyStore>* store);
+                            std::unique_ptr<ReadOnlyStore>* store,
+                            rocksdb::Env* env = nullptr);
   ~ReadOnlyStore();
   ReadOnlyStore(const ReadOnlyStore&) = delete;
   ReadOnlyStore& operator=(const ReadOnlyStore&) = delete;
@@ -90,7 +93,6 @@ Status ReadError(std::string_view what, const rocksdb::Status& s);
 // lock is probed and released at once; nothing is created.
 Status CheckNotInUse(const std::string& dir);
 
-}  // namespace admin
 }  // namespace fencedkv
 
-#endif  // FENCEDKV_TOOLS_ADMIN_STORE_H_
+#endif  // FENCEDKV_ENGINE_DB_READ_ONLY_STORE_H_
