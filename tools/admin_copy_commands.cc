@@ -112,7 +112,45 @@ ExecResult RunServerJob(const std::vector<std::string>& command, FILE* out) {
   }
 }
 
-class CheckpointCommand : public AdminCommand {
+// checkpoint and backup: offline on --db, or on --server.
+class CopyCommand : public AdminCommand {
+ public:
+  std::vector<const char*> Flags() const override {
+    std::vector<const char*> flags = {"server", "user", "password",
+                                      "timeout_ms"};
+    for (const char* f : CopyFlags()) flags.push_back(f);
+    return flags;
+  }
+  bool NeedsDb() const override { return FLAGS_server.empty(); }
+  ExecResult DoCommand(const std::vector<std::string>& args, FILE* out) final {
+    ExecResult r = ExpectArgs(args, NumArgs(), ArgsUsage());
+    if (r.code == kExitOk) r = CheckFlags();
+    if (r.code != kExitOk) return r;
+    if (!FLAGS_server.empty()) return RunServerJob(ServerCommand(args), out);
+    std::unique_ptr<DB> db;
+    Status s = OpenOffline(&db);
+    std::string result;
+    if (s.ok()) s = Copy(db.get(), args, &result);
+    if (!s.ok()) return ExecResult::FromStatus(s);
+    Print(out, result + "\n");
+    return ExecResult::Ok();
+  }
+
+ protected:
+  virtual std::vector<const char*> CopyFlags() const { return {}; }
+  virtual size_t NumArgs() const { return 0; }
+  virtual const char* ArgsUsage() const { return "no argument"; }
+  virtual ExecResult CheckFlags() const { return ExecResult::Ok(); }
+  // The FENCEDKV.* command that makes the server copy itself.
+  virtual std::vector<std::string> ServerCommand(
+      const std::vector<std::string>& args) const = 0;
+  // The copy, offline; *result is the line to print (the same line the
+  // server's job reports).
+  virtual Status Copy(DB* db, const std::vector<std::string>& args,
+                      std::string* result) const = 0;
+};
+
+class CheckpointCommand : public CopyCommand {
  public:
   const char* Name() const override { return "checkpoint"; }
   void Help(std::string* out) const override {
@@ -122,27 +160,22 @@ class CheckpointCommand : public AdminCommand {
         "RocksDB's Checkpoint,\n      hard links. Offline on --db (not in "
         "use), or online: the server writes DIR\n";
   }
-  std::vector<const char*> Flags() const override {
-    return {"server", "user", "password", "timeout_ms"};
+
+ protected:
+  size_t NumArgs() const override { return 1; }
+  const char* ArgsUsage() const override { return "DIR"; }
+  std::vector<std::string> ServerCommand(
+      const std::vector<std::string>& args) const override {
+    return {"FENCEDKV.CHECKPOINT", args[0]};
   }
-  bool NeedsDb() const override { return FLAGS_server.empty(); }
-  ExecResult DoCommand(const std::vector<std::string>& args,
-                       FILE* out) override {
-    ExecResult r = ExpectArgs(args, 1, "DIR");
-    if (r.code != kExitOk) return r;
-    if (!FLAGS_server.empty()) {
-      return RunServerJob({"FENCEDKV.CHECKPOINT", args[0]}, out);
-    }
-    std::unique_ptr<DB> db;
-    Status s = OpenOffline(&db);
-    if (s.ok()) s = db->Checkpoint(args[0]);
-    if (!s.ok()) return ExecResult::FromStatus(s);
-    Print(out, "checkpoint " + args[0] + " created\n");
-    return ExecResult::Ok();
+  Status Copy(DB* db, const std::vector<std::string>& args,
+              std::string* result) const override {
+    *result = "checkpoint " + args[0] + " created";
+    return db->Checkpoint(args[0]);
   }
 };
 
-class BackupCommand : public AdminCommand {
+class BackupCommand : public CopyCommand {
  public:
   const char* Name() const override { return "backup"; }
   void Help(std::string* out) const override {
@@ -152,32 +185,33 @@ class BackupCommand : public AdminCommand {
         "incremental,\n      checksummed; --verify re-reads it). Offline on "
         "--db (not in use), or online\n";
   }
-  std::vector<const char*> Flags() const override {
-    return {"backup_dir", "verify", "server", "user", "password", "timeout_ms"};
+
+ protected:
+  std::vector<const char*> CopyFlags() const override {
+    return {"backup_dir", "verify"};
   }
-  bool NeedsDb() const override { return FLAGS_server.empty(); }
-  ExecResult DoCommand(const std::vector<std::string>& args,
-                       FILE* out) override {
-    ExecResult r = ExpectArgs(args, 0, "no argument (the flag --backup_dir)");
-    if (r.code != kExitOk) return r;
-    if (FLAGS_backup_dir.empty()) {
-      return ExecResult::Error("--backup_dir=D is required");
-    }
-    if (!FLAGS_server.empty()) {
-      std::vector<std::string> command = {"FENCEDKV.BACKUP", FLAGS_backup_dir};
-      if (FLAGS_verify) command.push_back("VERIFY");
-      return RunServerJob(command, out);
-    }
-    std::unique_ptr<DB> db;
-    Status s = OpenOffline(&db);
+  const char* ArgsUsage() const override {
+    return "no argument (the flag --backup_dir)";
+  }
+  ExecResult CheckFlags() const override {
+    if (!FLAGS_backup_dir.empty()) return ExecResult::Ok();
+    return ExecResult::Error("--backup_dir=D is required");
+  }
+  std::vector<std::string> ServerCommand(
+      const std::vector<std::string>&) const override {
+    std::vector<std::string> command = {"FENCEDKV.BACKUP", FLAGS_backup_dir};
+    if (FLAGS_verify) command.push_back("VERIFY");
+    return command;
+  }
+  Status Copy(DB* db, const std::vector<std::string>&,
+              std::string* result) const override {
     BackupOptions options;
     options.verify = FLAGS_verify;
     BackupInfo info;
-    if (s.ok()) s = db->Backup(FLAGS_backup_dir, options, &info);
-    if (!s.ok()) return ExecResult::FromStatus(s);
-    Print(out, info.ToString() + (FLAGS_verify ? ", verified" : "") + " in " +
-                   FLAGS_backup_dir + "\n");
-    return ExecResult::Ok();
+    Status s = db->Backup(FLAGS_backup_dir, options, &info);
+    *result = info.ToString() + (FLAGS_verify ? ", verified" : "") + " in " +
+              FLAGS_backup_dir;
+    return s;
   }
 };
 

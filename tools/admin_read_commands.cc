@@ -46,7 +46,7 @@ Status ForEachDataRecord(
   return Status::OK();
 }
 
-class ScanCommand : public AdminCommand {
+class ScanCommand : public ReadCommand {
  public:
   const char* Name() const override { return "scan"; }
   void Help(std::string* out) const override {
@@ -57,25 +57,18 @@ class ScanCommand : public AdminCommand {
   std::vector<const char*> Flags() const override {
     return {"hex", "from", "to", "limit", "max_keys"};
   }
-  ExecResult DoCommand(const std::vector<std::string>& args,
-                       FILE* out) override {
-    ExecResult r = ExpectArgs(args, 0, "no argument");
-    if (r.code != kExitOk) return r;
-    std::unique_ptr<ReadOnlyStore> store;
-    Status s = ReadOnlyStore::OpenChecked(FLAGS_db, &store);
-    if (s.ok()) {
-      s = ForEachDataRecord(*store, [out](std::string_view key,
-                                          const format::DataRecord& rec) {
-        if (rec.kind != format::RecordKind::kValue) return false;
-        Print(out, FormatBytes(key) + " : " + FormatBytes(rec.value) + "\n");
-        return true;
-      });
-    }
-    return ExecResult::FromStatus(s);
+  ExecResult Read(const ReadOnlyStore& store,
+                  const std::vector<std::string>& args, FILE* out) override {
+    return ExecResult::FromStatus(ForEachDataRecord(
+        store, [out](std::string_view key, const format::DataRecord& rec) {
+          if (rec.kind != format::RecordKind::kValue) return false;
+          Print(out, FormatBytes(key) + " : " + FormatBytes(rec.value) + "\n");
+          return true;
+        }));
   }
 };
 
-class DumpCommand : public AdminCommand {
+class DumpCommand : public ReadCommand {
  public:
   const char* Name() const override { return "dump"; }
   void Help(std::string* out) const override {
@@ -88,28 +81,21 @@ class DumpCommand : public AdminCommand {
   std::vector<const char*> Flags() const override {
     return {"hex", "from", "to", "limit", "max_keys"};
   }
-  ExecResult DoCommand(const std::vector<std::string>& args,
-                       FILE* out) override {
-    ExecResult r = ExpectArgs(args, 0, "no argument");
-    if (r.code != kExitOk) return r;
-    std::unique_ptr<ReadOnlyStore> store;
-    Status s = ReadOnlyStore::OpenChecked(FLAGS_db, &store);
-    if (s.ok()) {
-      s = ForEachDataRecord(
-          *store, [out](std::string_view key, const format::DataRecord& rec) {
-            Print(out, QuoteBytes(key) + " " + std::to_string(rec.token) + " " +
-                           (rec.kind == format::RecordKind::kValue
-                                ? QuoteBytes(rec.value)
-                                : std::string("(no value)")) +
-                           "\n");
-            return true;
-          });
-    }
-    return ExecResult::FromStatus(s);
+  ExecResult Read(const ReadOnlyStore& store,
+                  const std::vector<std::string>& args, FILE* out) override {
+    return ExecResult::FromStatus(ForEachDataRecord(
+        store, [out](std::string_view key, const format::DataRecord& rec) {
+          Print(out, QuoteBytes(key) + " " + std::to_string(rec.token) + " " +
+                         (rec.kind == format::RecordKind::kValue
+                              ? QuoteBytes(rec.value)
+                              : std::string("(no value)")) +
+                         "\n");
+          return true;
+        }));
   }
 };
 
-class GetCommand : public AdminCommand {
+class GetCommand : public ReadCommand {
  public:
   const char* Name() const override { return "get"; }
   void Help(std::string* out) const override {
@@ -118,21 +104,18 @@ class GetCommand : public AdminCommand {
         "      the key's value (exit 3 if it has none)\n";
   }
   std::vector<const char*> Flags() const override { return {"hex"}; }
-  ExecResult DoCommand(const std::vector<std::string>& args,
-                       FILE* out) override {
-    ExecResult r = ExpectArgs(args, 1, "KEY");
-    if (r.code != kExitOk) return r;
+  size_t NumArgs() const override { return 1; }
+  const char* ArgsUsage() const override { return "KEY"; }
+  ExecResult Read(const ReadOnlyStore& store,
+                  const std::vector<std::string>& args, FILE* out) override {
     std::string key, error;
     if (!ParseKeyArg(args[0], &key, &error)) return ExecResult::Error(error);
-    std::unique_ptr<ReadOnlyStore> store;
-    Status s = ReadOnlyStore::OpenChecked(FLAGS_db, &store);
-    if (!s.ok()) return ExecResult::FromStatus(s);
     std::string raw;
     rocksdb::Status rs =
-        store->db()->Get(rocksdb::ReadOptions(), store->data(), key, &raw);
+        store.db()->Get(rocksdb::ReadOptions(), store.data(), key, &raw);
     format::DataRecord record{format::RecordKind::kNoValue, 0, {}};
     if (rs.ok()) {
-      s = format::DecodeDataRecordOf(key, raw, &record);
+      Status s = format::DecodeDataRecordOf(key, raw, &record);
       if (!s.ok()) return ExecResult::FromStatus(s);
     } else if (!rs.IsNotFound()) {
       return ExecResult::FromStatus(ReadError("the key", rs));
@@ -145,7 +128,7 @@ class GetCommand : public AdminCommand {
   }
 };
 
-class FenceGetCommand : public AdminCommand {
+class FenceGetCommand : public ReadCommand {
  public:
   const char* Name() const override { return "fence get"; }
   void Help(std::string* out) const override {
@@ -155,20 +138,17 @@ class FenceGetCommand : public AdminCommand {
         "floor applied),\n      the stored max and the floor\n";
   }
   std::vector<const char*> Flags() const override { return {"hex"}; }
-  ExecResult DoCommand(const std::vector<std::string>& args,
-                       FILE* out) override {
-    ExecResult r = ExpectArgs(args, 1, "KEY");
-    if (r.code != kExitOk) return r;
+  size_t NumArgs() const override { return 1; }
+  const char* ArgsUsage() const override { return "KEY"; }
+  ExecResult Read(const ReadOnlyStore& store,
+                  const std::vector<std::string>& args, FILE* out) override {
     std::string key, error;
     if (!ParseKeyArg(args[0], &key, &error)) return ExecResult::Error(error);
     if (key.empty()) return ExecResult::Error("empty key");
-    std::unique_ptr<ReadOnlyStore> store;
-    Status s = ReadOnlyStore::OpenChecked(FLAGS_db, &store);
-    if (!s.ok()) return ExecResult::FromStatus(s);
-    const StoreConfig& c = store->config();
+    const StoreConfig& c = store.config();
     const std::string_view domain = c.spec.DomainOf(key);
     Token stored = 0;
-    s = store->StoredMax(domain, &stored);
+    Status s = store.StoredMax(domain, &stored);
     if (!s.ok()) return ExecResult::FromStatus(s);
     Print(out, "domain " + QuoteBytes(domain) + " max " +
                    std::to_string(ReportedMax(c.mode, stored, c.floor)) +
@@ -178,7 +158,7 @@ class FenceGetCommand : public AdminCommand {
   }
 };
 
-class FenceListCommand : public AdminCommand {
+class FenceListCommand : public ReadCommand {
  public:
   const char* Name() const override { return "fence list"; }
   void Help(std::string* out) const override {
@@ -190,15 +170,10 @@ class FenceListCommand : public AdminCommand {
   std::vector<const char*> Flags() const override {
     return {"hex", "prefix", "limit", "max_keys"};
   }
-  ExecResult DoCommand(const std::vector<std::string>& args,
-                       FILE* out) override {
-    ExecResult r = ExpectArgs(args, 0, "no argument");
-    if (r.code != kExitOk) return r;
-    std::unique_ptr<ReadOnlyStore> store;
-    Status s = ReadOnlyStore::OpenChecked(FLAGS_db, &store);
-    if (!s.ok()) return ExecResult::FromStatus(s);
-    const bool per_key = store->config().spec.is_per_key();
-    auto it = store->NewIterator(per_key ? store->data() : store->fence());
+  ExecResult Read(const ReadOnlyStore& store,
+                  const std::vector<std::string>& args, FILE* out) override {
+    const bool per_key = store.config().spec.is_per_key();
+    auto it = store.NewIterator(per_key ? store.data() : store.fence());
     const int64_t limit = KeyLimit();
     int64_t shown = 0;
     for (it->Seek(FLAGS_prefix); it->Valid() && (limit < 0 || shown < limit);
@@ -209,7 +184,7 @@ class FenceListCommand : public AdminCommand {
       Token max = 0;
       if (per_key) {
         format::DataRecord record;
-        s = format::DecodeDataRecordOf(domain, raw, &record);
+        Status s = format::DecodeDataRecordOf(domain, raw, &record);
         if (!s.ok()) return ExecResult::FromStatus(s);
         max = record.token;
       } else if (!format::DecodeToken(raw, &max)) {
@@ -226,7 +201,7 @@ class FenceListCommand : public AdminCommand {
   }
 };
 
-class LeasesCommand : public AdminCommand {
+class LeasesCommand : public ReadCommand {
  public:
   const char* Name() const override { return "leases"; }
   void Help(std::string* out) const override {
@@ -235,29 +210,13 @@ class LeasesCommand : public AdminCommand {
         "      every lease record: name, holder, token, expiry; then the "
         "lease counter\n";
   }
-  ExecResult DoCommand(const std::vector<std::string>& args,
-                       FILE* out) override {
-    ExecResult r = ExpectArgs(args, 0, "no argument");
-    if (r.code != kExitOk) return r;
-    std::unique_ptr<ReadOnlyStore> store;
-    Status s = ReadOnlyStore::OpenChecked(FLAGS_db, &store);
-    if (!s.ok()) return ExecResult::FromStatus(s);
+  ExecResult Read(const ReadOnlyStore& store,
+                  const std::vector<std::string>& args, FILE* out) override {
     const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
                             std::chrono::system_clock::now().time_since_epoch())
                             .count();
-    auto it = store->NewIterator(store->meta());
-    const rocksdb::Slice prefix(format::kMetaLeasePrefix.data(),
-                                format::kMetaLeasePrefix.size());
-    for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix);
-         it->Next()) {
-      const std::string name =
-          it->key().ToString().substr(format::kMetaLeasePrefix.size());
-      format::LeaseRecord lease;
-      if (!format::DecodeLeaseRecord({it->value().data(), it->value().size()},
-                                     &lease)) {
-        return ExecResult::Error("bad lease record \"" + EscapeBytes(name) +
-                                 "\"");
-      }
+    Status s = store.ForEachLease([&](std::string_view name,
+                                      const format::LeaseRecord& lease) {
       const int64_t left = lease.expires_at_ms - now;
       Print(out,
             "lease \"" + EscapeBytes(name) + "\" holder \"" +
@@ -267,17 +226,15 @@ class LeasesCommand : public AdminCommand {
                 (left > 0 ? " (in " + std::to_string(left) + " ms)"
                           : " (expired " + std::to_string(-left) + " ms ago)") +
                 "\n");
-    }
-    if (!it->status().ok()) {
-      return ExecResult::FromStatus(ReadError("the leases", it->status()));
-    }
-    Print(out, "lease_counter " +
-                   std::to_string(store->config().lease_counter) + "\n");
+    });
+    if (!s.ok()) return ExecResult::FromStatus(s);
+    Print(out, "lease_counter " + std::to_string(store.config().lease_counter) +
+                   "\n");
     return ExecResult::Ok();
   }
 };
 
-class StatsCommand : public AdminCommand {
+class StatsCommand : public ReadCommand {
  public:
   const char* Name() const override { return "stats"; }
   void Help(std::string* out) const override {
@@ -286,42 +243,27 @@ class StatsCommand : public AdminCommand {
         "      configuration, floor, high-water mark, lease counter, record "
         "counts, file sizes\n";
   }
-  ExecResult DoCommand(const std::vector<std::string>& args,
-                       FILE* out) override {
-    ExecResult r = ExpectArgs(args, 0, "no argument");
-    if (r.code != kExitOk) return r;
-    std::unique_ptr<ReadOnlyStore> store;
-    Status s = ReadOnlyStore::OpenChecked(FLAGS_db, &store);
-    if (!s.ok()) return ExecResult::FromStatus(s);
-    const StoreConfig& c = store->config();
+  ExecResult Read(const ReadOnlyStore& store,
+                  const std::vector<std::string>& args, FILE* out) override {
+    const StoreConfig& c = store.config();
+    Status s;
     uint64_t values = 0, deleted = 0, fence_records = 0, leases = 0;
-    auto data = store->NewIterator(store->data());
-    for (data->SeekToFirst(); data->Valid(); data->Next()) {
-      format::DataRecord record;
-      const std::string_view key(data->key().data(), data->key().size());
-      s = format::DecodeDataRecordOf(
-          key, {data->value().data(), data->value().size()}, &record);
-      if (!s.ok()) return ExecResult::FromStatus(s);
-      ++(record.kind == format::RecordKind::kValue ? values : deleted);
-    }
-    auto fence = store->NewIterator(store->fence());
+    s = ForEachDataRecord(
+        store, [&](std::string_view, const format::DataRecord& record) {
+          ++(record.kind == format::RecordKind::kValue ? values : deleted);
+          return true;
+        });
+    if (!s.ok()) return ExecResult::FromStatus(s);
+    auto fence = store.NewIterator(store.fence());
     for (fence->SeekToFirst(); fence->Valid(); fence->Next()) ++fence_records;
-    auto meta = store->NewIterator(store->meta());
-    for (meta->Seek(rocksdb::Slice(format::kMetaLeasePrefix.data(),
-                                   format::kMetaLeasePrefix.size()));
-         meta->Valid() &&
-         meta->key().starts_with(rocksdb::Slice(
-             format::kMetaLeasePrefix.data(), format::kMetaLeasePrefix.size()));
-         meta->Next()) {
-      ++leases;
+    if (!fence->status().ok()) {
+      return ExecResult::FromStatus(ReadError("the fences", fence->status()));
     }
-    for (auto* it : {data.get(), fence.get(), meta.get()}) {
-      if (!it->status().ok()) {
-        return ExecResult::FromStatus(ReadError("the records", it->status()));
-      }
-    }
+    s = store.ForEachLease(
+        [&leases](std::string_view, const format::LeaseRecord&) { ++leases; });
+    if (!s.ok()) return ExecResult::FromStatus(s);
     std::vector<rocksdb::LiveFileMetaData> files;
-    store->db()->GetLiveFilesMetaData(&files);
+    store.db()->GetLiveFilesMetaData(&files);
     uint64_t sst_bytes = 0, wal_bytes = 0;
     for (const auto& f : files) sst_bytes += f.size;
     std::error_code ec;

@@ -7,6 +7,8 @@
 
 #include "fencedkv/version.h"
 
+#include "db/read_only_store.h"
+
 DEFINE_string(db, "", "The database directory");
 DEFINE_bool(hex, false,
             "Keys and values in hex (0x...), in output and in KEY arguments");
@@ -134,6 +136,16 @@ ExecResult ExpectArgs(const std::vector<std::string>& args, size_t n,
   if (args.size() == n) return ExecResult::Ok();
   return ExecResult::Error("expected " + std::string(usage) + ", got " +
                            std::to_string(args.size()) + " argument(s)");
+}
+
+ExecResult ReadCommand::DoCommand(const std::vector<std::string>& args,
+                                  FILE* out) {
+  ExecResult r = ExpectArgs(args, NumArgs(), ArgsUsage());
+  if (r.code != kExitOk) return r;
+  std::unique_ptr<ReadOnlyStore> store;
+  Status s = ReadOnlyStore::OpenChecked(FLAGS_db, &store);
+  if (!s.ok()) return ExecResult::FromStatus(s);
+  return Read(*store, args, out);
 }
 
 int64_t KeyLimit() { return FLAGS_limit >= 0 ? FLAGS_limit : FLAGS_max_keys; }

@@ -52,6 +52,9 @@ DECLARE_string(input);
 DECLARE_int64(timeout_ms);
 
 namespace fencedkv {
+
+class ReadOnlyStore;
+
 namespace admin {
 
 // Exit codes (documented in --help and the README).
@@ -90,6 +93,22 @@ class AdminCommand {
   // output goes to `out`.
   virtual ExecResult DoCommand(const std::vector<std::string>& args,
                                FILE* out) = 0;
+};
+
+// A verb that only reads --db: DoCommand checks the number of arguments,
+// opens the directory with ReadOnlyStore::OpenChecked (no lock, nothing
+// written; its meta records must be valid) and calls Read.
+class ReadCommand : public AdminCommand {
+ public:
+  ExecResult DoCommand(const std::vector<std::string>& args, FILE* out) final;
+
+ protected:
+  // How many positional arguments the verb takes, and their name in an
+  // error ("KEY").
+  virtual size_t NumArgs() const { return 0; }
+  virtual const char* ArgsUsage() const { return "no argument"; }
+  virtual ExecResult Read(const ReadOnlyStore& store,
+                          const std::vector<std::string>& args, FILE* out) = 0;
 };
 
 // The registered verbs, in --help order (each *_commands.cc appends its

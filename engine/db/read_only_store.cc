@@ -246,4 +246,25 @@ Status ReadOnlyStore::StoredMax(std::string_view domain, Token* max) const {
   return Status::OK();
 }
 
+Status ReadOnlyStore::ForEachLease(
+    const std::function<void(std::string_view, const format::LeaseRecord&)>& fn)
+    const {
+  auto it = NewIterator(meta());
+  const rocksdb::Slice prefix = ToSlice(format::kMetaLeasePrefix);
+  for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix);
+       it->Next()) {
+    const std::string_view name(it->key().data() + prefix.size(),
+                                it->key().size() - prefix.size());
+    format::LeaseRecord lease;
+    if (!format::DecodeLeaseRecord({it->value().data(), it->value().size()},
+                                   &lease)) {
+      return Status::Corruption("bad lease record \"" + EscapeBytes(name) +
+                                "\"");
+    }
+    fn(name, lease);
+  }
+  if (!it->status().ok()) return ReadError("the lease records", it->status());
+  return Status::OK();
+}
+
 }  // namespace fencedkv

@@ -12,6 +12,7 @@
 #ifndef FENCEDKV_ENGINE_DB_READ_ONLY_STORE_H_
 #define FENCEDKV_ENGINE_DB_READ_ONLY_STORE_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -23,6 +24,8 @@
 #include "fencedkv/options.h"
 #include "fencedkv/status.h"
 #include "fencedkv/token.h"
+
+#include "db/fence_format.h"
 
 namespace fencedkv {
 
@@ -76,6 +79,11 @@ class ReadOnlyStore {
   // "key" domain function, else its "fence" record. Corruption names a
   // record that does not decode. REQUIRES: ReadConfig was called.
   Status StoredMax(std::string_view domain, Token* max) const;
+  // Calls fn(name, lease) for every "lease/" record, in name order.
+  // Corruption names a record that does not decode.
+  Status ForEachLease(
+      const std::function<void(std::string_view name,
+                               const format::LeaseRecord& lease)>& fn) const;
 
  private:
   ReadOnlyStore() = default;
