@@ -38,7 +38,8 @@ using tools::RespClient;
 // that no running process holds it (whose open would otherwise be refused
 // only after RocksDB had rotated its LOG file).
 Status OpenOffline(std::unique_ptr<DB>* db) {
-  Status s = CheckNotInUse(FLAGS_db);
+  Status s = CheckNotInUse(
+      FLAGS_db, "stop it first, or copy it online with --server=HOST:PORT");
   if (!s.ok()) return s;
   Options options;
   options.adopt_stored_fence_config = true;

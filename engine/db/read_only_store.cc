@@ -27,7 +27,7 @@ Status ReadError(std::string_view what, const rocksdb::Status& s) {
   return Status::Corruption("cannot read " + std::string(what), s.ToString());
 }
 
-Status CheckNotInUse(const std::string& dir) {
+Status CheckNotInUse(const std::string& dir, std::string_view advice) {
   const std::string lock_path = dir + "/LOCK";
   std::error_code ec;
   if (!fs::exists(lock_path, ec)) return Status::OK();
@@ -35,12 +35,11 @@ Status CheckNotInUse(const std::string& dir) {
   rocksdb::FileLock* lock = nullptr;
   rocksdb::Status rs = env->LockFile(lock_path, &lock);
   if (!rs.ok()) {
-    return Status::Busy(
-        dir +
-            " is in use by a running process (its LOCK is "
-            "held); stop it first, or use --server for an online "
-            "checkpoint or backup",
-        rs.ToString());
+    return Status::Busy(dir +
+                            " is in use by a running process (its LOCK is "
+                            "held): " +
+                            std::string(advice),
+                        rs.ToString());
   }
   env->UnlockFile(lock);
   return Status::OK();

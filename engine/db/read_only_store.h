@@ -96,10 +96,13 @@ class ReadOnlyStore {
 // A RocksDB status as a fencedkv one, naming what was being read.
 Status ReadError(std::string_view what, const rocksdb::Status& s);
 
-// Whether `dir` is held open by a running process: Busy naming it if its
-// RocksDB LOCK file is locked, OK otherwise (also when it has none). The
-// lock is probed and released at once; nothing is created.
-Status CheckNotInUse(const std::string& dir);
+// Whether `dir` is held open by a running process: Busy naming it and
+// giving `advice` if its RocksDB LOCK file is locked, OK otherwise (also
+// when it has none). The lock is probed and released at once; nothing is
+// created. (A read-write open of a held directory fails too, but RocksDB
+// first renames the running process's LOG file: probe before opening.)
+Status CheckNotInUse(const std::string& dir,
+                     std::string_view advice = "stop it first");
 
 }  // namespace fencedkv
 
