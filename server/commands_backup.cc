@@ -26,6 +26,7 @@
 
 #include "command_table.h"
 #include "resp_writer.h"
+#include "util/thread_annotations.h"
 
 namespace fencedkv {
 namespace server {
@@ -130,10 +131,10 @@ class BackupJobs {
   };
 
   std::mutex mu_;
-  Job job_;               // GUARDED_BY(mu_)
-  uint64_t next_id_ = 1;  // GUARDED_BY(mu_)
-  bool stopped_ = false;  // GUARDED_BY(mu_)
-  std::thread thread_;    // GUARDED_BY(mu_)
+  Job job_ GUARDED_BY(mu_);
+  uint64_t next_id_ GUARDED_BY(mu_) = 1;
+  bool stopped_ GUARDED_BY(mu_) = false;
+  std::thread thread_ GUARDED_BY(mu_);
   std::atomic<bool> stopping_{false};
 };
 
