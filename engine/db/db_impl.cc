@@ -207,7 +207,7 @@ Status DBImpl::PutMetaSynced(
   }
   rocksdb::WriteOptions wo;
   wo.sync = true;
-  std::lock_guard<std::mutex> lock(meta_mu_);
+  MutexLock lock(&meta_mu_);
   return FromRocksDB(db_->Write(wo, &batch));
 }
 
@@ -217,7 +217,7 @@ Status DBImpl::DeleteMetaSynced(const std::string& key) {
   if (!rs.ok()) return FromRocksDB(rs);
   rocksdb::WriteOptions wo;
   wo.sync = true;
-  std::lock_guard<std::mutex> lock(meta_mu_);
+  MutexLock lock(&meta_mu_);
   return FromRocksDB(db_->Write(wo, &batch));
 }
 

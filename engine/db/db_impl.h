@@ -27,7 +27,6 @@
 
 #include <atomic>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -37,6 +36,7 @@
 #include "db/fence_gc_filter.h"
 #include "db/fence_table.h"
 #include "fencedkv/db.h"
+#include "util/mutexlock.h"
 #include "util/thread_annotations.h"
 
 namespace fencedkv {
@@ -227,8 +227,9 @@ class DBImpl final : public DB {
   std::atomic<Token> issued_{0};  // NoteIssuedToken (the skew guard)
   std::atomic<bool> lease_service_open_{false};
   // Serializes the meta-only commits (the floor, lease records) with each
-  // other; the data path never takes it.
-  std::mutex meta_mu_;
+  // other; the data path never takes it. It guards no member: the records
+  // it orders live in RocksDB.
+  Mutex meta_mu_;
 
   std::unique_ptr<FenceGcFilter> data_gc_;
   std::unique_ptr<FenceGcFilter> fence_gc_;

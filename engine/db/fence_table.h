@@ -30,10 +30,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string_view>
 
 #include "fencedkv/token.h"
+#include "util/mutexlock.h"
 #include "util/thread_annotations.h"
 
 namespace fencedkv {
@@ -54,7 +54,7 @@ class FenceTable {
   static uint64_t Hash(std::string_view domain);
   size_t num_stripes() const { return stripe_mask_ + 1; }
   size_t StripeOf(uint64_t hash) const { return hash & stripe_mask_; }
-  std::mutex& mutex(size_t stripe) { return stripes_[stripe].mu; }
+  Mutex& mutex(size_t stripe) { return stripes_[stripe].mu; }
 
   // Locks / unlocks every stripe (in index order), e.g. to change the floor.
   void LockAll();
@@ -103,7 +103,7 @@ class FenceTable {
   static constexpr uint8_t kLongTag = kMaxShortDomain + 2;  // first long tag
 
   struct alignas(64) Stripe {
-    std::mutex mu;
+    Mutex mu;
     uint32_t clock GUARDED_BY(mu) = 0;  // round-robin victim choice
     size_t used_bytes GUARDED_BY(mu) = 0;
     Token hwm GUARDED_BY(mu) = 0;  // StripeHwm
