@@ -19,14 +19,13 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
-#include <mutex>
 #include <thread>
 
 #include <sys/stat.h>
 
 #include "command_table.h"
 #include "resp_writer.h"
-#include "util/thread_annotations.h"
+#include "util/mutexlock.h"
 
 namespace fencedkv {
 namespace server {
@@ -46,8 +45,8 @@ class BackupJobs {
   // *busy describes the running job) if one runs.
   bool Start(const char* kind, std::string target,
              std::function<Status(std::string*)> work, uint64_t* id,
-             std::string* busy) {
-    std::lock_guard<std::mutex> lock(mu_);
+             std::string* busy) LOCKS_EXCLUDED(mu_) {
+    MutexLock lock(&mu_);
     if (stopped_) {
       *busy = "the server is shutting down";
       return false;
@@ -69,7 +68,7 @@ class BackupJobs {
     thread_ = std::thread([this, work = std::move(work)] {
       std::string result;
       Status s = work(&result);
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       job_.state = s.ok() ? State::kDone : State::kFailed;
       job_.result = s.ok() ? result : s.ToString();
       job_.finished = std::chrono::steady_clock::now();
@@ -78,8 +77,8 @@ class BackupJobs {
   }
 
   // Appends the last job's status reply.
-  void Reply(std::string* out) {
-    std::lock_guard<std::mutex> lock(mu_);
+  void Reply(std::string* out) LOCKS_EXCLUDED(mu_) {
+    MutexLock lock(&mu_);
     if (job_.id == 0) {
       resp::NullArray(out);
       return;
@@ -108,11 +107,11 @@ class BackupJobs {
   bool stopping() const { return stopping_.load(); }
 
   // Refuses new jobs, asks a running backup to stop, waits for the job.
-  void Stop() {
+  void Stop() LOCKS_EXCLUDED(mu_) {
     stopping_.store(true);
     std::thread thread;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       stopped_ = true;
       thread.swap(thread_);
     }
@@ -130,7 +129,7 @@ class BackupJobs {
     std::chrono::steady_clock::time_point started, finished;
   };
 
-  std::mutex mu_;
+  Mutex mu_;
   Job job_ GUARDED_BY(mu_);
   uint64_t next_id_ GUARDED_BY(mu_) = 1;
   bool stopped_ GUARDED_BY(mu_) = false;

@@ -8,6 +8,7 @@
 #include "fencedkv/version.h"
 
 #include "db/read_only_store.h"
+#include "util/help_flags.h"
 
 DEFINE_string(db, "", "The database directory");
 DEFINE_bool(hex, false,
@@ -84,38 +85,19 @@ std::vector<std::unique_ptr<AdminCommand>> AllCommands() {
   AppendCopyCommands(&factories);
   AppendExportCommands(&factories);
   std::vector<std::unique_ptr<AdminCommand>> commands;
+  commands.reserve(factories.size());
   for (CommandFactory f : factories) commands.push_back(f());
   return commands;
 }
 
-void PrintHelp(const std::vector<std::unique_ptr<AdminCommand>>& commands) {
+// The usage message --help prints before the flags: the verbs and their
+// help, the floor rule, the exit codes.
+std::string Usage(const std::vector<std::unique_ptr<AdminCommand>>& commands) {
   std::string text = kUsageHead;
   text += "Verbs:\n";
   for (const auto& c : commands) c->Help(&text);
-  text += "\nFlags:\n";
-  std::vector<gflags::CommandLineFlagInfo> flags;
-  gflags::GetAllFlags(&flags);
-  for (const auto& f : flags) {
-    if (f.filename.find("admin_tool.cc") == std::string::npos) continue;
-    std::string line = "  --" + f.name;
-    if (f.type != "bool")
-      line += "=" + (f.type == "string" ? std::string("S") : "N");
-    line.resize(std::max<size_t>(line.size() + 1, 22), ' ');
-    text += line + f.description;
-    if (!f.default_value.empty() && f.default_value != "false") {
-      text += " (default " + f.default_value + ")";
-    }
-    text += "\n";
-  }
   text += kUsageTail;
-  Print(stdout, text);
-}
-
-bool IsHelp(const char* arg) {
-  for (const char* h : {"--help", "-help", "-h", "--helpshort", "help"}) {
-    if (std::strcmp(arg, h) == 0) return true;
-  }
-  return false;
+  return text;
 }
 
 int HexDigit(char c) {
@@ -193,17 +175,10 @@ bool ParseKeyArg(const std::string& text, std::string* key,
 
 int RunAdminTool(int argc, char** argv) {
   const auto commands = AllCommands();
-  // gflags' own --help exits 1 and lists every library's flags: ours is
-  // exit 0 and this tool's flags.
-  for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--") == 0) break;
-    if (IsHelp(argv[i])) {
-      PrintHelp(commands);
-      return kExitOk;
-    }
-  }
-  gflags::SetUsageMessage("fencedkv-admin --db=DIR VERB [ARGS] (see --help)");
+  static const std::string usage = Usage(commands);  // outlives parsing
+  gflags::SetUsageMessage(usage);
   gflags::SetVersionString(FENCEDKV_VERSION_STRING);
+  NarrowHelpToModule(argc, argv, "admin_tool.cc");  // --help: exits 0
   gflags::ParseCommandLineFlags(&argc, &argv, true);
   std::vector<std::string> args(argv + 1, argv + argc);
   if (args.empty()) {

@@ -184,7 +184,8 @@ class LeaseServiceImpl final : public LeaseService {
                 LeaseGrant* grant) {
     LeaseRecord r = it->second;
     r.expires_at_ms = now + ttl_ms;
-    Status s = db_->PutMetaSynced({{MetaKey(name), format::EncodeLeaseRecord(r)}});
+    Status s =
+        db_->PutMetaSynced({{MetaKey(name), format::EncodeLeaseRecord(r)}});
     if (!s.ok()) return s;
     it->second = r;
     stats_.renewals++;
