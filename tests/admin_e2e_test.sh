@@ -95,22 +95,25 @@ online)
       SET key:__rand_int__ value FENCE 2 > /dev/null 2>&1
   }
   base=$(gets 20000)
-  gets 60000 > "$E2E_TMP/during" &
+  # GETs run in rounds until both copies are done (so they overlap them);
+  # the max of the rounds' max latencies is reported.
+  (while [ ! -e "$E2E_TMP/stop" ]; do gets 5000 >> "$E2E_TMP/during"; done) &
   G=$!; E2E_PIDS+=("$G")
   sets 20000 &
   S=$!; E2E_PIDS+=("$S")
   sleep 0.3
   bk=$("$ADMIN" --server="127.0.0.1:$P" backup --backup_dir="$E2E_TMP/bk" --verify)
   cp=$("$ADMIN" --server="127.0.0.1:$P" checkpoint "$E2E_TMP/cp")
-  running=$(kill -0 "$G" 2>/dev/null && echo true || echo false)
+  touch "$E2E_TMP/stop"
   wait "$G"; wait "$S"
-  during=$(cat "$E2E_TMP/during")
+  rounds=$(wc -l < "$E2E_TMP/during")
+  during=$(sort -g "$E2E_TMP/during" | tail -1)
   echo "online: $bk"
   echo "online: $cp"
-  echo "online: max GET latency ${base} ms alone, ${during} ms during the backup and checkpoint (GET load still running after both: $running)"
+  echo "online: max GET latency ${base} ms alone, ${during} ms during the backup and checkpoint ($rounds rounds of 5000 GETs)"
   check_prefix "backup under load" "backup 1: " "$bk"
   check_prefix "checkpoint under load" "checkpoint $E2E_TMP/cp created" "$cp"
-  check "the GET load overlapped both copies" true "$running"
+  check "GETs ran during the copies" true "$([ "$rounds" -ge 1 ] && echo true)"
   check "the server kept answering (max GET latency under 1 s)" true \
     "$(awk -v d="$during" 'BEGIN { print (d != "" && d < 1000) ? "true" : "false" }')"
   check "PING" PONG "$(cli "$P" PING)"
