@@ -136,6 +136,7 @@ const std::vector<CommandSpec>& AllCommands() {
     AppendKvCommands(t);
     AppendFenceCommands(t);
     AppendAdminCommands(t);
+    AppendBackupCommands(t);
     std::sort(t->begin(), t->end(), [](const CommandSpec& a, const CommandSpec& b) {
       return std::string_view(a.name) < std::string_view(b.name);
     });

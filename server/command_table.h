@@ -139,6 +139,10 @@ void Dispatch(ServerState& server, ClientState& client, const Args& args,
 void AppendKvCommands(std::vector<CommandSpec>* table);
 void AppendFenceCommands(std::vector<CommandSpec>* table);
 void AppendAdminCommands(std::vector<CommandSpec>* table);
+void AppendBackupCommands(std::vector<CommandSpec>* table);
+// Stops the online checkpoint/backup job (commands_backup.cc) and waits for
+// it: call before the database closes.
+void StopBackupJobs();
 
 // Helpers shared by the families.
 bool EqualsIgnoreCase(std::string_view a, std::string_view b);

@@ -21,6 +21,7 @@
 #include "fencedkv/lease.h"
 #include "fencedkv/version.h"
 #include "util/help_flags.h"
+#include "command_table.h"
 #include "metrics.h"
 #include "server.h"
 #include "server_flags.h"
@@ -170,6 +171,7 @@ int main(int argc, char** argv) {
   sigwait(&signals, &sig);
   LOG(INFO) << "signal " << sig << ": shutting down";
   server.Stop(std::chrono::milliseconds(FLAGS_shutdown_timeout_ms));
+  fencedkv::server::StopBackupJobs();  // before the database closes
   metrics.reset();
   leases.reset();
   db.reset();  // closes RocksDB; everything acknowledged is in the WAL

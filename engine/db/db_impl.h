@@ -89,6 +89,10 @@ class DBImpl final : public DB {
   Status Flush() override;
   Status CompactRange(const std::string* begin,
                       const std::string* end) override;
+  // Copies (db_impl_backup.cc).
+  Status Checkpoint(const std::string& dir) override;
+  Status Backup(const std::string& backup_dir, const BackupOptions& options,
+                BackupInfo* info) override;
 
   // ---- For the embedded lease service (same process, same write path) ----
   // Reads a meta record; NotFound if absent.

@@ -53,5 +53,29 @@ bool DecodeToken(std::string_view raw, Token* token) {
   return true;
 }
 
+std::string EncodeLeaseRecord(const LeaseRecord& r) {
+  std::string out;
+  char buf[kMaxVarint64Length];
+  out.append(buf, EncodeVarint64(buf, r.holder.size()) - buf);
+  out.append(r.holder);
+  PutFixed64(&out, r.token);
+  PutFixed64(&out, static_cast<uint64_t>(r.expires_at_ms));
+  return out;
+}
+
+bool DecodeLeaseRecord(std::string_view in, LeaseRecord* r) {
+  uint64_t len = 0;
+  if (!GetVarint64(&in, &len) || in.size() < len) return false;
+  r->holder.assign(in.data(), len);
+  in.remove_prefix(len);
+  uint64_t expires = 0;
+  if (!GetFixed64(&in, &r->token) || !GetFixed64(&in, &expires) ||
+      !in.empty()) {
+    return false;
+  }
+  r->expires_at_ms = static_cast<int64_t>(expires);
+  return true;
+}
+
 }  // namespace format
 }  // namespace fencedkv

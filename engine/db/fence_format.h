@@ -24,8 +24,10 @@
 //                         stripe): the high-water mark of that stripe. The
 //                         largest of these records is an upper bound of
 //                         every domain max ever stored (see below).
-//     "lease/" name    -> lease_record (see lease_service_impl.cc)
+//     "lease/" name    -> lease_record (the embedded lease service's)
 //     "lease_counter"  -> fixed64: the last lease token issued
+//     lease_record := holder_len:varint64 holder token:fixed64
+//                     expires_at_ms:fixed64 (wall clock, ms since the epoch)
 //
 // Fixed-width integers are little-endian; varints are LevelDB's (7 bits a
 // byte, low bits first). Do not renumber kinds or change names: a
@@ -109,6 +111,16 @@ std::string HighWaterMarkKey(uint32_t stripe);
 // Encodes / decodes a fixed64 token value (fence records, floor, hwm).
 std::string EncodeToken(Token token);
 bool DecodeToken(std::string_view raw, Token* token);
+
+// A "lease/" name record of the embedded lease service.
+struct LeaseRecord {
+  std::string holder;
+  Token token = 0;
+  int64_t expires_at_ms = 0;
+};
+std::string EncodeLeaseRecord(const LeaseRecord& record);
+// Returns false on a malformed record (then *record is unspecified).
+bool DecodeLeaseRecord(std::string_view raw, LeaseRecord* record);
 
 }  // namespace format
 }  // namespace fencedkv
