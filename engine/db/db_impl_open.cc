@@ -198,6 +198,17 @@ Status DBImpl::OpenImpl() {
   StoredConfig stored;
   bool create = !has_current;
   if (has_current) {
+    // Another process (or DB) holding the database: refuse before RocksDB
+    // opens anything, which would rotate the holder's info LOG first.
+    rocksdb::FileLock* lock = nullptr;
+    rocksdb::Status rs = env->LockFile(path_ + "/LOCK", &lock);
+    if (!rs.ok()) {
+      return Status::Busy(path_ + " is in use by another process or DB",
+                          rs.ToString());
+    }
+    env->UnlockFile(lock);
+  }
+  if (has_current) {
     // Refuse anything that is not ours before RocksDB touches it.
     std::vector<std::string> names;
     rocksdb::Status rs =
