@@ -197,9 +197,10 @@ Status DBImpl::OpenImpl() {
 
   StoredConfig stored;
   bool create = !has_current;
-  if (has_current) {
+  if (has_current && env->FileExists(path_ + "/LOCK").ok()) {
     // Another process (or DB) holding the database: refuse before RocksDB
-    // opens anything, which would rotate the holder's info LOG first.
+    // opens anything, which would rotate the holder's info LOG first. (Only
+    // probed if the file exists: locking creates it.)
     rocksdb::FileLock* lock = nullptr;
     rocksdb::Status rs = env->LockFile(path_ + "/LOCK", &lock);
     if (!rs.ok()) {
