@@ -35,10 +35,9 @@ void ReplyWrongArgs(std::string_view command, std::string* out) {
 
 bool ParseTokenArg(std::string_view text, Token* token, std::string* out) {
   if (ParseToken(text, token)) return true;
-  resp::Error(out,
-              "ERR invalid token '" + EscapeBytes(text.substr(0, 64)) +
-                  "': a fencing token is a decimal integer in 1.." +
-                  std::to_string(kMaxToken));
+  resp::Error(out, "ERR invalid token '" + EscapeBytes(text.substr(0, 64)) +
+                       "': a fencing token is a decimal integer in 1.." +
+                       std::to_string(kMaxToken) + " without leading zeros");
   return false;
 }
 

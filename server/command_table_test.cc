@@ -101,6 +101,31 @@ TEST_F(CommandTest, InvalidTokens) {
   }
   EXPECT_EQ("+OK\r\n", Run({"SET", "k", "v", "FENCE", "18446744073709551615"}));
   EXPECT_EQ(":18446744073709551615\r\n", Run({"FENCE.GET", "k"}));
+  // One rule everywhere (ParseToken): canonical decimal, no leading zeros.
+  EXPECT_EQ(
+      "-ERR invalid token '007': a fencing token is a decimal integer "
+      "in 1..18446744073709551615 without leading zeros\r\n",
+      Run({"SET", "z", "v", "FENCE", "007"}));
+  EXPECT_EQ(0, Run({"FENCE.ADVANCE", "z", "00000000000000000009"})
+                   .rfind("-ERR invalid token", 0));
+  EXPECT_EQ(0, Run({"GET", "z", "FENCE", "01"}).rfind("-ERR invalid token", 0));
+}
+
+// A repeated FENCE is refused (which token would the write carry?); NX, XX
+// and GET may repeat, as Redis 7 allows them to.
+TEST_F(CommandTest, RepeatedSetOptions) {
+  EXPECT_EQ("-ERR syntax error: FENCE given more than once\r\n",
+            Run({"SET", "k", "v", "FENCE", "1", "FENCE", "2"}));
+  EXPECT_EQ("$-1\r\n", Run({"GET", "k"}));
+  EXPECT_EQ("+OK\r\n", Run({"MULTI"}));
+  EXPECT_EQ("-ERR syntax error: FENCE given more than once\r\n",
+            Run({"SET", "k", "v", "FENCE", "1", "FENCE", "2"}));
+  EXPECT_EQ(0, Run({"EXEC"}).rfind("-EXECABORT", 0));
+  EXPECT_EQ("+OK\r\n", Run({"SET", "k", "v", "NX", "NX", "FENCE", "1"}));
+  EXPECT_EQ("+OK\r\n", Run({"SET", "k", "w", "XX", "XX", "FENCE", "1"}));
+  EXPECT_EQ("$1\r\nw\r\n", Run({"SET", "k", "x", "GET", "GET", "FENCE", "1"}));
+  EXPECT_EQ("-ERR syntax error\r\n",
+            Run({"SET", "k", "v", "NX", "XX", "FENCE", "1"}));
 }
 
 TEST_F(CommandTest, ArityAndUnknown) {

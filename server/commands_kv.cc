@@ -48,7 +48,8 @@ struct SetRequest {
   std::string_view token_text;
 };
 
-// Parses SET's arguments; on failure *error is the reply line.
+// Parses SET's arguments; on failure *error is the reply line. NX, XX and GET
+// may be repeated (Redis 7 accepts "SET k v NX NX"); FENCE may not.
 bool ParseSet(const Args& args, SetRequest* req, std::string* error) {
   req->key = args[1];
   req->value = args[2];
@@ -61,6 +62,10 @@ bool ParseSet(const Args& args, SetRequest* req, std::string* error) {
     } else if (EqualsIgnoreCase(a, "GET")) {
       req->get = true;
     } else if (EqualsIgnoreCase(a, "FENCE") && i + 1 < args.size()) {
+      if (req->has_fence) {  // which token would the write carry?
+        *error = "ERR syntax error: FENCE given more than once";
+        return false;
+      }
       req->has_fence = true;
       req->token_text = args[++i];
     } else if (EqualsIgnoreCase(a, "EX") || EqualsIgnoreCase(a, "PX") ||

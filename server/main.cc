@@ -72,13 +72,14 @@ int main(int argc, char** argv) {
   so.io_threads = FLAGS_io_threads > 0
                       ? FLAGS_io_threads
                       : std::max(1u, std::thread::hardware_concurrency() / 2);
-  so.requirepass = FLAGS_requirepass;
+  fencedkv::Status s = fencedkv::server::ResolveRequirepass(&so.requirepass);
+  if (!s.ok()) return Fail("requirepass", s);
   so.maxclients = static_cast<size_t>(FLAGS_maxclients);
   so.limits.max_request_bytes = static_cast<size_t>(FLAGS_max_request_bytes);
   so.sync = FLAGS_sync;
   so.allow_unfenced = FLAGS_allow_unfenced;
   fencedkv::server::Server server(so);
-  fencedkv::Status s = server.Listen();
+  s = server.Listen();
   if (!s.ok()) return Fail("listen", s);
 
   fencedkv::Options options;

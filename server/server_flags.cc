@@ -4,6 +4,9 @@
 
 #include <cinttypes>
 #include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
 
 #include "fencedkv/fence_domain.h"
 #include "fencedkv/options.h"
@@ -28,7 +31,14 @@ DEFINE_string(fence_mode, "",
 DEFINE_bool(sync, false, "fsync the WAL before replying to each write (a "
             "machine crash then loses nothing acknowledged). Fence advances, "
             "floors and lease grants are always synced");
-DEFINE_string(requirepass, "", "If set, clients must AUTH with this password");
+DEFINE_string(requirepass, "",
+              "If set, clients must AUTH with this password (the 'default' "
+              "user's). Visible in ps: prefer --requirepass_file or the "
+              "FENCEDKV_REQUIREPASS environment variable");
+DEFINE_string(requirepass_file, "",
+              "A file holding the password (one line; the newline is not part "
+              "of it). At most one of --requirepass, --requirepass_file and "
+              "FENCEDKV_REQUIREPASS may be set");
 DEFINE_int32(maxclients, 10000, "Maximum simultaneous client connections; "
              "more are refused with '-ERR max number of clients reached'");
 DEFINE_int64(max_request_bytes, 64 << 20,
@@ -141,3 +151,44 @@ const bool kRegistered = [] {
 }();
 
 }  // namespace
+
+namespace fencedkv {
+namespace server {
+
+Status ResolveRequirepass(std::string* password) {
+  const char* env = std::getenv("FENCEDKV_REQUIREPASS");
+  const int sources = (FLAGS_requirepass.empty() ? 0 : 1) +
+                      (FLAGS_requirepass_file.empty() ? 0 : 1) +
+                      (env != nullptr && *env != '\0' ? 1 : 0);
+  if (sources > 1) {
+    return Status::InvalidArgument(
+        "the password is given more than once",
+        "set one of --requirepass, --requirepass_file, FENCEDKV_REQUIREPASS");
+  }
+  if (!FLAGS_requirepass_file.empty()) {
+    std::ifstream in(FLAGS_requirepass_file, std::ios::binary);
+    if (!in) {
+      return Status::IOError("cannot read --requirepass_file " +
+                             FLAGS_requirepass_file);
+    }
+    std::stringstream text;
+    text << in.rdbuf();
+    std::string pass = text.str();
+    if (!pass.empty() && pass.back() == '\n') pass.pop_back();
+    if (!pass.empty() && pass.back() == '\r') pass.pop_back();
+    if (pass.empty() || pass.find('\n') != std::string::npos) {
+      return Status::InvalidArgument("--requirepass_file " +
+                                     FLAGS_requirepass_file +
+                                     " must hold exactly one non-empty line");
+    }
+    *password = std::move(pass);
+  } else if (env != nullptr && *env != '\0') {
+    *password = env;
+  } else {
+    *password = FLAGS_requirepass;
+  }
+  return Status::OK();
+}
+
+}  // namespace server
+}  // namespace fencedkv

@@ -75,6 +75,7 @@ class ServerProcess {
     Wait();
   }
   int port() const { return port_; }
+  pid_t pid() const { return pid_; }
   ~ServerProcess() { Kill9(); }
 
  private:
@@ -394,6 +395,37 @@ TEST_F(ServerE2ETest, RequirePass) {
   EXPECT_EQ("+OK", c.Call({"AUTH", "s3cret"}));
   EXPECT_EQ("$nil", c.Call({"GET", "k"}));
   EXPECT_EQ(0, server_.Stop());
+}
+
+// The password need not be on the command line (where `ps` shows it): from
+// a file, or from the environment. /proc/PID/cmdline must not hold it.
+TEST_F(ServerE2ETest, RequirePassFromFileOrEnvironment) {
+  const std::string file = dir_.Sub("pass");
+  std::ofstream(file) << "from-file\n";
+  ASSERT_TRUE(StartServer({"--requirepass_file=" + file}));
+  {
+    std::ifstream in("/proc/" + std::to_string(server_.pid()) + "/cmdline");
+    const std::string cmdline((std::istreambuf_iterator<char>(in)),
+                              std::istreambuf_iterator<char>());
+    EXPECT_EQ(std::string::npos, cmdline.find("from-file")) << cmdline;
+    Client c(server_.port());
+    EXPECT_EQ("-NOAUTH Authentication required.", c.Call({"GET", "k"}));
+    EXPECT_EQ(0u, c.Call({"AUTH", "from-file\n"}).rfind("-WRONGPASS", 0));
+    EXPECT_EQ("+OK", c.Call({"AUTH", "from-file"}));  // without the newline
+  }
+  EXPECT_EQ(0, server_.Stop());
+  setenv("FENCEDKV_REQUIREPASS", "from-env", 1);
+  const bool started = StartServer();
+  unsetenv("FENCEDKV_REQUIREPASS");
+  ASSERT_TRUE(started);
+  {
+    Client c(server_.port());
+    EXPECT_EQ("-NOAUTH Authentication required.", c.Call({"GET", "k"}));
+    EXPECT_EQ("+OK", c.Call({"AUTH", "from-env"}));
+  }
+  EXPECT_EQ(0, server_.Stop());
+  // Two sources at once are refused: which one would hold?
+  EXPECT_FALSE(StartServer({"--requirepass=a", "--requirepass_file=" + file}));
 }
 
 TEST_F(ServerE2ETest, PrometheusMetrics) {
