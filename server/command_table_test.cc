@@ -67,12 +67,12 @@ class CommandTest : public testing::Test {
 
 TEST_F(CommandTest, TheSeedOverRedisCommands) {
   EXPECT_EQ("+OK\r\n", Run({"SET", "k", "from-A", "FENCE", "7"}));
-  EXPECT_EQ(":8\r\n", Run({"FENCE.ADVANCE", "k", "8"}));
+  EXPECT_EQ("$1\r\n8\r\n", Run({"FENCE.ADVANCE", "k", "8"}));
   EXPECT_EQ("+OK\r\n", Run({"set", "k", "from-B", "fence", "8"}));
   EXPECT_EQ("-STALE token 7 < max 8 (domain \"k\")\r\n",
             Run({"SET", "k", "late-A", "FENCE", "7"}));
   EXPECT_EQ("$6\r\nfrom-B\r\n", Run({"GET", "k"}));
-  EXPECT_EQ(":8\r\n", Run({"FENCE.GET", "k"}));
+  EXPECT_EQ("$1\r\n8\r\n", Run({"FENCE.GET", "k"}));
   EXPECT_EQ("-STALE token 7 < max 8 (domain \"k\")\r\n",
             Run({"GET", "k", "FENCE", "7"}));
   EXPECT_EQ("$6\r\nfrom-B\r\n", Run({"GET", "k", "FENCE", "8"}));
@@ -100,7 +100,7 @@ TEST_F(CommandTest, InvalidTokens) {
     EXPECT_EQ(0, Run({"FENCE.ADVANCE", "k", bad}).rfind("-ERR invalid token", 0));
   }
   EXPECT_EQ("+OK\r\n", Run({"SET", "k", "v", "FENCE", "18446744073709551615"}));
-  EXPECT_EQ(":18446744073709551615\r\n", Run({"FENCE.GET", "k"}));
+  EXPECT_EQ("$20\r\n18446744073709551615\r\n", Run({"FENCE.GET", "k"}));
   // One rule everywhere (ParseToken): canonical decimal, no leading zeros.
   EXPECT_EQ(
       "-ERR invalid token '007': a fencing token is a decimal integer "
@@ -149,9 +149,9 @@ TEST_F(CommandTest, SetConditionsAndGet) {
   EXPECT_EQ("$2\r\nv1\r\n", Run({"SET", "k", "v3", "GET", "FENCE", "6"}));
   EXPECT_EQ("$2\r\nv3\r\n", Run({"GET", "k"}));
   // A failed condition changes nothing, not even the fence.
-  EXPECT_EQ(":6\r\n", Run({"FENCE.GET", "k"}));
+  EXPECT_EQ("$1\r\n6\r\n", Run({"FENCE.GET", "k"}));
   EXPECT_EQ("$-1\r\n", Run({"SET", "k", "v4", "NX", "FENCE", "9"}));
-  EXPECT_EQ(":6\r\n", Run({"FENCE.GET", "k"}));
+  EXPECT_EQ("$1\r\n6\r\n", Run({"FENCE.GET", "k"}));
   // The fence comes first.
   EXPECT_EQ(0, Run({"SET", "k", "v5", "XX", "FENCE", "5"}).rfind("-STALE", 0));
 }
@@ -297,21 +297,27 @@ TEST_F(CommandTest, ParkedScanIteratorsAreBoundedAndExpire) {
 
 TEST_F(CommandTest, Leases) {
   std::string r = Run({"LEASE.ACQUIRE", "shard1", "A", "10000"});
-  EXPECT_EQ(0, r.rfind("*2\r\n:1\r\n:", 0)) << r;
+  EXPECT_EQ(0, r.rfind("*2\r\n$1\r\n1\r\n:", 0)) << r;
   EXPECT_EQ(0, Run({"LEASE.ACQUIRE", "shard1", "B", "10000"})
                    .rfind("-LEASED lease \"shard1\" is held by \"A\" for another", 0));
-  EXPECT_EQ(0, Run({"LEASE.ACQUIRE", "shard1", "A", "10000"}).rfind("*2\r\n:1\r\n", 0));
-  EXPECT_EQ(0, Run({"LEASE.RENEW", "shard1", "A", "1", "20000"}).rfind("*2\r\n:1\r\n", 0));
+  EXPECT_EQ(0, Run({"LEASE.ACQUIRE", "shard1", "A", "10000"})
+                   .rfind("*2\r\n$1\r\n1\r\n", 0));
+  EXPECT_EQ(0, Run({"LEASE.RENEW", "shard1", "A", "1", "20000"})
+                   .rfind("*2\r\n$1\r\n1\r\n", 0));
   EXPECT_EQ(0, Run({"LEASE.RENEW", "shard1", "A", "2", "20000"}).rfind("-LEASELOST", 0));
   r = Run({"LEASE.INFO", "shard1"});
-  EXPECT_EQ(0, r.rfind("*6\r\n$6\r\nholder\r\n$1\r\nA\r\n$5\r\ntoken\r\n:1\r\n", 0)) << r;
+  EXPECT_EQ(
+      0,
+      r.rfind("*6\r\n$6\r\nholder\r\n$1\r\nA\r\n$5\r\ntoken\r\n$1\r\n1\r\n", 0))
+      << r;
   EXPECT_EQ("+OK\r\n", Run({"LEASE.RELEASE", "shard1", "A", "1"}));
   EXPECT_EQ("*-1\r\n", Run({"LEASE.INFO", "shard1"}));
   r = Run({"LEASE.ACQUIRE", "shard1", "B", "10000"});
-  EXPECT_EQ(0, r.rfind("*2\r\n:2\r\n", 0)) << r;  // a new, higher token
+  EXPECT_EQ(0, r.rfind("*2\r\n$1\r\n2\r\n", 0)) << r;  // a new, higher token
   // A grant is above every token the store has seen.
   Run({"SET", "k", "v", "FENCE", "100"});
-  EXPECT_EQ(0, Run({"LEASE.ACQUIRE", "other", "C", "1000"}).rfind("*2\r\n:101\r\n", 0));
+  EXPECT_EQ(0, Run({"LEASE.ACQUIRE", "other", "C", "1000"})
+                   .rfind("*2\r\n$3\r\n101\r\n", 0));
   EXPECT_EQ("-ERR invalid ttl_ms: must be a positive integer\r\n",
             Run({"LEASE.ACQUIRE", "x", "C", "0"}));
   EXPECT_EQ("-ERR value is not an integer or out of range\r\n",
@@ -321,11 +327,11 @@ TEST_F(CommandTest, Leases) {
 TEST_F(CommandTest, FenceDomainFloorAndHashtags) {
   Open("hashtag");
   EXPECT_EQ("$6\r\nshard1\r\n", Run({"FENCE.DOMAIN", "user:{shard1}:x"}));
-  EXPECT_EQ(":8\r\n", Run({"FENCE.ADVANCE", "{shard1}", "8"}));
+  EXPECT_EQ("$1\r\n8\r\n", Run({"FENCE.ADVANCE", "{shard1}", "8"}));
   EXPECT_EQ("-STALE token 7 < max 8 (domain \"shard1\")\r\n",
             Run({"SET", "user:{shard1}:never-touched", "v", "FENCE", "7"}));
-  EXPECT_EQ(":0\r\n", Run({"FENCE.FLOOR"}));
-  EXPECT_EQ(":20\r\n", Run({"FENCE.FLOOR", "20"}));
+  EXPECT_EQ("$1\r\n0\r\n", Run({"FENCE.FLOOR"}));
+  EXPECT_EQ("$2\r\n20\r\n", Run({"FENCE.FLOOR", "20"}));
   EXPECT_EQ(0, Run({"FENCE.FLOOR", "10"}).rfind("-ERR fence floor cannot decrease", 0));
   EXPECT_EQ("-STALE token 19 < floor 20 (domain \"other\")\r\n",
             Run({"SET", "other", "v", "FENCE", "19"}));

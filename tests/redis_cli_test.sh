@@ -65,12 +65,18 @@ check "FENCE.FLOOR get"         "0"   "$(cli FENCE.FLOOR)"
 check "FENCE.FLOOR set"         "2"   "$(cli FENCE.FLOOR 2)"
 check "FENCE.FLOOR lower"       "ERR" "$(cli FENCE.FLOOR 1 | cut -d' ' -f1)"
 check "below floor"             'STALE token 1 < floor 2 (domain "fresh")' "$(cli SET fresh v FENCE 1)"
+# Tokens go out as bulk strings: RESP2 integers are signed, and redis-cli
+# cannot print one above 2^63-1 ("Bad integer value").
+check "SET near 2^64"           "OK"  "$(cli SET big v FENCE 18446744073709551615)"
+check "FENCE.GET near 2^64"     "18446744073709551615" "$(cli FENCE.GET big)"
+check "FENCE.ADVANCE near 2^64" "18446744073709551615" "$(cli FENCE.ADVANCE big2 18446744073709551614 >/dev/null; cli FENCE.ADVANCE big2 18446744073709551615)"
+check "FENCE.GET is a bulk string" '"3"' "$(redis-cli -h 127.0.0.1 -p "$PORT_main" --no-raw FENCE.GET k)"
 
 # --- Scans ---
 for i in $(seq 1 25); do cli SET "scan:$i" v FENCE 3 >/dev/null; done
 check "SCAN via --scan"         "25"  "$(redis-cli -h 127.0.0.1 -p "$PORT_main" --scan --pattern 'scan:*' | wc -l)"
 check "KEYS"                    "10"  "$(cli KEYS 'scan:1?' | wc -l | tr -d ' ')"
-check "DBSIZE"                  "27"  "$(cli DBSIZE)"   # orders:next, k, 25 scan:*
+check "DBSIZE"                  "28"  "$(cli DBSIZE)"   # orders:next, k, big, 25 scan:*
 
 # --- Transactions (one connection, via stdin) ---
 tx=$(printf 'MULTI\nSET t1 1 FENCE 3\nSET t2 2 FENCE 3\nEXEC\n' | cli)

@@ -316,7 +316,7 @@ TEST_F(ServerE2ETest, OversizedRequestIsRefused) {
   EXPECT_EQ("EOF", c.Read());
   Client d(server_.port());
   EXPECT_EQ("$" + std::string(3000, 'x'), d.Call({"GET", "k"}));
-  EXPECT_EQ(":1", d.Call({"FENCE.GET", "k"}));
+  EXPECT_EQ("$1", d.Call({"FENCE.GET", "k"}));
   EXPECT_EQ(0, server_.Stop());
 }
 
@@ -336,13 +336,13 @@ TEST_F(ServerE2ETest, SigtermShutsDownCleanlyAndDataSurvives) {
   {
     Client c(server_.port());
     ASSERT_EQ("+OK", c.Call({"SET", "k", "v", "FENCE", "9"}));
-    ASSERT_EQ(":12", c.Call({"FENCE.ADVANCE", "k", "12"}));
+    ASSERT_EQ("$12", c.Call({"FENCE.ADVANCE", "k", "12"}));
   }
   EXPECT_EQ(0, server_.Stop());
   ASSERT_TRUE(StartServer());
   Client c(server_.port());
   EXPECT_EQ("$v", c.Call({"GET", "k"}));
-  EXPECT_EQ(":12", c.Call({"FENCE.GET", "k"}));
+  EXPECT_EQ("$12", c.Call({"FENCE.GET", "k"}));
   EXPECT_EQ(0u, c.Call({"SET", "k", "w", "FENCE", "11"}).rfind("-STALE", 0));
   EXPECT_EQ(0, server_.Stop());
 }
@@ -361,7 +361,8 @@ TEST_F(ServerE2ETest, SyncWritesSurviveKill9) {
   Client c(server_.port());
   for (int i = 0; i < 200; ++i) {
     ASSERT_EQ("$v" + std::to_string(i), c.Call({"GET", "k" + std::to_string(i)}));
-    ASSERT_EQ(":" + std::to_string(100 + i), c.Call({"FENCE.GET", "k" + std::to_string(i)}));
+    ASSERT_EQ("$" + std::to_string(100 + i),
+              c.Call({"FENCE.GET", "k" + std::to_string(i)}));
   }
   EXPECT_EQ(0, server_.Stop());
 }
@@ -372,7 +373,7 @@ TEST_F(ServerE2ETest, LeaseTokensStayIncreasingAcrossKill9) {
   {
     Client c(server_.port());
     first = c.Call({"LEASE.ACQUIRE", "a", "holder-1", "60000"});
-    ASSERT_EQ(0u, first.rfind("*[:", 0)) << first;
+    ASSERT_EQ(0u, first.rfind("*[$1,:", 0)) << first;
   }
   server_.Kill9();
   ASSERT_TRUE(StartServer());
@@ -380,10 +381,10 @@ TEST_F(ServerE2ETest, LeaseTokensStayIncreasingAcrossKill9) {
   // The held lease is honoured: same holder, same token; others are refused.
   EXPECT_EQ(0u, c.Call({"LEASE.ACQUIRE", "a", "holder-2", "60000"}).rfind("-LEASED", 0));
   const std::string info = c.Call({"LEASE.INFO", "a"});
-  EXPECT_EQ(0u, info.rfind("*[$holder,$holder-1,$token,:1,", 0)) << info;
+  EXPECT_EQ(0u, info.rfind("*[$holder,$holder-1,$token,$1,", 0)) << info;
   // A new grant gets a strictly greater token.
   const std::string second = c.Call({"LEASE.ACQUIRE", "b", "holder-3", "60000"});
-  EXPECT_EQ(0u, second.rfind("*[:2,", 0)) << second;
+  EXPECT_EQ(0u, second.rfind("*[$2,", 0)) << second;
   EXPECT_EQ(0, server_.Stop());
 }
 

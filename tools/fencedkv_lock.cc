@@ -165,8 +165,9 @@ int main(int argc, char** argv) {
   }
   // 2. Fence out older holders before CMD writes anything.
   if (!FLAGS_fence_advance.empty()) {
-    if (!Call(&client, {"FENCE.ADVANCE", FLAGS_fence_advance, token}, &r, &error) ||
-        r.type != Reply::kInteger) {
+    if (!Call(&client, {"FENCE.ADVANCE", FLAGS_fence_advance, token}, &r,
+              &error) ||
+        r.type != Reply::kBulk) {
       Log("FENCE.ADVANCE %s failed: %s", FLAGS_fence_advance,
           r.type == Reply::kError ? r.str : error);
       Call(&client, {"LEASE.RELEASE", name, holder, token}, &r, &error);
