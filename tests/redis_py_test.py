@@ -73,6 +73,9 @@ check("transaction applied", [b"1", b"2"], r.mget("py:t1", "py:t2"))
 
 check("FENCE.ADVANCE near 2^64", b"18446744073709551615",
       r.execute_command("FENCE.ADVANCE", "py:big", 18446744073709551615))
+# ... and one client's 2^64-1 does not stop the lease service for everyone.
+token2, _ = r.execute_command("LEASE.ACQUIRE", "py:lease2", "holder-1", 5000)
+check("leases still granted after a token of 2^64-1", int(token) + 1, int(token2))
 
 info = r.info("fencing")
 check("INFO fencing counts the rejection", True, info["rejected_writes"] >= 1)

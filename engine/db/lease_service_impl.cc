@@ -115,11 +115,13 @@ class LeaseServiceImpl final : public LeaseService {
       // The holder asks again: same token, fresh TTL.
       return Extend(it, name, now, ttl_ms, grant);
     }
-    // Free or expired: a new token, above every token issued or stored.
-    Token next = std::max({counter_, db_->HighWaterMark(),
-                           db_->GetFenceFloor()});
+    // Free or expired: a new token, above every token issued and at or
+    // above the floor. Not above the tokens clients wrote: one client's
+    // 2^64-1 in one domain would exhaust the counter for everyone.
+    Token next = std::max(counter_, db_->GetFenceFloor());
     if (next == kMaxToken) {
-      return Status::NotSupported("the lease token counter is exhausted");
+      return Status::NotSupported(
+          "the lease token counter is exhausted (the fence floor is 2^64-1)");
     }
     ++next;
     LeaseRecord r{std::string(holder), next, now + ttl_ms};

@@ -64,6 +64,25 @@ TEST_F(LeaseServiceTest, ASecondServiceOnTheSameDatabaseIsRefused) {
   EXPECT_LT(a, g.token);
 }
 
+// The counter moves only with grants and the floor (an operator's action):
+// a token some client wrote -- 2^64-1 in one domain -- must not exhaust it
+// for every other lease, and does not survive a reopen into it either.
+TEST_F(LeaseServiceTest, ClientTokensDoNotMoveTheCounter) {
+  Open();
+  const Token a = Acquire("orders", "A");
+  ASSERT_FENCEDKV_OK(db_->Put(WriteOptions(), "k", "v", kMaxToken));
+  ASSERT_FENCEDKV_OK(
+      db_->AdvanceFence(WriteOptions(), "k2", kMaxToken, nullptr));
+  const Token b = Acquire("billing", "B");
+  EXPECT_EQ(a + 1, b);
+  Open();
+  EXPECT_EQ(b + 1, Acquire("shipping", "C"));
+  // Raising the floor moves it: a grant is always at or above the floor.
+  ASSERT_FENCEDKV_OK(db_->SetFenceFloor(WriteOptions(), 1000));
+  EXPECT_EQ(1001u, Acquire("invoices", "D"));
+  EXPECT_EQ(1002u, Acquire("refunds", "E"));
+}
+
 TEST_F(LeaseServiceTest, SkewGuardRefusesTokensNoLeaseCarried) {
   Options o;
   o.max_token_skew = 5;

@@ -3,9 +3,17 @@
 // The embedded lease service: named leases with a holder and a TTL, each
 // grant to a new holder (or after expiry) carrying a fencing token from a
 // counter that is persisted (synced) before the grant is returned, so tokens
-// strictly increase across restarts and crashes. A grant's token is also
-// above every token the database has ever stored (its high-water mark) and
-// at or above the fence floor, so a fresh holder can always write.
+// strictly increase across restarts and crashes.
+//
+// The counter's rules: a new token is max(last token issued, fence floor)
+// + 1. It moves only with grants and with the floor (DB::SetFenceFloor, an
+// operator's action); tokens that clients wrote do not move it, so no client
+// can exhaust it (a write with 2^64-1 would have, when grants were placed
+// above every stored token). A token this service grants is therefore above
+// every token it granted before, but not necessarily above a token some
+// other party wrote into a domain: such a domain refuses the new holder
+// (-STALE) until the operator raises the floor past it. Turn the token skew
+// guard on (Options::max_token_skew) and nobody can write such a token.
 //
 // Expiry uses the wall clock (it must survive restarts). A lease is held
 // while now < expires_at_ms.
