@@ -85,6 +85,9 @@ int main(int argc, char** argv) {
   fencedkv::Options options;
   options.create_if_missing = true;
   options.allow_unfenced = FLAGS_allow_unfenced;
+  options.max_token_skew = FLAGS_max_token_skew < 0
+                               ? fencedkv::kNoTokenSkewLimit
+                               : static_cast<uint64_t>(FLAGS_max_token_skew);
   options.fence_cache_bytes = static_cast<size_t>(FLAGS_fence_cache_bytes);
   options.write_buffer_size = static_cast<size_t>(FLAGS_write_buffer_size);
   options.block_cache_size = static_cast<size_t>(FLAGS_block_cache_size);

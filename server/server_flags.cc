@@ -39,6 +39,14 @@ DEFINE_string(requirepass_file, "",
               "A file holding the password (one line; the newline is not part "
               "of it). At most one of --requirepass, --requirepass_file and "
               "FENCEDKV_REQUIREPASS may be set");
+DEFINE_int64(max_token_skew, -1,
+             "The token skew guard: refuse (-TOKENSKEW) a write or "
+             "FENCE.ADVANCE whose token is more than this above the highest "
+             "token issued, i.e. with the built-in lease service the last "
+             "token LEASE.ACQUIRE granted (INFO fencing: last_lease_token; "
+             "persisted, so it holds across restarts). 0 admits only tokens "
+             "already granted. -1 = off. Tokens that come from elsewhere "
+             "(etcd) are then refused: leave it off with them");
 DEFINE_int32(maxclients, 10000, "Maximum simultaneous client connections; "
              "more are refused with '-ERR max number of clients reached'");
 DEFINE_int64(max_request_bytes, 64 << 20,
@@ -102,6 +110,9 @@ bool ValidateClients(const char* flag, int32_t v) {
 bool ValidateRequestBytes(const char* flag, int64_t v) {
   return InRange(flag, v, 1024, int64_t{1} << 30);
 }
+bool ValidateSkew(const char* flag, int64_t v) {
+  return InRange(flag, v, -1, INT64_MAX);
+}
 bool ValidateTimeout(const char* flag, int32_t v) {
   return InRange(flag, v, 0, 3600 * 1000);
 }
@@ -141,6 +152,7 @@ const bool kRegistered = [] {
   gflags::RegisterFlagValidator(&FLAGS_maxclients, &ValidateClients);
   gflags::RegisterFlagValidator(&FLAGS_max_request_bytes, &ValidateRequestBytes);
   gflags::RegisterFlagValidator(&FLAGS_shutdown_timeout_ms, &ValidateTimeout);
+  gflags::RegisterFlagValidator(&FLAGS_max_token_skew, &ValidateSkew);
   gflags::RegisterFlagValidator(&FLAGS_fence_cache_bytes, &ValidateCache);
   gflags::RegisterFlagValidator(&FLAGS_write_buffer_size, &ValidateWriteBuffer);
   gflags::RegisterFlagValidator(&FLAGS_block_cache_size, &ValidateCache);

@@ -21,6 +21,7 @@ DECLARE_bool(sync);
 DECLARE_string(requirepass);
 DECLARE_string(requirepass_file);
 DECLARE_int32(maxclients);
+DECLARE_int64(max_token_skew);
 DECLARE_int64(max_request_bytes);
 DECLARE_int32(io_threads);
 DECLARE_bool(allow_unfenced);

@@ -388,6 +388,53 @@ TEST_F(ServerE2ETest, LeaseTokensStayIncreasingAcrossKill9) {
   EXPECT_EQ(0, server_.Stop());
 }
 
+// --max_token_skew: with the built-in lease service, a token more than S
+// above the last token it granted is refused, on every write path (grouped
+// SET, SET with options, MSET, DEL, MULTI, FENCE.ADVANCE), and the ceiling
+// is the persisted counter again after kill -9.
+TEST_F(ServerE2ETest, TokenSkewGuard) {
+  ASSERT_TRUE(StartServer({"--max_token_skew=10"}));
+  {
+    Client c(server_.port());
+    EXPECT_EQ("+OK", c.Call({"SET", "k", "v", "FENCE", "10"}));
+    const std::string refused = c.Call({"SET", "k", "v", "FENCE", "11"});
+    EXPECT_EQ(0u, refused.rfind("-TOKENSKEW ", 0)) << refused;
+    EXPECT_NE(std::string::npos,
+              refused.find("token 11 is more than 10 above the highest token "
+                           "issued (0): a holder can only have a token its "
+                           "lease service issued"))
+        << refused;
+    EXPECT_EQ(0u, c.Call({"FENCE.ADVANCE", "k", "18446744073709551615"})
+                      .rfind("-TOKENSKEW", 0));
+    EXPECT_EQ("$10", c.Call({"FENCE.GET", "k"}));  // nothing changed
+    EXPECT_EQ(0u,
+              c.Call({"LEASE.ACQUIRE", "a", "h", "60000"}).rfind("*[$1,", 0));
+    EXPECT_EQ("+OK", c.Call({"MSET", "a", "1", "b", "2", "FENCE", "11"}));
+    EXPECT_EQ(0u,
+              c.Call({"MSET", "a", "1", "FENCE", "12"}).rfind("-TOKENSKEW", 0));
+    EXPECT_EQ(
+        0u,
+        c.Call({"SET", "a", "1", "GET", "FENCE", "12"}).rfind("-TOKENSKEW", 0));
+    EXPECT_EQ(0u, c.Call({"DEL", "a", "FENCE", "12"}).rfind("-TOKENSKEW", 0));
+    EXPECT_EQ("+OK", c.Call({"MULTI"}));
+    EXPECT_EQ("+QUEUED", c.Call({"SET", "x", "1", "FENCE", "12"}));
+    EXPECT_EQ(0u, c.Call({"EXEC"}).rfind("-TOKENSKEW", 0));
+    EXPECT_EQ("$nil", c.Call({"GET", "x"}));
+  }
+  server_.Kill9();
+  ASSERT_TRUE(StartServer({"--max_token_skew=10"}));
+  Client c(server_.port());
+  EXPECT_EQ("+OK", c.Call({"SET", "k", "v", "FENCE", "11"}));
+  EXPECT_EQ(0u,
+            c.Call({"SET", "k", "v", "FENCE", "12"}).rfind("-TOKENSKEW", 0));
+  EXPECT_EQ(0, server_.Stop());
+  // Off by default.
+  ASSERT_TRUE(StartServer());
+  Client d(server_.port());
+  EXPECT_EQ("+OK", d.Call({"SET", "k", "v", "FENCE", "18446744073709551615"}));
+  EXPECT_EQ(0, server_.Stop());
+}
+
 TEST_F(ServerE2ETest, RequirePass) {
   ASSERT_TRUE(StartServer({"--requirepass=s3cret"}));
   Client c(server_.port());
