@@ -10,7 +10,7 @@ PACKAGES=(
   # engine
   librocksdb-dev libgflags-dev
   # server
-  libgoogle-glog-dev libasio-dev prometheus-cpp-dev
+  libgoogle-glog-dev libasio-dev prometheus-cpp-dev libssl-dev
   # tests
   googletest libgtest-dev libgmock-dev
   # real peers for tests and benchmarks

@@ -150,6 +150,55 @@ const CommandSpec* LookupCommand(std::string_view name) {
   return &*it;
 }
 
+const Acl& ServerState::acl() {
+  std::call_once(acl_once_, [this] {
+    acl_ = options->acl;
+    if (acl_ == nullptr) {
+      Status s = Acl::Parse("", "", options->requirepass, &acl_);
+      (void)s;  // cannot fail: no text
+    }
+  });
+  return *acl_;
+}
+
+void StartSession(ServerState& server, ClientState* client) {
+  client->user = server.acl().InitialUser();
+  client->authed = client->user != nullptr;
+}
+
+namespace {
+
+enum class Access { kOk, kNoAuth, kNoCommand, kNoKeys };
+
+// The one permission check (see MayRun). *form names the call in a
+// kNoCommand refusal.
+Access CheckAccess(const ClientState& client, const CommandSpec& cmd,
+                   const Args& args, const char** form) {
+  if (cmd.flags & kCmdNoAuth) return Access::kOk;
+  if (!client.authed) return Access::kNoAuth;
+  if (client.user == nullptr) return Access::kNoCommand;  // fail closed
+  const char* admin =
+      cmd.admin_form != nullptr ? cmd.admin_form(args) : nullptr;
+  if (!client.user->Allows(static_cast<size_t>(&cmd - AllCommands().data()),
+                           admin != nullptr)) {
+    *form = admin;
+    return Access::kNoCommand;
+  }
+  if (!client.user->allkeys() &&
+      ((cmd.flags & kCmdKeys) || (cmd.categories & kCatKeyspace))) {
+    return Access::kNoKeys;
+  }
+  return Access::kOk;
+}
+
+}  // namespace
+
+bool MayRun(const ClientState& client, const CommandSpec& cmd,
+            const Args& args) {
+  const char* form = nullptr;
+  return CheckAccess(client, cmd, args, &form) == Access::kOk;
+}
+
 void Dispatch(ServerState& server, ClientState& client, const Args& args,
               std::string* out) {
   const CommandSpec* cmd = LookupCommand(args[0]);
@@ -171,9 +220,26 @@ void Dispatch(ServerState& server, ClientState& client, const Args& args,
     ReplyWrongArgs(cmd->name, out);
     return;
   }
-  if (!client.authed && !(cmd->flags & kCmdNoAuth)) {
-    resp::Error(out, "NOAUTH Authentication required.");
-    return;
+  const char* form = nullptr;
+  switch (CheckAccess(client, *cmd, args, &form)) {
+    case Access::kOk:
+      break;
+    case Access::kNoAuth:
+      resp::Error(out, "NOAUTH Authentication required.");
+      return;
+    case Access::kNoCommand:
+      if (client.in_multi) client.multi_failed = true;
+      resp::Error(out, "NOPERM this user has no permissions to run the " +
+                           (form != nullptr
+                                ? std::string(form)
+                                : "'" + std::string(cmd->name) + "' command"));
+      return;
+    case Access::kNoKeys:
+      if (client.in_multi) client.multi_failed = true;
+      resp::Error(out,
+                  "NOPERM this user has no permissions to access one of "
+                  "the keys used as arguments");
+      return;
   }
   const std::string_view name(cmd->name);
   if (client.in_multi && name != "exec" && name != "discard" &&

@@ -21,6 +21,8 @@
 #include "fencedkv/db.h"
 #include "fencedkv/iterator.h"
 #include "fencedkv/lease.h"
+
+#include "acl.h"
 #include "server.h"
 
 namespace fencedkv {
@@ -35,6 +37,9 @@ struct ClientState {
   std::string addr;
   int64_t created_ms = 0;
   bool authed = false;
+  // The ACL user the connection runs as (set with authed; see StartSession),
+  // owned by the server's Acl.
+  const AclUser* user = nullptr;
   bool close_after_reply = false;
   // MULTI: the queued commands (owned copies) and whether one was refused.
   bool in_multi = false;
@@ -100,21 +105,32 @@ struct ServerState {
   int port = 0;
   // CLIENT LIST: filled by the server on demand.
   std::function<std::string()> list_clients;
+
+  // The users: options->acl, or if it is null the built-in 'default' user
+  // with options->requirepass (acl.h). Built on first use.
+  const Acl& acl();
+
+ private:
+  std::once_flag acl_once_;
+  std::shared_ptr<const Acl> acl_;
 };
 
 using Handler = void (*)(ServerState& server, ClientState& client,
                          const Args& args, std::string* out);
 
 enum CommandFlags : uint32_t {
-  kCmdWrite = 1 << 0,     // a mutation (needs FENCE)
+  kCmdWrite = 1 << 0,  // a mutation (needs FENCE)
   kCmdReadOnly = 1 << 1,
-  kCmdNoAuth = 1 << 2,    // allowed before AUTH
-  kCmdMulti = 1 << 3,     // may be queued inside MULTI
+  kCmdNoAuth = 1 << 2,  // allowed before AUTH
+  kCmdMulti = 1 << 3,   // may be queued inside MULTI
   kCmdAdmin = 1 << 4,
   // Creates a database iterator (with the hash memtable, a sort of the
   // memtable first): the server runs it on its database thread when it can,
   // so the loop goes on serving its other connections.
   kCmdIterates = 1 << 5,
+  // Takes keys as arguments: a user without ~* may not run it (nor any
+  // @keyspace command).
+  kCmdKeys = 1 << 6,
 };
 
 struct CommandSpec {
@@ -122,14 +138,33 @@ struct CommandSpec {
   Handler handler;
   int arity;         // >0: exactly; <0: at least -arity (name included)
   uint32_t flags;
+  uint32_t categories = 0;  // ACL categories (AclCategory)
+  // If set: for the calls that are the command's administrative form (e.g.
+  // FENCE.FLOOR with an argument) it returns how a refusal names them
+  // ("'client|list' command"); nullptr for the ordinary calls. That form's
+  // categories are admin_categories plus @admin and @dangerous.
+  const char* (*admin_form)(const Args& args) = nullptr;
+  uint32_t admin_categories = 0;
 };
 
 // nullptr for an unknown command. Case-insensitive.
 const CommandSpec* LookupCommand(std::string_view name);
 const std::vector<CommandSpec>& AllCommands();
 
-// Runs one command (auth, arity, MULTI queueing, shutdown checks included)
-// and appends its reply to *out.
+// Sets a new connection's user: 'default', authenticated at once, if that
+// user is on and needs no password; else none (the client must AUTH).
+void StartSession(ServerState& server, ClientState* client);
+
+// True if `client` may run `cmd` with `args`: it is authenticated (or the
+// command needs no AUTH), and its user allows the command in this form and,
+// if it takes keys, keys. The one permission check: Dispatch (which then
+// answers -NOAUTH / -NOPERM) and the server's fast paths (plain GET, grouped
+// SET / MSET) call it.
+bool MayRun(const ClientState& client, const CommandSpec& cmd,
+            const Args& args);
+
+// Runs one command (auth, ACL, arity, MULTI queueing, shutdown checks
+// included) and appends its reply to *out.
 void Dispatch(ServerState& server, ClientState& client, const Args& args,
               std::string* out);
 

@@ -23,7 +23,9 @@ class CommandTest : public testing::Test {
   void SetUp() override { Open("key"); }
 
   void Open(const char* domain, bool allow_unfenced = false,
-            const std::string& pass = "", const std::string& memtable = "skiplist") {
+            const std::string& pass = "",
+            const std::string& memtable = "skiplist",
+            const std::string& acl_text = "") {
     state_.reset();  // its parked SCAN iterators go before the database
     leases_.reset();
     db_.reset();
@@ -38,6 +40,7 @@ class CommandTest : public testing::Test {
     options_ = ServerOptions();
     options_.allow_unfenced = allow_unfenced;
     options_.requirepass = pass;
+    ASSERT_FENCEDKV_OK(Acl::Parse(acl_text, "acl", pass, &options_.acl));
     state_ = std::make_unique<ServerState>();
     state_->db = db_.get();
     state_->leases = leases_.get();
@@ -45,7 +48,7 @@ class CommandTest : public testing::Test {
     state_->stats = &stats_;
     state_->started = std::chrono::steady_clock::now();
     client_ = ClientState();
-    client_.authed = pass.empty();
+    StartSession(*state_, &client_);
   }
 
   // Runs a command given as words; returns the raw reply.
@@ -326,7 +329,8 @@ TEST_F(CommandTest, Leases) {
 }
 
 TEST_F(CommandTest, FenceDomainFloorAndHashtags) {
-  Open("hashtag");
+  Open("hashtag", false, "", "skiplist", "user op on >pw ~* +@all");
+  EXPECT_EQ("+OK\r\n", Run({"AUTH", "op", "pw"}));
   EXPECT_EQ("$6\r\nshard1\r\n", Run({"FENCE.DOMAIN", "user:{shard1}:x"}));
   EXPECT_EQ("$1\r\n8\r\n", Run({"FENCE.ADVANCE", "{shard1}", "8"}));
   EXPECT_EQ("-STALE token 7 < max 8 (domain \"shard1\")\r\n",
@@ -338,8 +342,80 @@ TEST_F(CommandTest, FenceDomainFloorAndHashtags) {
             Run({"SET", "other", "v", "FENCE", "19"}));
 }
 
+// The default user runs everything but @admin; an operator from the ACL
+// file raises the floor. Refusals keep MULTI's rule: the transaction is
+// then discarded.
+TEST_F(CommandTest, AclPermissions) {
+  Open("key", false, "", "skiplist",
+       "user op on >oppw ~* +@all\n"
+       "user ro on >ropw ~* +@read +@connection +@transaction -fence.get\n"
+       "user nokeys on >nk +@all -@admin\n");
+  EXPECT_EQ("$7\r\ndefault\r\n", Run({"ACL", "WHOAMI"}));
+  EXPECT_EQ(
+      "-NOPERM this user has no permissions to run the 'fence.floor' "
+      "command with an argument\r\n",
+      Run({"FENCE.FLOOR", "9"}));
+  EXPECT_EQ("$1\r\n0\r\n", Run({"FENCE.FLOOR"}));
+  EXPECT_EQ(
+      "-NOPERM this user has no permissions to run the 'config' "
+      "command\r\n",
+      Run({"CONFIG", "GET", "port"}));
+  EXPECT_EQ("+OK\r\n", Run({"MULTI"}));
+  EXPECT_EQ("+QUEUED\r\n", Run({"SET", "a", "1", "FENCE", "1"}));
+  EXPECT_EQ(0, Run({"ACL", "LIST"}).rfind("-NOPERM", 0));
+  EXPECT_EQ(
+      0,
+      Run({"ACL", "WHOAMI"}).rfind("-ERR acl is not allowed inside MULTI", 0));
+  EXPECT_EQ(0, Run({"EXEC"}).rfind("-EXECABORT", 0));
+  // The operator.
+  EXPECT_EQ(0, Run({"AUTH", "op", "nope"}).rfind("-WRONGPASS", 0));
+  EXPECT_EQ("$7\r\ndefault\r\n", Run({"ACL", "WHOAMI"}));  // unchanged
+  EXPECT_EQ("+OK\r\n", Run({"AUTH", "op", "oppw"}));
+  EXPECT_EQ("$2\r\nop\r\n", Run({"ACL", "WHOAMI"}));
+  EXPECT_EQ("$1\r\n9\r\n", Run({"FENCE.FLOOR", "9"}));
+  EXPECT_EQ(0, Run({"ACL", "USERS"}).rfind("*4\r\n$7\r\ndefault\r\n", 0));
+  // Read-only: +@read does not include raising the floor (@write @admin).
+  EXPECT_EQ("+OK\r\n", Run({"AUTH", "ro", "ropw"}));
+  EXPECT_EQ("$-1\r\n", Run({"GET", "a"}));
+  EXPECT_EQ("$1\r\n9\r\n", Run({"FENCE.FLOOR"}));
+  EXPECT_EQ(0, Run({"FENCE.FLOOR", "10"}).rfind("-NOPERM", 0));
+  EXPECT_EQ(0, Run({"FENCE.GET", "a"}).rfind("-NOPERM", 0));  // -fence.get
+  EXPECT_EQ(0, Run({"SET", "a", "1", "FENCE", "9"}).rfind("-NOPERM", 0));
+  EXPECT_EQ(0, Run({"LEASE.ACQUIRE", "l", "h", "100"}).rfind("-NOPERM", 0));
+  EXPECT_EQ("+OK\r\n", Run({"MULTI"}));
+  EXPECT_EQ(0, Run({"SET", "a", "1", "FENCE", "9"}).rfind("-NOPERM", 0));
+  EXPECT_EQ(0, Run({"EXEC"}).rfind("-EXECABORT", 0));
+  // No keys: no key command, no keyspace scan; leases still (no keys).
+  EXPECT_EQ("+OK\r\n", Run({"AUTH", "nokeys", "nk"}));
+  EXPECT_EQ(
+      "-NOPERM this user has no permissions to access one of the keys "
+      "used as arguments\r\n",
+      Run({"GET", "a"}));
+  EXPECT_EQ(0, Run({"SCAN", "0"})
+                   .rfind("-NOPERM this user has no permissions "
+                          "to access one of the keys",
+                          0));
+  EXPECT_EQ(0, Run({"LEASE.ACQUIRE", "l", "h", "100"}).rfind("*2\r\n", 0));
+  // COMMAND INFO lists the categories.
+  const std::string info = Run({"COMMAND", "INFO", "fence.floor"});
+  EXPECT_NE(std::string::npos,
+            info.find("*5\r\n+@read\r\n+@write\r\n+@fencing\r\n+@admin"
+                      "\r\n+@dangerous"))
+      << info;
+}
+
+// Every command is in at least one category, and no command but the
+// operator's is in @admin for the default user.
+TEST_F(CommandTest, EveryCommandHasCategories) {
+  for (const auto& c : AllCommands()) {
+    EXPECT_NE(0u, c.categories) << c.name;
+    const bool admin_only = (c.categories & kCatAdmin) != 0;
+    EXPECT_EQ(admin_only, c.name == std::string("config")) << c.name;
+  }
+}
+
 TEST_F(CommandTest, AuthAndAdmin) {
-  Open("key", false, "s3cret");
+  Open("key", false, "s3cret", "skiplist", "user op on >op ~* +@all");
   EXPECT_EQ("-NOAUTH Authentication required.\r\n", Run({"GET", "k"}));
   EXPECT_EQ("-WRONGPASS invalid username-password pair or user is disabled.\r\n",
             Run({"AUTH", "nope"}));
@@ -351,6 +427,8 @@ TEST_F(CommandTest, AuthAndAdmin) {
   EXPECT_EQ(0, Run({"SELECT", "1"}).rfind("-ERR DB index is out of range", 0));
   EXPECT_EQ("+OK\r\n", Run({"CLIENT", "SETNAME", "worker-1"}));
   EXPECT_EQ("$8\r\nworker-1\r\n", Run({"CLIENT", "GETNAME"}));
+  EXPECT_EQ(0, Run({"CONFIG", "GET", "save"}).rfind("-NOPERM", 0));
+  EXPECT_EQ("+OK\r\n", Run({"AUTH", "op", "op"}));  // an operator
   EXPECT_EQ("*4\r\n$4\r\nsave\r\n$0\r\n\r\n$10\r\nappendonly\r\n$3\r\nyes\r\n",
             Run({"CONFIG", "GET", "save", "appendonly"}));
   const std::string count = Run({"COMMAND", "COUNT"});

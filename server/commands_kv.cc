@@ -474,15 +474,21 @@ void ExecTransaction(ServerState& server, ClientState& client,
 }
 
 void AppendKvCommands(std::vector<CommandSpec>* t) {
-  t->push_back({"get", CmdGet, -2, kCmdReadOnly});
-  t->push_back({"set", CmdSet, -3, kCmdWrite | kCmdMulti});
-  t->push_back({"del", CmdDel, -2, kCmdWrite | kCmdMulti});
-  t->push_back({"mset", CmdMset, -3, kCmdWrite | kCmdMulti});
-  t->push_back({"exists", CmdExists, -2, kCmdReadOnly});
-  t->push_back({"mget", CmdMget, -2, kCmdReadOnly});
-  t->push_back({"scan", CmdScan, -2, kCmdReadOnly | kCmdIterates});
-  t->push_back({"keys", CmdKeys, 2, kCmdReadOnly | kCmdIterates});
-  t->push_back({"dbsize", CmdDbsize, 1, kCmdReadOnly | kCmdIterates});
+  t->push_back({"get", CmdGet, -2, kCmdReadOnly | kCmdKeys, kCatRead});
+  t->push_back(
+      {"set", CmdSet, -3, kCmdWrite | kCmdMulti | kCmdKeys, kCatWrite});
+  t->push_back(
+      {"del", CmdDel, -2, kCmdWrite | kCmdMulti | kCmdKeys, kCatWrite});
+  t->push_back(
+      {"mset", CmdMset, -3, kCmdWrite | kCmdMulti | kCmdKeys, kCatWrite});
+  t->push_back({"exists", CmdExists, -2, kCmdReadOnly | kCmdKeys, kCatRead});
+  t->push_back({"mget", CmdMget, -2, kCmdReadOnly | kCmdKeys, kCatRead});
+  t->push_back({"scan", CmdScan, -2, kCmdReadOnly | kCmdIterates,
+                kCatRead | kCatKeyspace});
+  t->push_back({"keys", CmdKeys, 2, kCmdReadOnly | kCmdIterates,
+                kCatRead | kCatKeyspace | kCatDangerous});
+  t->push_back({"dbsize", CmdDbsize, 1, kCmdReadOnly | kCmdIterates,
+                kCatRead | kCatKeyspace});
 }
 
 }  // namespace server

@@ -4,25 +4,26 @@
 // non-zero; cleanup is RAII. The port is bound before the DB is opened, so a
 // taken port fails fast without touching the data.
 
-#include <signal.h>
-
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
-#include <algorithm>
 #include <memory>
 #include <thread>
 
 #include <gflags/gflags.h>
 #include <glog/logging.h>
+#include <signal.h>
 
 #include "fencedkv/db.h"
 #include "fencedkv/lease.h"
 #include "fencedkv/version.h"
-#include "util/help_flags.h"
+
+#include "acl.h"
 #include "metrics.h"
 #include "server.h"
 #include "server_flags.h"
+#include "util/help_flags.h"
 
 namespace {
 
@@ -74,6 +75,12 @@ int main(int argc, char** argv) {
                       : std::max(1u, std::thread::hardware_concurrency() / 2);
   fencedkv::Status s = fencedkv::server::ResolveRequirepass(&so.requirepass);
   if (!s.ok()) return Fail("requirepass", s);
+  if (!FLAGS_aclfile.empty()) {
+    s = fencedkv::server::Acl::LoadFile(FLAGS_aclfile, so.requirepass, &so.acl);
+  } else {
+    s = fencedkv::server::Acl::Parse("", "", so.requirepass, &so.acl);
+  }
+  if (!s.ok()) return Fail("aclfile", s);
   so.maxclients = static_cast<size_t>(FLAGS_maxclients);
   so.limits.max_request_bytes = static_cast<size_t>(FLAGS_max_request_bytes);
   so.sync = FLAGS_sync;

@@ -83,6 +83,7 @@ class Server::Impl {
     // themselves from conns_ when those go: before the rest of Impl, and
     // the worker's before the io_contexts their sockets belong to.
     worker_.reset();
+    acceptor_.reset();  // before the io_context it was opened on
     loops_.clear();
   }
 
@@ -151,7 +152,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
         in_(kInitialReadBuffer) {
     client_.id = id;
     client_.created_ms = NowMs();
-    client_.authed = server->options_.requirepass.empty();
+    StartSession(server->state_, &client_);
     asio::error_code ec;
     auto ep = socket_.remote_endpoint(ec);
     if (!ec) client_.addr = ep.address().to_string() + ":" + std::to_string(ep.port());
@@ -343,11 +344,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
     client_.close_after_reply = true;
   }
 
-  // SCAN, KEYS or DBSIZE from an authenticated client outside MULTI.
+  // SCAN, KEYS or DBSIZE from a client allowed to run it, outside MULTI.
   bool Iterates() const {
-    if (!client_.authed || client_.in_multi) return false;
+    if (client_.in_multi) return false;
     const CommandSpec* cmd = LookupCommand(args_[0]);
-    return cmd != nullptr && (cmd->flags & kCmdIterates) != 0;
+    return cmd != nullptr && (cmd->flags & kCmdIterates) != 0 &&
+           MayRun(client_, *cmd, args_);
   }
 
   // Runs the command in args_ on the DbWorker, if it has room: a new
@@ -376,10 +378,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
     Continue();
   }
 
-  // GET key from an authenticated client outside MULTI.
+  // GET key from a client allowed to run it, outside MULTI.
   bool PlainGet() const {
-    return args_.size() == 2 && client_.authed && !client_.in_multi &&
-           EqualsIgnoreCase(args_[0], "GET");
+    static const CommandSpec& kGet = *LookupCommand("get");
+    return args_.size() == 2 && !client_.in_multi &&
+           EqualsIgnoreCase(args_[0], "GET") && MayRun(client_, kGet, args_);
   }
 
   // Answers the GETs collected by Process: here if few, else with one
@@ -446,21 +449,25 @@ class Connection : public std::enable_shared_from_this<Connection> {
     get_ends_.clear();
   }
 
-  // SET k v FENCE t and MSET k v ... FENCE t with a valid token, from an
-  // authenticated client outside MULTI: everything else (options, errors,
-  // NOFENCE, unfenced writes) takes the ordinary path through Dispatch.
+  // SET k v FENCE t and MSET k v ... FENCE t with a valid token, from a
+  // client allowed to run them, outside MULTI: everything else (options,
+  // errors, NOFENCE, unfenced writes) takes the ordinary path through
+  // Dispatch.
   bool Groupable(WriteBatch* batch) const {
-    if (!client_.authed || client_.in_multi) return false;
+    static const CommandSpec& kSet = *LookupCommand("set");
+    static const CommandSpec& kMset = *LookupCommand("mset");
+    if (client_.in_multi) return false;
     const auto& a = args_;
     const size_t n = a.size();
     if (n < 5 || !EqualsIgnoreCase(a[n - 2], "FENCE")) return false;
     Token token;
     if (!ParseToken(a[n - 1], &token)) return false;
-    if (n == 5 && EqualsIgnoreCase(a[0], "SET")) {
+    if (n == 5 && EqualsIgnoreCase(a[0], "SET") && MayRun(client_, kSet, a)) {
       batch->Put(a[1], a[2], token);
       return true;
     }
-    if ((n - 1) % 2 == 0 && EqualsIgnoreCase(a[0], "MSET")) {
+    if ((n - 1) % 2 == 0 && EqualsIgnoreCase(a[0], "MSET") &&
+        MayRun(client_, kMset, a)) {
       for (size_t i = 1; i + 2 < n; i += 2) batch->Put(a[i], a[i + 1], token);
       return true;
     }

@@ -38,6 +38,8 @@
 namespace fencedkv {
 namespace server {
 
+class Acl;
+
 struct ServerOptions {
   std::string bind = "127.0.0.1";
   int port = 7379;             // 0 = pick a free port (see Server::port())
@@ -47,6 +49,9 @@ struct ServerOptions {
   RespParser::Limits limits;   // max_request_bytes etc.
   bool sync = false;           // fsync every write before its reply
   bool allow_unfenced = false; // writes without FENCE (logged and counted)
+  // The users (--aclfile, acl.h); null: only the built-in 'default' user,
+  // with requirepass.
+  std::shared_ptr<const Acl> acl;
 };
 
 // Counters shared by the connections (INFO, /metrics). The per-command

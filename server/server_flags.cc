@@ -39,6 +39,13 @@ DEFINE_string(requirepass_file, "",
               "A file holding the password (one line; the newline is not part "
               "of it). At most one of --requirepass, --requirepass_file and "
               "FENCEDKV_REQUIREPASS may be set");
+DEFINE_string(aclfile, "",
+              "Users and their permissions, one per line in Redis ACL syntax "
+              "(user NAME on >password ~* +@all -@admin; see README). Without "
+              "it, or if it does not define 'default', the default user runs "
+              "every command but @admin (FENCE.FLOOR with an argument, "
+              "CONFIG, CLIENT LIST, ACL LIST): operators are users with "
+              "@admin");
 DEFINE_int64(max_token_skew, -1,
              "The token skew guard: refuse (-TOKENSKEW) a write or "
              "FENCE.ADVANCE whose token is more than this above the highest "

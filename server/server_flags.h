@@ -20,6 +20,7 @@ DECLARE_string(fence_mode);
 DECLARE_bool(sync);
 DECLARE_string(requirepass);
 DECLARE_string(requirepass_file);
+DECLARE_string(aclfile);
 DECLARE_int32(maxclients);
 DECLARE_int64(max_token_skew);
 DECLARE_int64(max_request_bytes);

@@ -435,6 +435,46 @@ TEST_F(ServerE2ETest, TokenSkewGuard) {
   EXPECT_EQ(0, server_.Stop());
 }
 
+// The fast paths (pipelined GETs read together, SET/MSET grouped) check
+// the same permissions as every other command.
+TEST_F(ServerE2ETest, AclHoldsOnTheFastPaths) {
+  const std::string file = dir_.Sub("users.acl");
+  std::ofstream(file) << "user reader on >r ~* +@read +@connection\n"
+                         "user writer on >w ~* +set +mset +auth\n";
+  ASSERT_TRUE(StartServer({"--aclfile=" + file}));
+  Client c(server_.port());
+  ASSERT_EQ("+OK", c.Call({"AUTH", "reader", "r"}));
+  std::string batch;
+  for (int i = 0; i < 8; ++i) {
+    batch +=
+        Client::Encode({"SET", "k" + std::to_string(i), "v", "FENCE", "1"});
+  }
+  batch += Client::Encode({"MSET", "a", "1", "b", "2", "FENCE", "1"});
+  c.SendRaw(batch);
+  for (int i = 0; i < 8; ++i) {
+    EXPECT_EQ("-NOPERM this user has no permissions to run the 'set' command",
+              c.Read())
+        << i;
+  }
+  EXPECT_EQ("-NOPERM this user has no permissions to run the 'mset' command",
+            c.Read());
+  EXPECT_EQ(":0", c.Call({"EXISTS", "k0", "a"}));
+  Client w(server_.port());
+  ASSERT_EQ("+OK", w.Call({"AUTH", "writer", "w"}));
+  ASSERT_EQ("+OK", w.Call({"SET", "k", "v", "FENCE", "1"}));
+  batch.clear();
+  for (int i = 0; i < 20; ++i) batch += Client::Encode({"GET", "k"});
+  w.SendRaw(batch);
+  for (int i = 0; i < 20; ++i) {
+    EXPECT_EQ("-NOPERM this user has no permissions to run the 'get' command",
+              w.Read())
+        << i;
+  }
+  EXPECT_EQ("-NOPERM this user has no permissions to run the 'scan' command",
+            w.Call({"SCAN", "0"}));
+  EXPECT_EQ(0, server_.Stop());
+}
+
 TEST_F(ServerE2ETest, RequirePass) {
   ASSERT_TRUE(StartServer({"--requirepass=s3cret"}));
   Client c(server_.port());
