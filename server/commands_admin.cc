@@ -399,6 +399,7 @@ void CmdInfo(ServerState& server, ClientState&, const Args& args,
     line("leases_released", std::to_string(ls.releases));
     line("leases_refused", std::to_string(ls.refusals));
     line("leases_held", std::to_string(ls.held));
+    line("leases_reclaimed", std::to_string(ls.reclaimed));
     line("last_lease_token", std::to_string(ls.last_token));
     info += "\r\n";
   }

@@ -130,7 +130,9 @@ int main(int argc, char** argv) {
             << " fence_floor=" << db->GetFenceFloor();
 
   std::unique_ptr<fencedkv::LeaseService> leases;
-  s = fencedkv::LeaseService::Open(db.get(), fencedkv::LeaseOptions(), &leases);
+  fencedkv::LeaseOptions lease_options;
+  lease_options.max_leases = static_cast<size_t>(FLAGS_max_leases);
+  s = fencedkv::LeaseService::Open(db.get(), lease_options, &leases);
   if (!s.ok()) return Fail("open lease service", s);
 
   std::unique_ptr<fencedkv::server::MetricsExporter> metrics;

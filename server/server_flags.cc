@@ -54,6 +54,11 @@ DEFINE_int64(max_token_skew, -1,
              "persisted, so it holds across restarts). 0 admits only tokens "
              "already granted. -1 = off. Tokens that come from elsewhere "
              "(etcd) are then refused: leave it off with them");
+DEFINE_int64(max_leases, 100000,
+             "Most leases on record (held, or expired and not yet reclaimed; "
+             "expired ones are reclaimed every second). LEASE.ACQUIRE of a "
+             "new name past it gets '-BUSY too many leases'. Each costs about "
+             "100 bytes plus its name and holder (1 KiB each at most)");
 DEFINE_int32(maxclients, 10000, "Maximum simultaneous client connections; "
              "more are refused with '-ERR max number of clients reached'");
 DEFINE_int64(max_request_bytes, 64 << 20,
@@ -120,6 +125,9 @@ bool ValidateRequestBytes(const char* flag, int64_t v) {
 bool ValidateSkew(const char* flag, int64_t v) {
   return InRange(flag, v, -1, INT64_MAX);
 }
+bool ValidateLeases(const char* flag, int64_t v) {
+  return InRange(flag, v, 1, int64_t{1} << 32);
+}
 bool ValidateTimeout(const char* flag, int32_t v) {
   return InRange(flag, v, 0, 3600 * 1000);
 }
@@ -160,6 +168,7 @@ const bool kRegistered = [] {
   gflags::RegisterFlagValidator(&FLAGS_max_request_bytes, &ValidateRequestBytes);
   gflags::RegisterFlagValidator(&FLAGS_shutdown_timeout_ms, &ValidateTimeout);
   gflags::RegisterFlagValidator(&FLAGS_max_token_skew, &ValidateSkew);
+  gflags::RegisterFlagValidator(&FLAGS_max_leases, &ValidateLeases);
   gflags::RegisterFlagValidator(&FLAGS_fence_cache_bytes, &ValidateCache);
   gflags::RegisterFlagValidator(&FLAGS_write_buffer_size, &ValidateWriteBuffer);
   gflags::RegisterFlagValidator(&FLAGS_block_cache_size, &ValidateCache);

@@ -23,6 +23,7 @@ DECLARE_string(requirepass_file);
 DECLARE_string(aclfile);
 DECLARE_int32(maxclients);
 DECLARE_int64(max_token_skew);
+DECLARE_int64(max_leases);
 DECLARE_int64(max_request_bytes);
 DECLARE_int32(io_threads);
 DECLARE_bool(allow_unfenced);

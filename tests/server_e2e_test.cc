@@ -475,6 +475,45 @@ TEST_F(ServerE2ETest, AclHoldsOnTheFastPaths) {
   EXPECT_EQ(0, server_.Stop());
 }
 
+// Expired leases are reclaimed (INFO's count drops without anyone asking),
+// and the number on record is bounded: past --max_leases a new name takes
+// an expired lease's place, or gets -BUSY if all are held.
+TEST_F(ServerE2ETest, LeasesAreReclaimedAndBounded) {
+  ASSERT_TRUE(StartServer({"--max_leases=20"}));
+  Client c(server_.port());
+  for (int i = 0; i < 20; ++i) {
+    ASSERT_EQ(0u,
+              c.Call({"LEASE.ACQUIRE", "short" + std::to_string(i), "h", "1"})
+                  .rfind("*[", 0));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  // At the limit, but expired: a new name reclaims one's place.
+  ASSERT_EQ(0u,
+            c.Call({"LEASE.ACQUIRE", "long0", "h", "60000"}).rfind("*[", 0));
+  std::string held;
+  for (int i = 0; i < 100; ++i) {  // the reclaimer runs every second
+    const std::string info = c.Call({"INFO", "fencing"});
+    held = info.substr(info.find("leases_held:"));
+    held = held.substr(0, held.find('\r'));
+    if (held == "leases_held:1") break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ("leases_held:1", held);
+  for (int i = 1; i < 20; ++i) {
+    ASSERT_EQ(
+        0u, c.Call({"LEASE.ACQUIRE", "long" + std::to_string(i), "h", "60000"})
+                .rfind("*[", 0));
+  }
+  EXPECT_EQ(
+      "-BUSY too many leases: 20 held (max_leases); release some or wait "
+      "for one to expire",
+      c.Call({"LEASE.ACQUIRE", "one-more", "h", "60000"}));
+  // A held name is renewed, not counted twice.
+  EXPECT_EQ(0u,
+            c.Call({"LEASE.ACQUIRE", "long0", "h", "60000"}).rfind("*[", 0));
+  EXPECT_EQ(0, server_.Stop());
+}
+
 TEST_F(ServerE2ETest, RequirePass) {
   ASSERT_TRUE(StartServer({"--requirepass=s3cret"}));
   Client c(server_.port());

@@ -999,19 +999,23 @@ Status DBImpl::GetMeta(std::string_view key, std::string* value) {
 
 Status DBImpl::PutMetaSynced(
     const std::vector<std::pair<std::string, std::string>>& records) {
-  rocksdb::WriteBatch batch;
-  for (const auto& [key, value] : records) {
-    batch.Put(meta_cf_, key, value);
-  }
-  rocksdb::WriteOptions wo;
-  wo.sync = true;
-  std::lock_guard<std::mutex> lock(meta_mu_);
-  return FromRocksDB(db_->Write(wo, &batch));
+  return WriteMetaSynced(records, {});
 }
 
 Status DBImpl::DeleteMetaSynced(const std::string& key) {
+  return WriteMetaSynced({}, {key});
+}
+
+Status DBImpl::WriteMetaSynced(
+    const std::vector<std::pair<std::string, std::string>>& puts,
+    const std::vector<std::string>& deletes) {
   rocksdb::WriteBatch batch;
-  batch.Delete(meta_cf_, key);
+  for (const auto& [key, value] : puts) {
+    batch.Put(meta_cf_, key, value);
+  }
+  for (const auto& key : deletes) {
+    batch.Delete(meta_cf_, key);
+  }
   rocksdb::WriteOptions wo;
   wo.sync = true;
   std::lock_guard<std::mutex> lock(meta_mu_);
