@@ -14,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -24,6 +25,7 @@
 
 #include "acl.h"
 #include "server.h"
+#include "util/thread_annotations.h"
 
 namespace fencedkv {
 namespace server {
@@ -47,51 +49,83 @@ struct ClientState {
   std::vector<std::vector<std::string>> queued;
 };
 
-// Server-wide SCAN cursors: an integer a client can hold, mapped to the key
-// the next call resumes from. Bounded; the oldest are forgotten.
+// SCAN cursors: an integer a client holds, mapped to the key its next call
+// resumes from. A cursor belongs to the connection that got it (another
+// connection's SCAN of it is "ERR invalid cursor", as is an expired or
+// forgotten one) and goes when that connection closes (DropOwner). Bounded
+// (Limits): per connection the oldest go first past max_per_owner, server-
+// wide the oldest past max_cursors or max_bytes (resume keys, up to 64 KiB
+// each, plus kOverhead), and any older than idle_ttl.
 //
 // A cursor may also keep the scan's iterator, positioned on that key, for a
 // while: with the hash memtable a new iterator first sorts the memtable, so
 // a scan that re-created its iterator on every call would pay that sort per
-// page. At most kMaxParked iterators are kept, each for at most `ttl` (an
-// iterator pins the memtables and files it reads: the server calls
+// page. At most max_parked iterators are kept, each for at most parked_ttl
+// (an iterator pins the memtables and files it reads: the server calls
 // DropExpired every few seconds); a cursor whose iterator was dropped
 // resumes from its key with a new one.
+//
+// Thread-safe.
 class CursorTable {
  public:
-  explicit CursorTable(std::chrono::milliseconds ttl = std::chrono::seconds(30))
-      : ttl_(ttl) {}
+  struct Limits {
+    size_t max_cursors = 10000;
+    size_t max_bytes = 32 << 20;
+    size_t max_per_owner = 16;
+    std::chrono::milliseconds idle_ttl = std::chrono::minutes(5);
+    size_t max_parked = 16;
+    std::chrono::milliseconds parked_ttl = std::chrono::seconds(30);
+  };
+  // Bytes a cursor counts beyond its key.
+  static constexpr size_t kOverhead = 128;
 
-  uint64_t Save(std::string next_key, std::unique_ptr<Iterator> iterator);
-  // False if the cursor is unknown (expired or never issued). Else the key
-  // to resume from, and the cursor's parked iterator if it still has one
-  // (taken: a second Load of the cursor resumes from the key alone).
-  bool Load(uint64_t cursor, std::string* next_key,
+  CursorTable() : CursorTable(Limits()) {}
+  explicit CursorTable(const Limits& limits) : limits_(limits) {}
+
+  // A new cursor of connection `owner`, resuming at `next_key`, with the
+  // iterator positioned there (may be null).
+  uint64_t Save(uint64_t owner, std::string next_key,
+                std::unique_ptr<Iterator> iterator);
+  // False if the cursor is unknown to `owner` (another connection's,
+  // expired, forgotten or never issued). Else the key to resume from, and
+  // the cursor's parked iterator if it still has one (taken: a second Load
+  // of the cursor resumes from the key alone).
+  bool Load(uint64_t owner, uint64_t cursor, std::string* next_key,
             std::unique_ptr<Iterator>* iterator);
-  // Drops the iterators parked for longer than the ttl.
+  // Drops every cursor of `owner`: its connection closed.
+  void DropOwner(uint64_t owner);
+  // Drops cursors older than idle_ttl, and iterators parked for longer than
+  // parked_ttl.
   void DropExpired();
-  // Drops every parked iterator: before the database closes.
+  // Drops every cursor and parked iterator: before the database closes.
   void Clear();
   size_t parked();
+  size_t size();
+  size_t bytes();
 
  private:
-  static constexpr size_t kMaxCursors = 10000;
-  static constexpr size_t kMaxParked = 16;
-  const std::chrono::milliseconds ttl_;
   struct Cursor {
+    uint64_t owner;
     std::string next_key;
     std::unique_ptr<Iterator> iterator;  // may be null
-    std::chrono::steady_clock::time_point parked;
+    std::chrono::steady_clock::time_point saved;
   };
+  using Map = std::map<uint64_t, Cursor>;  // by id: the oldest first
+  // REQUIRES: mu_ held. Erases `it`, moving its iterator (if any) to *out
+  // for the caller to free after unlocking.
+  void Erase(Map::iterator it, std::vector<std::unique_ptr<Iterator>>* out);
   // REQUIRES: mu_ held. Moves into *out the parked iterators past the ttl,
-  // and the oldest beyond `keep`, for the caller to free after unlocking.
+  // and the oldest beyond `keep`.
   void ReleaseParked(std::chrono::steady_clock::time_point now, size_t keep,
                      std::vector<std::unique_ptr<Iterator>>* out);
 
+  const Limits limits_;
   std::mutex mu_;
-  uint64_t next_id_ = 1;
-  std::map<uint64_t, Cursor> cursors_;
-  size_t parked_ = 0;  // cursors with an iterator
+  uint64_t next_id_ GUARDED_BY(mu_) = 1;
+  Map cursors_ GUARDED_BY(mu_);
+  std::map<uint64_t, std::set<uint64_t>> by_owner_ GUARDED_BY(mu_);
+  std::set<uint64_t> parked_ GUARDED_BY(mu_);  // cursors with an iterator
+  size_t bytes_ GUARDED_BY(mu_) = 0;
 };
 
 // What handlers see of the server.

@@ -272,20 +272,23 @@ INSTANTIATE_TEST_SUITE_P(Memtables, ScanTest, testing::Values("skiplist", "hash"
 
 TEST_F(CommandTest, ParkedScanIteratorsAreBoundedAndExpire) {
   Run({"SET", "a", "v", "FENCE", "1"});
-  CursorTable table(std::chrono::milliseconds(50));
+  CursorTable::Limits limits;
+  limits.parked_ttl = std::chrono::milliseconds(50);
+  limits.max_per_owner = 100;
+  CursorTable table(limits);
   std::vector<uint64_t> ids;
   for (int i = 0; i < 20; ++i) {
     auto it = db_->NewIterator(ReadOptions());
     it->SeekToFirst();
-    ids.push_back(table.Save("a", std::move(it)));
+    ids.push_back(table.Save(7, "a", std::move(it)));
   }
   EXPECT_EQ(16u, table.parked());  // the oldest were released
   std::string key;
   std::unique_ptr<Iterator> it;
-  ASSERT_TRUE(table.Load(ids.front(), &key, &it));  // released: key only
+  ASSERT_TRUE(table.Load(7, ids.front(), &key, &it));  // released: key only
   EXPECT_EQ("a", key);
   EXPECT_EQ(nullptr, it);
-  ASSERT_TRUE(table.Load(ids.back(), &key, &it));  // still parked: taken
+  ASSERT_TRUE(table.Load(7, ids.back(), &key, &it));  // still parked: taken
   ASSERT_NE(nullptr, it);
   EXPECT_EQ("a", std::string(it->key()));
   EXPECT_EQ(15u, table.parked());
@@ -294,8 +297,64 @@ TEST_F(CommandTest, ParkedScanIteratorsAreBoundedAndExpire) {
   std::this_thread::sleep_for(std::chrono::milliseconds(80));
   table.DropExpired();
   EXPECT_EQ(0u, table.parked());
-  ASSERT_TRUE(table.Load(ids[10], &key, &it));  // the cursor itself remains
+  ASSERT_TRUE(table.Load(7, ids[10], &key, &it));  // the cursor itself remains
   EXPECT_EQ(nullptr, it);
+}
+
+// Cursors belong to their connection, and every bound holds: per
+// connection, server-wide count and bytes, age; a closed connection's go.
+TEST_F(CommandTest, ScanCursorsAreBounded) {
+  CursorTable::Limits limits;
+  limits.max_per_owner = 4;
+  limits.max_cursors = 10;
+  limits.max_bytes = 5 * (1000 + CursorTable::kOverhead);
+  limits.idle_ttl = std::chrono::milliseconds(50);
+  CursorTable table(limits);
+  std::string key;
+  std::unique_ptr<Iterator> it;
+  const uint64_t a = table.Save(1, "k", nullptr);
+  EXPECT_FALSE(table.Load(2, a, &key, &it));  // another connection's
+  EXPECT_TRUE(table.Load(1, a, &key, &it));
+  for (int i = 0; i < 4; ++i) table.Save(1, "k", nullptr);
+  EXPECT_FALSE(table.Load(1, a, &key, &it));  // the owner's oldest went
+  EXPECT_EQ(4u, table.size());
+  for (uint64_t owner = 2; owner < 10; ++owner) table.Save(owner, "k", nullptr);
+  EXPECT_EQ(10u, table.size());  // max_cursors
+  for (int i = 0; i < 10; ++i)
+    table.Save(100 + i, std::string(1000, 'x'), nullptr);
+  EXPECT_LE(table.bytes(), limits.max_bytes);
+  EXPECT_EQ(5u, table.size());
+  table.DropOwner(105);
+  EXPECT_EQ(4u, table.size());
+  const uint64_t b = table.Save(200, "k", nullptr);
+  std::this_thread::sleep_for(std::chrono::milliseconds(80));
+  EXPECT_FALSE(table.Load(200, b, &key, &it));  // expired
+  table.DropExpired();
+  EXPECT_EQ(0u, table.size());
+  EXPECT_EQ(0u, table.bytes());
+}
+
+// Another client cannot resume a cursor; a huge COUNT examines at most
+// 10000 keys in one call.
+TEST_F(CommandTest, ScanIsPrivateAndBoundedPerCall) {
+  WriteBatch batch;
+  for (int i = 0; i < 12000; ++i) batch.Put("k" + std::to_string(i), "v", 1);
+  ASSERT_FENCEDKV_OK(db_->Write(WriteOptions(), batch));
+  const std::string r = Run({"SCAN", "0", "COUNT", "1000000000"});
+  ASSERT_EQ(0u, r.rfind("*2\r\n$", 0));
+  const size_t p = r.find("\r\n", 4) + 2;
+  const std::string cursor = r.substr(p, r.find("\r\n", p) - p);
+  EXPECT_NE("0", cursor);
+  EXPECT_NE(std::string::npos, r.find("\r\n*10000\r\n")) << r.substr(0, 60);
+  ClientState other;
+  other.id = client_.id + 1;
+  StartSession(*state_, &other);
+  std::string out;
+  const std::vector<std::string> words = {"SCAN", cursor};
+  Dispatch(*state_, other, Args(words.begin(), words.end()), &out);
+  EXPECT_EQ("-ERR invalid cursor\r\n", out);
+  EXPECT_EQ(0u, Run({"SCAN", cursor, "COUNT", "5000"})
+                    .rfind("*2\r\n$1\r\n0\r\n*2000\r\n", 0));
 }
 
 TEST_F(CommandTest, Leases) {

@@ -364,6 +364,8 @@ void CmdInfo(ServerState& server, ClientState&, const Args& args,
     line("total_commands_processed", std::to_string(st.commands()));
     line("rejected_connections", std::to_string(st.connections_rejected.load()));
     line("protocol_errors", std::to_string(st.protocol_errors.load()));
+    line("scan_cursors", std::to_string(server.cursors.size()));
+    line("scan_cursor_bytes", std::to_string(server.cursors.bytes()));
     info += "\r\n";
   }
   if (want("persistence")) {

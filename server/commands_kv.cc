@@ -8,9 +8,10 @@
 //   DEL key [key ...] FENCE token         one atomic batch
 //   MSET key value [key value ...] FENCE token   one atomic batch
 
-#include <glog/logging.h>
-
+#include <algorithm>
 #include <charconv>
+
+#include <glog/logging.h>
 
 #include "command_table.h"
 #include "error_mapping.h"
@@ -273,7 +274,15 @@ ReadOptions ScanOptions() {
   return ro;
 }
 
-void CmdScan(ServerState& server, ClientState&, const Args& args,
+// One SCAN call examines at most this many keys, or key bytes, whatever
+// its COUNT, and stops once its reply holds kScanMaxReplyBytes of keys: a
+// huge COUNT cannot make one call run (or reply) unbounded. The cursor
+// goes on from there.
+constexpr int64_t kScanMaxExamined = 10000;
+constexpr size_t kScanMaxExaminedBytes = 8 << 20;
+constexpr size_t kScanMaxReplyBytes = 1 << 20;
+
+void CmdScan(ServerState& server, ClientState& client, const Args& args,
              std::string* out) {
   std::string start;
   std::unique_ptr<Iterator> it;  // the cursor's own, if it kept one
@@ -281,7 +290,7 @@ void CmdScan(ServerState& server, ClientState&, const Args& args,
     uint64_t cursor = 0;
     auto r = std::from_chars(args[1].data(), args[1].data() + args[1].size(), cursor);
     if (r.ec != std::errc() || r.ptr != args[1].data() + args[1].size() ||
-        !server.cursors.Load(cursor, &start, &it)) {
+        !server.cursors.Load(client.id, cursor, &start, &it)) {
       resp::Error(out, "ERR invalid cursor");
       return;
     }
@@ -312,11 +321,18 @@ void CmdScan(ServerState& server, ClientState&, const Args& args,
     it->Seek(start);
   }
   std::vector<std::string> keys;
+  const int64_t max_examined = std::min(count, kScanMaxExamined);
   int64_t examined = 0;
-  for (; it->Valid() && examined < count; it->Next(), ++examined) {
+  size_t examined_bytes = 0, reply_bytes = 0;
+  for (; it->Valid() && examined < max_examined &&
+         examined_bytes < kScanMaxExaminedBytes &&
+         reply_bytes < kScanMaxReplyBytes;
+       it->Next(), ++examined) {
+    examined_bytes += it->key().size();
     if (!type_ok) continue;
     if (has_pattern && !GlobMatch(pattern, it->key())) continue;
     keys.emplace_back(it->key());
+    reply_bytes += keys.back().size();
   }
   if (!it->status().ok()) {
     ReplyStatus(it->status(), out);
@@ -326,7 +342,8 @@ void CmdScan(ServerState& server, ClientState&, const Args& args,
   std::string next = "0";
   if (it->Valid()) {
     std::string key(it->key());
-    next = std::to_string(server.cursors.Save(std::move(key), std::move(it)));
+    next = std::to_string(
+        server.cursors.Save(client.id, std::move(key), std::move(it)));
   }
   resp::ArrayHeader(out, 2);
   resp::Bulk(out, next);

@@ -161,6 +161,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     socket_.non_blocking(true, ec);
   }
   ~Connection() {
+    server_->state_.cursors.DropOwner(client_.id);  // its SCAN cursors go
     server_->stats_.connected.fetch_sub(1);
     server_->Unregister(client_.id);
   }
