@@ -24,6 +24,7 @@
 #include "fencedkv/lease.h"
 
 #include "acl.h"
+#include "scan_worker.h"
 #include "server.h"
 #include "util/thread_annotations.h"
 
@@ -135,6 +136,8 @@ struct ServerState {
   const ServerOptions* options = nullptr;
   ServerStats* stats = nullptr;
   CursorTable cursors;
+  // Runs SCAN, KEYS and DBSIZE off the io loops (scan_worker.h).
+  ScanWorker scans;
   std::chrono::steady_clock::time_point started;
   int port = 0;
   // CLIENT LIST: filled by the server on demand.
@@ -158,9 +161,9 @@ enum CommandFlags : uint32_t {
   kCmdNoAuth = 1 << 2,  // allowed before AUTH
   kCmdMulti = 1 << 3,   // may be queued inside MULTI
   kCmdAdmin = 1 << 4,
-  // Creates a database iterator (with the hash memtable, a sort of the
-  // memtable first): the server runs it on its database thread when it can,
-  // so the loop goes on serving its other connections.
+  // Walks the key space (and with the hash memtable first sorts it): the
+  // server runs it on ServerState::scans, so the loop goes on serving its
+  // other connections.
   kCmdIterates = 1 << 5,
   // Takes keys as arguments: a user without ~* may not run it (nor any
   // @keyspace command).

@@ -357,6 +357,21 @@ TEST_F(CommandTest, ScanIsPrivateAndBoundedPerCall) {
                     .rfind("*2\r\n$1\r\n0\r\n*2000\r\n", 0));
 }
 
+// KEYS does not build a reply past 64 MiB (SCAN pages through any number).
+TEST_F(CommandTest, KeysReplyIsBounded) {
+  const std::string prefix(60 << 10, 'k');
+  for (int b = 0; b < 12; ++b) {
+    WriteBatch batch;
+    for (int i = 0; i < 100; ++i)
+      batch.Put(prefix + std::to_string(b * 100 + i), "", 1);
+    ASSERT_FENCEDKV_OK(db_->Write(WriteOptions(), batch));
+  }
+  const std::string r = Run({"KEYS", "*"});
+  EXPECT_EQ(0u, r.rfind("-ERR KEYS reply would exceed 64 MiB (", 0))
+      << r.substr(0, 80);
+  EXPECT_EQ(0u, Run({"KEYS", "k*0"}).rfind("*120\r\n", 0));
+}
+
 TEST_F(CommandTest, Leases) {
   std::string r = Run({"LEASE.ACQUIRE", "shard1", "A", "10000"});
   EXPECT_EQ(0, r.rfind("*2\r\n$1\r\n1\r\n:", 0)) << r;

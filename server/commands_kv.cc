@@ -268,6 +268,15 @@ void CmdMget(ServerState& server, ClientState&, const Args& args,
   out->append(reply);
 }
 
+// The reply to a pattern that GlobPattern gave up on.
+void ReplyPatternTooCostly(std::string* out) {
+  resp::Error(out,
+              "ERR pattern too complex: matching it against one key "
+              "took more than " +
+                  std::to_string(GlobPattern::kStepsPerByte) +
+                  " steps per byte (a long literal between two '*'?)");
+}
+
 ReadOptions ScanOptions() {
   ReadOptions ro;
   ro.fill_cache = false;
@@ -320,6 +329,7 @@ void CmdScan(ServerState& server, ClientState& client, const Args& args,
     it = server.db->NewIterator(ScanOptions());
     it->Seek(start);
   }
+  const GlobPattern glob(pattern);
   std::vector<std::string> keys;
   const int64_t max_examined = std::min(count, kScanMaxExamined);
   int64_t examined = 0;
@@ -330,7 +340,14 @@ void CmdScan(ServerState& server, ClientState& client, const Args& args,
        it->Next(), ++examined) {
     examined_bytes += it->key().size();
     if (!type_ok) continue;
-    if (has_pattern && !GlobMatch(pattern, it->key())) continue;
+    if (has_pattern) {
+      const GlobPattern::Result m = glob.Match(it->key());
+      if (m == GlobPattern::Result::kTooCostly) {
+        ReplyPatternTooCostly(out);
+        return;
+      }
+      if (m == GlobPattern::Result::kNoMatch) continue;
+    }
     keys.emplace_back(it->key());
     reply_bytes += keys.back().size();
   }
@@ -351,12 +368,32 @@ void CmdScan(ServerState& server, ClientState& client, const Args& args,
   for (const auto& k : keys) resp::Bulk(out, k);
 }
 
+// KEYS refuses to build a reply larger than this (SCAN pages through any
+// number of keys).
+constexpr size_t kKeysMaxReplyBytes = 64 << 20;
+
 void CmdKeys(ServerState& server, ClientState&, const Args& args,
              std::string* out) {
+  const GlobPattern glob(args[1]);
   auto it = server.db->NewIterator(ScanOptions());
   std::vector<std::string> keys;
+  size_t reply_bytes = 0;
   for (it->SeekToFirst(); it->Valid(); it->Next()) {
-    if (GlobMatch(args[1], it->key())) keys.emplace_back(it->key());
+    const GlobPattern::Result m = glob.Match(it->key());
+    if (m == GlobPattern::Result::kTooCostly) {
+      ReplyPatternTooCostly(out);
+      return;
+    }
+    if (m == GlobPattern::Result::kNoMatch) continue;
+    keys.emplace_back(it->key());
+    reply_bytes += keys.back().size() + 16;
+    if (reply_bytes > kKeysMaxReplyBytes) {
+      resp::Error(out, "ERR KEYS reply would exceed " +
+                           std::to_string(kKeysMaxReplyBytes >> 20) + " MiB (" +
+                           std::to_string(keys.size()) +
+                           " keys so far): use SCAN");
+      return;
+    }
   }
   if (!it->status().ok()) {
     ReplyStatus(it->status(), out);

@@ -327,7 +327,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
           break;
         }
         in_begin_ += consumed;
-        // A scan may first sort the memtable: on the DbWorker if it has room.
+        // A walk of the key space runs on the scan thread.
         if (Iterates() && OffloadIterating()) break;  // OnOffloadDone continues
         Dispatch(server_->state_, client_, args_, &out_);
         server_->EndCommand();
@@ -353,16 +353,17 @@ class Connection : public std::enable_shared_from_this<Connection> {
            MayRun(client_, *cmd, args_);
   }
 
-  // Runs the command in args_ on the DbWorker, if it has room: a new
-  // iterator may first sort the memtable (--memtable=hash), and this loop's
-  // other connections should not wait for that. True if handed over: then
-  // nothing more is processed until OnOffloadDone. (The handler reads
-  // client_, which the loop leaves alone meanwhile.)
+  // Runs the command in args_ on the scan thread: a walk of the key space
+  // may take long (and first sort the memtable, --memtable=hash), and this
+  // loop's other connections should not wait for it. True if handed over
+  // (false only once stopping): then nothing more is processed until
+  // OnOffloadDone. (The handler reads client_, which the loop leaves alone
+  // meanwhile.)
   bool OffloadIterating() {
     offload_args_.assign(args_.begin(), args_.end());  // in_ may move on
     auto self = shared_from_this();
-    const bool queued = server_->worker_->TrySubmitRead([self] {
-      // On the worker thread; this connection waits (reads_pending_).
+    const bool queued = server_->state_.scans.Submit([self] {
+      // On the scan thread; this connection waits (reads_pending_).
       const Args args(self->offload_args_.begin(), self->offload_args_.end());
       Dispatch(self->server_->state_, self->client_, args, &self->offload_out_);
       asio::post(self->loop_->io, [self] { self->OnOffloadDone(); });
@@ -713,6 +714,7 @@ void Server::Impl::Stop(std::chrono::milliseconds deadline) {
   }
   // Jobs still queued run now; their replies go nowhere.
   if (worker_) worker_->Stop();
+  state_.scans.Stop();
   // Parked SCAN iterators go before the database closes.
   state_.cursors.Clear();
 }

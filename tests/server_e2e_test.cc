@@ -5,20 +5,21 @@
 // limits, graceful shutdown, crash durability with --sync, and leases across
 // kill -9.
 
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <thread>
+
 #include <arpa/inet.h>
+#include <fcntl.h>
+#include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <fcntl.h>
-
-#include <chrono>
-#include <fstream>
-#include <thread>
-
-#include <gtest/gtest.h>
 
 #include "util/testutil.h"
 
@@ -565,6 +566,82 @@ TEST_F(ServerE2ETest, ScanCursorsAreBoundedAndPrivate) {
   }
   EXPECT_NE(std::string::npos, info.find("scan_cursors:0\r\n")) << info;
   EXPECT_NE(std::string::npos, info.find("scan_cursor_bytes:0\r\n")) << info;
+  EXPECT_EQ(0, server_.Stop());
+}
+
+// KEYS, SCAN and DBSIZE run on the scan thread, never on an io loop: while
+// four clients loop over KEYS on 100k keys, another client's PING is not
+// held up by them (it used to wait for whole KEYS calls).
+TEST_F(ServerE2ETest, KeysDoNotStallOtherClients) {
+  ASSERT_TRUE(StartServer({"--io_threads=1"}));
+  {
+    Client c(server_.port());
+    std::string batch;
+    for (int b = 0; b < 100; ++b) {
+      std::vector<std::string> words = {"MSET"};
+      for (int i = 0; i < 1000; ++i) {
+        words.push_back("key:" + std::to_string(b * 1000 + i));
+        words.push_back("v");
+      }
+      words.push_back("FENCE");
+      words.push_back("1");
+      batch += Client::Encode(words);
+    }
+    c.SendRaw(batch);
+    for (int b = 0; b < 100; ++b) ASSERT_EQ("+OK", c.Read());
+  }
+  using Clock = std::chrono::steady_clock;
+  auto ms = [](Clock::duration d) {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(d).count();
+  };
+  Client probe(server_.port());
+  auto t0 = Clock::now();
+  ASSERT_EQ("*[]", probe.Call({"KEYS", "nomatch*"}));
+  const auto keys_ms = ms(Clock::now() - t0);
+  std::atomic<bool> done{false};
+  std::vector<std::thread> loops;
+  for (int i = 0; i < 4; ++i) {
+    loops.emplace_back([&] {
+      Client c(server_.port());
+      while (!done) c.Call({"KEYS", "nomatch*"});
+    });
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  long worst = 0;
+  for (auto end = Clock::now() + std::chrono::seconds(2); Clock::now() < end;) {
+    t0 = Clock::now();
+    ASSERT_EQ("+PONG", probe.Call({"PING"}));
+    worst = std::max<long>(worst, ms(Clock::now() - t0));
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  done = true;
+  for (auto& t : loops) t.join();
+  std::printf(
+      "one KEYS over 100k keys: %ld ms; worst PING beside 4 KEYS loops: %ld "
+      "ms\n",
+      static_cast<long>(keys_ms), worst);
+  EXPECT_LT(worst, std::max<long>(50, keys_ms / 2));
+  EXPECT_EQ(0, server_.Stop());
+}
+
+// A pattern whose match would cost O(pattern x key) is refused, fast: one
+// KEYS with a 16 KB pattern on a 64 KiB key took 3 s.
+TEST_F(ServerE2ETest, CostlyPatternsAreRefused) {
+  ASSERT_TRUE(StartServer());
+  Client c(server_.port());
+  ASSERT_EQ("+OK",
+            c.Call({"SET", std::string(64 << 10, 'a'), "v", "FENCE", "1"}));
+  const std::string pattern = "*" + std::string(16 << 10, 'a') + "b*";
+  const std::string refused =
+      "-ERR pattern too complex: matching it against one key took more than "
+      "32 steps per byte (a long literal between two '*'?)";
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(refused, c.Call({"KEYS", pattern}));
+  EXPECT_EQ(refused, c.Call({"SCAN", "0", "MATCH", pattern}));
+  EXPECT_LT(std::chrono::steady_clock::now() - t0,
+            std::chrono::milliseconds(500));
+  EXPECT_EQ("*[]", c.Call({"KEYS", "*" + std::string(16 << 10, 'a') + "b"}));
+  EXPECT_EQ(65536u + 4, c.Call({"KEYS", "*a"}).size());  // "*[$" key "]"
   EXPECT_EQ(0, server_.Stop());
 }
 
