@@ -2,7 +2,8 @@
 # "A KV server behind a lease service", proven with real processes on
 # 127.0.0.1 (free ports, started and stopped by PID by this script).
 # Usage: lease_e2e_test.sh SERVER_BIN LOCK_BIN CASE
-#   CASE: builtin | etcd | hashtag | strict | kill9 | lockcmd
+#   CASE: builtin | etcd | hashtag | strict | kill9 | lockcmd | lockgroup |
+#         lockhold
 set -euo pipefail
 FENCEDKV_SERVER=$1
 LOCK=$2
@@ -201,6 +202,103 @@ lockcmd)
         "$("$LOCK" --server "$S" --wait_ms 100 jobs -- true >/dev/null 2>&1; echo $?)"
   check "usage error: exit 2" 2 "$("$LOCK" --server "$S" jobs >/dev/null 2>&1; echo $?)"
   stop_server s
+  ;;
+lockgroup)
+  # fencedkv-lock runs CMD in its own process group and stops the whole
+  # group: when the lease is lost (SIGTERM, SIGKILL after the grace period
+  # for what ignores it) and when CMD ends (leftovers must not outlive the
+  # lease). A `sh -c` command's grandchildren used to run on past the lease.
+  start_server s
+  S="127.0.0.1:$PORT_s"; D=$E2E_TMP
+  alive() { kill -0 "$1" 2>/dev/null && [ "$(ps -o stat= -p "$1" | cut -c1)" != Z ] && echo alive || echo gone; }
+  gone_within() {  # gone_within PID SECONDS
+    for _ in $(seq 1 $(($2 * 50))); do [ "$(alive "$1")" = gone ] && echo gone && return; sleep 0.02; done
+    echo alive
+  }
+  "$LOCK" --server "$S" --holder H1 --ttl_ms 300 --kill_grace_ms 500 jobs -- \
+    sh -c 'sleep 300 & echo $! > '"$D"'/gc1; (trap "" TERM; exec sleep 300) & echo $! > '"$D"'/gc2; wait' &
+  L=$!
+  E2E_PIDS+=("$L")
+  wait_file "$D/gc2"; sleep 0.1
+  GC1=$(cat "$D/gc1"); GC2=$(cat "$D/gc2")
+  E2E_PIDS+=("$GC1" "$GC2")
+  check "grandchildren run" "alive alive" "$(alive "$GC1") $(alive "$GC2")"
+  kill -STOP "$L"; sleep 0.5
+  check "another holder takes the lease" "OK" \
+        "$(redis-cli -p "$PORT_s" LEASE.ACQUIRE jobs H2 60000 >/dev/null && echo OK)"
+  kill -CONT "$L"
+  wait "$L" && rc=0 || rc=$?
+  check "lease lost: exit 3" 3 "$rc"
+  check "a grandchild is stopped (SIGTERM)" gone "$(gone_within "$GC1" 3)"
+  check "one ignoring SIGTERM is killed after the grace period" gone "$(gone_within "$GC2" 3)"
+  # CMD ends on its own: what it left in its group is stopped before release.
+  "$LOCK" --server "$S" --holder H3 --kill_grace_ms 500 other -- \
+    sh -c 'sleep 300 & echo $! > '"$D"'/gc3' && rc=0 || rc=$?
+  check "CMD's status" 0 "$rc"
+  GC3=$(cat "$D/gc3"); E2E_PIDS+=("$GC3")
+  check "its leftover is stopped" gone "$(gone_within "$GC3" 3)"
+  check "then the lease is released" "" "$(redis-cli -p "$PORT_s" LEASE.INFO other)"
+  # fencedkv-lock's own SIGTERM goes to the whole group.
+  "$LOCK" --server "$S" --holder H4 third -- \
+    sh -c 'sleep 300 & echo $! > '"$D"'/gc4; wait' &
+  L=$!
+  E2E_PIDS+=("$L")
+  wait_file "$D/gc4"; sleep 0.1
+  GC4=$(cat "$D/gc4"); E2E_PIDS+=("$GC4")
+  kill -TERM "$L"
+  wait "$L" && rc=0 || rc=$?
+  check "SIGTERM: CMD's status (sh killed by SIGTERM)" 143 "$rc"
+  check "the grandchild got it too" gone "$(gone_within "$GC4" 3)"
+  check "and the lease is released" "" "$(redis-cli -p "$PORT_s" LEASE.INFO third)"
+  stop_server s
+  ;;
+
+lockhold)
+  # --hold: no command; prints the token, renews until SIGINT/SIGTERM (then
+  # releases, exit 0) or until the lease is lost (exit 3).
+  start_server s
+  S="127.0.0.1:$PORT_s"; D=$E2E_TMP
+  check "--help exits 0" 0 "$("$LOCK" --help >/dev/null 2>&1; echo $?)"
+  "$LOCK" --server "$S" --holder H1 --ttl_ms 300 --hold jobs > "$D/hold.out" &
+  L=$!
+  E2E_PIDS+=("$L")
+  for _ in $(seq 1 250); do [ -s "$D/hold.out" ] && break; sleep 0.02; done
+  token=$(head -1 "$D/hold.out")
+  check "prints the token" "1" "$token"
+  sleep 1                               # past its 300 ms TTL: renewed
+  check "held and renewed" "holder
+H1
+token
+1" "$(redis-cli -p "$PORT_s" LEASE.INFO jobs | head -4)"
+  kill -TERM "$L"
+  wait "$L" && rc=0 || rc=$?
+  check "SIGTERM: exit 0" 0 "$rc"
+  check "released" "" "$(redis-cli -p "$PORT_s" LEASE.INFO jobs)"
+  "$LOCK" --server "$S" --holder H2 --ttl_ms 300 --hold jobs > "$D/hold2.out" &
+  L=$!
+  E2E_PIDS+=("$L")
+  for _ in $(seq 1 250); do [ -s "$D/hold2.out" ] && break; sleep 0.02; done
+  kill -STOP "$L"; sleep 0.5
+  redis-cli -p "$PORT_s" LEASE.ACQUIRE jobs H3 60000 >/dev/null
+  kill -CONT "$L"
+  wait "$L" && rc=0 || rc=$?
+  check "lease lost: exit 3" 3 "$rc"
+  check "--hold with a command is a usage error" 2 \
+        "$("$LOCK" --server "$S" --hold jobs -- true >/dev/null 2>&1; echo $?)"
+  stop_server s
+  # An ACL user, its password from the environment (not on the command line).
+  printf 'user locker on >lockpw +@lease\n' > "$D/users.acl"
+  start_server acl --aclfile="$D/users.acl"
+  REDISCLI_AUTH=lockpw "$LOCK" --server "127.0.0.1:$PORT_acl" --user locker \
+    --hold jobs > "$D/hold3.out" &
+  L=$!
+  E2E_PIDS+=("$L")
+  for _ in $(seq 1 250); do [ -s "$D/hold3.out" ] && break; sleep 0.02; done
+  check "--user, REDISCLI_AUTH" "1" "$(head -1 "$D/hold3.out")"
+  kill -INT "$L"
+  wait "$L" && rc=0 || rc=$?
+  check "SIGINT: exit 0" 0 "$rc"
+  stop_server acl
   ;;
 *)
   echo "unknown case $CASE" >&2
