@@ -11,6 +11,7 @@ PACKAGES=(
   librocksdb-dev libgflags-dev
   # server
   libgoogle-glog-dev libasio-dev prometheus-cpp-dev libssl-dev
+  libcurl4-openssl-dev nlohmann-json3-dev
   # tests
   googletest libgtest-dev libgmock-dev
   # real peers for tests and benchmarks

@@ -403,6 +403,7 @@ void CmdInfo(ServerState& server, ClientState&, const Args& args,
     line("leases_held", std::to_string(ls.held));
     line("leases_reclaimed", std::to_string(ls.reclaimed));
     line("last_lease_token", std::to_string(ls.last_token));
+    line("highest_token_issued", std::to_string(server.db->GetIssuedToken()));
     info += "\r\n";
   }
   resp::Bulk(out, info);

@@ -9,6 +9,8 @@
 #include <cstring>
 #include <fstream>
 #include <memory>
+#include <sstream>
+#include <string>
 #include <thread>
 
 #include <gflags/gflags.h>
@@ -20,6 +22,7 @@
 #include "fencedkv/version.h"
 
 #include "acl.h"
+#include "etcd_revision.h"
 #include "metrics.h"
 #include "server.h"
 #include "server_flags.h"
@@ -135,6 +138,31 @@ int main(int argc, char** argv) {
   s = fencedkv::LeaseService::Open(db.get(), lease_options, &leases);
   if (!s.ok()) return Fail("open lease service", s);
 
+  // With etcd as the token source, the skew guard follows its revision.
+  std::unique_ptr<fencedkv::server::EtcdRevisionSource> etcd;
+  if (FLAGS_token_source == "etcd") {
+    fencedkv::server::EtcdRevisionSource::Options eo;
+    std::stringstream endpoints(FLAGS_etcd_endpoints);
+    for (std::string e; std::getline(endpoints, e, ',');) {
+      if (!e.empty()) eo.endpoints.push_back(e);
+    }
+    if (eo.endpoints.empty()) {
+      return Fail("token source",
+                  fencedkv::Status::InvalidArgument(
+                      "--token_source=etcd needs --etcd_endpoints"));
+    }
+    eo.refresh = std::chrono::milliseconds(FLAGS_etcd_refresh_ms);
+    fencedkv::Status first;
+    etcd = fencedkv::server::EtcdRevisionSource::Start(db.get(), eo, &first);
+    if (first.ok()) {
+      LOG(INFO) << "token source: etcd at revision " << etcd->revision();
+    } else {
+      LOG(WARNING) << "token source: " << first.ToString()
+                   << "; tokens above --max_token_skew are refused until "
+                      "etcd answers";
+    }
+  }
+
   std::unique_ptr<fencedkv::server::MetricsExporter> metrics;
   if (FLAGS_metrics_port > 0) {
     s = fencedkv::server::MetricsExporter::Start(FLAGS_bind, FLAGS_metrics_port,
@@ -161,6 +189,7 @@ int main(int argc, char** argv) {
   LOG(INFO) << "signal " << sig << ": shutting down";
   server.Stop(std::chrono::milliseconds(FLAGS_shutdown_timeout_ms));
   metrics.reset();
+  etcd.reset();
   leases.reset();
   db.reset();  // closes RocksDB; everything acknowledged is in the WAL
   LOG(INFO) << "stopped cleanly";

@@ -49,11 +49,22 @@ DEFINE_string(aclfile, "",
 DEFINE_int64(max_token_skew, -1,
              "The token skew guard: refuse (-TOKENSKEW) a write or "
              "FENCE.ADVANCE whose token is more than this above the highest "
-             "token issued, i.e. with the built-in lease service the last "
-             "token LEASE.ACQUIRE granted (INFO fencing: last_lease_token; "
-             "persisted, so it holds across restarts). 0 admits only tokens "
-             "already granted. -1 = off. Tokens that come from elsewhere "
-             "(etcd) are then refused: leave it off with them");
+             "token issued (INFO fencing: highest_token_issued): with "
+             "--token_source=builtin the last token LEASE.ACQUIRE granted "
+             "(persisted, so it holds across restarts); with "
+             "--token_source=etcd etcd's current revision, learnt every "
+             "--etcd_refresh_ms (cover the revisions etcd issues meanwhile). "
+             "0 admits only tokens already issued. -1 = off");
+DEFINE_string(token_source, "builtin",
+              "Where fencing tokens come from, for the skew guard: builtin "
+              "(LEASE.ACQUIRE) or etcd (revisions, e.g. etcdctl lock's "
+              "ETCD_LOCK_REV; needs --etcd_endpoints)");
+DEFINE_string(etcd_endpoints, "",
+              "With --token_source=etcd: etcd client URLs, comma-separated "
+              "(http://127.0.0.1:2379); asked in turn");
+DEFINE_int32(etcd_refresh_ms, 100,
+             "With --token_source=etcd: how often the server asks etcd for "
+             "its revision (on a thread of its own)");
 DEFINE_int64(max_leases, 100000,
              "Most leases on record (held, or expired and not yet reclaimed; "
              "expired ones are reclaimed every second). LEASE.ACQUIRE of a "
@@ -128,6 +139,16 @@ bool ValidateSkew(const char* flag, int64_t v) {
 bool ValidateLeases(const char* flag, int64_t v) {
   return InRange(flag, v, 1, int64_t{1} << 32);
 }
+bool ValidateTokenSource(const char* flag, const std::string& v) {
+  if (v == "builtin" || v == "etcd") return true;
+  std::fprintf(stderr,
+               "Invalid value for --%s: \"%s\" (expected builtin or etcd)\n",
+               flag, v.c_str());
+  return false;
+}
+bool ValidateRefresh(const char* flag, int32_t v) {
+  return InRange(flag, v, 10, 60000);
+}
 bool ValidateTimeout(const char* flag, int32_t v) {
   return InRange(flag, v, 0, 3600 * 1000);
 }
@@ -169,6 +190,8 @@ const bool kRegistered = [] {
   gflags::RegisterFlagValidator(&FLAGS_shutdown_timeout_ms, &ValidateTimeout);
   gflags::RegisterFlagValidator(&FLAGS_max_token_skew, &ValidateSkew);
   gflags::RegisterFlagValidator(&FLAGS_max_leases, &ValidateLeases);
+  gflags::RegisterFlagValidator(&FLAGS_token_source, &ValidateTokenSource);
+  gflags::RegisterFlagValidator(&FLAGS_etcd_refresh_ms, &ValidateRefresh);
   gflags::RegisterFlagValidator(&FLAGS_fence_cache_bytes, &ValidateCache);
   gflags::RegisterFlagValidator(&FLAGS_write_buffer_size, &ValidateWriteBuffer);
   gflags::RegisterFlagValidator(&FLAGS_block_cache_size, &ValidateCache);

@@ -2,8 +2,8 @@
 # "A KV server behind a lease service", proven with real processes on
 # 127.0.0.1 (free ports, started and stopped by PID by this script).
 # Usage: lease_e2e_test.sh SERVER_BIN LOCK_BIN CASE
-#   CASE: builtin | etcd | hashtag | strict | kill9 | lockcmd | lockgroup |
-#         lockhold
+#   CASE: builtin | etcd | etcdskew | hashtag | strict | kill9 | lockcmd |
+#         lockgroup | lockhold
 set -euo pipefail
 FENCEDKV_SERVER=$1
 LOCK=$2
@@ -17,6 +17,23 @@ wait_file() {  # wait_file PATH [seconds]
   return 1
 }
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'; }
+# start_etcd: a one-member etcd on loopback; sets EP (host:port) and ETCD (pid).
+start_etcd() {
+  command -v etcd >/dev/null && command -v etcdctl >/dev/null ||
+    { echo "etcd-server / etcd-client not installed" >&2; exit 1; }
+  local cp pp
+  cp=$(free_port); pp=$(free_port)
+  etcd --name e2e --data-dir "$E2E_TMP/etcd" \
+    --listen-client-urls "http://127.0.0.1:$cp" --advertise-client-urls "http://127.0.0.1:$cp" \
+    --listen-peer-urls "http://127.0.0.1:$pp" --initial-advertise-peer-urls "http://127.0.0.1:$pp" \
+    --initial-cluster "e2e=http://127.0.0.1:$pp" > "$E2E_TMP/etcd.log" 2>&1 &
+  ETCD=$!
+  E2E_PIDS+=("$ETCD")
+  export ETCDCTL_API=3
+  EP="127.0.0.1:$cp"
+  for _ in $(seq 1 200); do etcdctl --endpoints="$EP" endpoint health >/dev/null 2>&1 && break; sleep 0.05; done
+  etcdctl --endpoints="$EP" endpoint health >/dev/null 2>&1 || { cat "$E2E_TMP/etcd.log" >&2; exit 1; }
+}
 
 case "$CASE" in
 builtin)
@@ -63,19 +80,7 @@ etcd)
   # The same with etcd as the lease service: tokens are etcdctl lock's
   # ETCD_LOCK_REV. A (etcdctl + its command) is frozen until etcd expires
   # its session; B takes the lock; A resumes and is rejected.
-  command -v etcd >/dev/null && command -v etcdctl >/dev/null ||
-    { echo "etcd-server / etcd-client not installed" >&2; exit 1; }
-  CP=$(free_port); PP=$(free_port)
-  etcd --name e2e --data-dir "$E2E_TMP/etcd" \
-    --listen-client-urls "http://127.0.0.1:$CP" --advertise-client-urls "http://127.0.0.1:$CP" \
-    --listen-peer-urls "http://127.0.0.1:$PP" --initial-advertise-peer-urls "http://127.0.0.1:$PP" \
-    --initial-cluster "e2e=http://127.0.0.1:$PP" > "$E2E_TMP/etcd.log" 2>&1 &
-  ETCD=$!
-  E2E_PIDS+=("$ETCD")
-  export ETCDCTL_API=3
-  EP="127.0.0.1:$CP"
-  for _ in $(seq 1 200); do etcdctl --endpoints="$EP" endpoint health >/dev/null 2>&1 && break; sleep 0.05; done
-  etcdctl --endpoints="$EP" endpoint health >/dev/null 2>&1 || { cat "$E2E_TMP/etcd.log" >&2; exit 1; }
+  start_etcd
   start_server s
   P=$PORT_s; D=$E2E_TMP
   setsid etcdctl --endpoints="$EP" lock --ttl=2 orders -- sh -c '
@@ -203,6 +208,40 @@ lockcmd)
   check "usage error: exit 2" 2 "$("$LOCK" --server "$S" jobs >/dev/null 2>&1; echo $?)"
   stop_server s
   ;;
+etcdskew)
+  # The skew guard with etcd as the token source: the server learns etcd's
+  # revision (JSON gateway, every 50 ms here); a token more than S above it
+  # is refused, and the ceiling follows etcd as it moves on.
+  start_etcd
+  start_server s --max_token_skew=5 --token_source=etcd \
+    --etcd_endpoints="http://127.0.0.1:1,http://$EP" --etcd_refresh_ms=50
+  cli() { redis-cli -h 127.0.0.1 -p "$PORT_s" "$@" 2>&1; }
+  rev() { curl -s -X POST "http://$EP/v3/kv/range" -d '{"key":"AA==","count_only":true}' |
+          python3 -c 'import json,sys; print(json.load(sys.stdin)["header"]["revision"])'; }
+  r0=$(rev)
+  check "a token etcd issued" "OK" "$(cli SET a v FENCE "$r0")"
+  check "within the skew" "OK" "$(cli SET b v FENCE $((r0 + 5)))"
+  check_prefix "past it" "TOKENSKEW token $((r0 + 6)) is more than 5 above the highest token issued ($r0)" \
+        "$(cli SET c v FENCE $((r0 + 6)))"
+  for i in $(seq 1 10); do
+    curl -s -X POST "http://$EP/v3/kv/put" -d '{"key":"eA==","value":"eQ=="}' >/dev/null
+  done
+  r1=$(rev)
+  check "etcd moved on" true "$([ "$r1" -ge $((r0 + 10)) ] && echo true)"
+  sleep 0.3                             # a few refreshes
+  check "the ceiling followed" "highest_token_issued:$r1" \
+        "$(cli INFO fencing | tr -d '\r' | grep '^highest_token_issued:')"
+  check "so the same token passes now" "OK" "$(cli SET c v FENCE $((r0 + 6)))"
+  # The lock flow: a fresh ETCD_LOCK_REV is accepted once learnt.
+  out=$(timeout 20 etcdctl --endpoints="$EP" lock --ttl=5 orders -- sh -c \
+    'sleep 0.3; redis-cli -h 127.0.0.1 -p '"$PORT_s"' SET orders:next 1 FENCE "$ETCD_LOCK_REV"')
+  check "ETCD_LOCK_REV" "OK" "$out"
+  stop_server s
+  rc=0; "$FENCEDKV_SERVER" --port=0 --db="$E2E_TMP/x" --token_source=etcd >/dev/null 2>&1 || rc=$?
+  check "etcd without endpoints is refused" 1 "$rc"
+  kill -TERM "$ETCD"; wait "$ETCD" 2>/dev/null || true
+  ;;
+
 lockgroup)
   # fencedkv-lock runs CMD in its own process group and stops the whole
   # group: when the lease is lost (SIGTERM, SIGKILL after the grace period

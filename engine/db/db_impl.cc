@@ -52,8 +52,10 @@ class StripeLocks {
   const std::vector<size_t>& stripes_;
 };
 
-// A validation error of a batch's op i, naming it; keeps the code.
-Status InBatchOp(size_t i, const Status& s) {
+// A validation error of a batch's op i, naming it if the batch has more
+// than one (a lone SET reads the same on every path); keeps the code.
+Status InBatchOp(size_t i, size_t count, const Status& s) {
+  if (count == 1) return s;
   const std::string where = "batch op " + std::to_string(i);
   if (s.IsTokenSkew()) return Status::TokenSkew(where, s.message());
   return Status::InvalidArgument(where, s.message());
@@ -440,7 +442,7 @@ Status DBImpl::Write(const WriteOptions& options, const WriteBatch& batch,
     const OpKind kind = op.type == WriteBatch::OpType::kPut ? OpKind::kPut
                                                             : OpKind::kDelete;
     Status s = ValidateWriteOp(kind, op.key, op.value, op.token);
-    if (!s.ok()) return InBatchOp(i, s);
+    if (!s.ok()) return InBatchOp(i, batch.Count(), s);
     ops.push_back(
         PendingOp{kind, op.key, op.value, op.token, 0, 0, op.condition});
   }
@@ -478,7 +480,7 @@ Status DBImpl::WriteGroup(const WriteOptions& options,
                                                               : OpKind::kDelete;
       Status s = ValidateWriteOp(kind, op.key, op.value, op.token);
       if (!s.ok()) {
-        statuses[g] = InBatchOp(i, s);
+        statuses[g] = InBatchOp(i, batch.Count(), s);
         ops.resize(first);
         break;
       }
