@@ -268,13 +268,21 @@ void CmdMget(ServerState& server, ClientState&, const Args& args,
   out->append(reply);
 }
 
-// The reply to a pattern that GlobPattern gave up on.
-void ReplyPatternTooCostly(std::string* out) {
-  resp::Error(out,
-              "ERR pattern too complex: matching it against one key "
-              "took more than " +
-                  std::to_string(GlobPattern::kStepsPerByte) +
-                  " steps per byte (a long literal between two '*'?)");
+// Matches `key` against `glob` into *matched. False, and the error reply,
+// if the match would cost more than its budget.
+bool MatchKey(const GlobPattern& glob, std::string_view key, bool* matched,
+              std::string* out) {
+  const GlobPattern::Result m = glob.Match(key);
+  if (m == GlobPattern::Result::kTooCostly) {
+    resp::Error(out,
+                "ERR pattern too complex: matching it against one key "
+                "took more than " +
+                    std::to_string(GlobPattern::kStepsPerByte) +
+                    " steps per byte (a long literal between two '*'?)");
+    return false;
+  }
+  *matched = m == GlobPattern::Result::kMatch;
+  return true;
 }
 
 ReadOptions ScanOptions() {
@@ -340,14 +348,9 @@ void CmdScan(ServerState& server, ClientState& client, const Args& args,
        it->Next(), ++examined) {
     examined_bytes += it->key().size();
     if (!type_ok) continue;
-    if (has_pattern) {
-      const GlobPattern::Result m = glob.Match(it->key());
-      if (m == GlobPattern::Result::kTooCostly) {
-        ReplyPatternTooCostly(out);
-        return;
-      }
-      if (m == GlobPattern::Result::kNoMatch) continue;
-    }
+    bool matched = true;
+    if (has_pattern && !MatchKey(glob, it->key(), &matched, out)) return;
+    if (!matched) continue;
     keys.emplace_back(it->key());
     reply_bytes += keys.back().size();
   }
@@ -379,12 +382,9 @@ void CmdKeys(ServerState& server, ClientState&, const Args& args,
   std::vector<std::string> keys;
   size_t reply_bytes = 0;
   for (it->SeekToFirst(); it->Valid(); it->Next()) {
-    const GlobPattern::Result m = glob.Match(it->key());
-    if (m == GlobPattern::Result::kTooCostly) {
-      ReplyPatternTooCostly(out);
-      return;
-    }
-    if (m == GlobPattern::Result::kNoMatch) continue;
+    bool matched;
+    if (!MatchKey(glob, it->key(), &matched, out)) return;
+    if (!matched) continue;
     keys.emplace_back(it->key());
     reply_bytes += keys.back().size() + 16;
     if (reply_bytes > kKeysMaxReplyBytes) {

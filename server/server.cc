@@ -532,7 +532,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::vector<std::string> get_values_;
   std::vector<Status> get_statuses_;
   bool reads_pending_ = false;  // a MultiGet or command of ours is on the DbWorker
-  // An iterating command run on the DbWorker: its words and its reply.
+  // An iterating command run on the scan thread: its words and its reply.
   std::vector<std::string> offload_args_;
   std::string offload_out_;
   static constexpr size_t kMaxGets = 16;
