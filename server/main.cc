@@ -46,7 +46,7 @@ int main(int argc, char** argv) {
       "  fencedkv-server --db=DIR [--port=7379] [--bind=127.0.0.1] ...\n"
       "Writes carry FENCE <token>: SET k v FENCE 7; stale tokens get -STALE.");
   gflags::SetVersionString(FENCEDKV_VERSION_STRING);
-  if (fencedkv::ShowHelpIfAsked(argc, argv, "server_flags")) return 0;
+  fencedkv::NarrowHelpToModule(argc, argv, "server_flags");
   gflags::ParseCommandLineFlags(&argc, &argv, true);
   if (argc > 1) {
     std::fprintf(stderr, "fencedkv-server: unexpected argument '%s' (see --help)\n",

@@ -227,7 +227,7 @@ int main(int argc, char** argv) {
       "when the lease is lost or CMD ends.\nExit: CMD's status; 2 usage; 3 "
       "lease lost; 4 not acquired in --wait_ms; 5 server error.");
   gflags::SetVersionString(FENCEDKV_VERSION_STRING);
-  if (fencedkv::ShowHelpIfAsked(argc, argv, "fencedkv_lock")) return 0;
+  fencedkv::NarrowHelpToModule(argc, argv, "fencedkv_lock");
   // Split at the first "--" ourselves: gflags would reorder what follows it.
   int split = argc;
   for (int i = 1; i < argc; ++i) {

@@ -26,6 +26,21 @@ bool DecodeDataRecord(std::string_view raw, DataRecord* record) {
   return true;
 }
 
+Status DecodeDataRecordOf(std::string_view key, std::string_view raw,
+                          DataRecord* record) {
+  if (DecodeDataRecord(raw, record)) return Status::OK();
+  return Status::Corruption(
+      "bad data record for key \"" + EscapeBytes(key) + "\"",
+      "not written by fencedkv (e.g. by ldb put), or damaged");
+}
+
+std::string HighWaterMarkKey(uint32_t stripe) {
+  static const char kHex[] = "0123456789abcdef";
+  std::string key(kMetaHighWaterMarkPrefix);
+  for (int shift = 12; shift >= 0; shift -= 4) key += kHex[(stripe >> shift) & 0xf];
+  return key;
+}
+
 std::string EncodeToken(Token token) {
   std::string out;
   PutFixed64(&out, token);
