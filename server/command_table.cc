@@ -61,7 +61,7 @@ WriteOptions ServerWriteOptions(const ServerState& server) {
 uint64_t CursorTable::Save(uint64_t owner, std::string next_key,
                            std::unique_ptr<Iterator> iterator) {
   std::vector<std::unique_ptr<Iterator>> dropped;  // freed after unlocking
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   const auto now = std::chrono::steady_clock::now();
   if (iterator != nullptr) {
     ReleaseParked(now, limits_.max_parked - 1, &dropped);
@@ -86,7 +86,7 @@ uint64_t CursorTable::Save(uint64_t owner, std::string next_key,
 bool CursorTable::Load(uint64_t owner, uint64_t cursor, std::string* next_key,
                        std::unique_ptr<Iterator>* iterator) {
   std::vector<std::unique_ptr<Iterator>> dropped;  // freed after unlocking
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = cursors_.find(cursor);
   if (it == cursors_.end() || it->second.owner != owner) return false;
   if (std::chrono::steady_clock::now() - it->second.saved > limits_.idle_ttl) {
@@ -126,7 +126,7 @@ void CursorTable::ReleaseParked(std::chrono::steady_clock::time_point now,
 
 void CursorTable::DropOwner(uint64_t owner) {
   std::vector<std::unique_ptr<Iterator>> dropped;  // freed after unlocking
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto mine = by_owner_.find(owner);
   if (mine == by_owner_.end()) return;
   const std::set<uint64_t> ids = mine->second;
@@ -135,7 +135,7 @@ void CursorTable::DropOwner(uint64_t owner) {
 
 void CursorTable::DropExpired() {
   std::vector<std::unique_ptr<Iterator>> dropped;  // freed after unlocking
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   const auto now = std::chrono::steady_clock::now();
   ReleaseParked(now, limits_.max_parked, &dropped);
   while (!cursors_.empty() &&
@@ -145,23 +145,23 @@ void CursorTable::DropExpired() {
 }
 
 size_t CursorTable::parked() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return parked_.size();
 }
 
 size_t CursorTable::size() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return cursors_.size();
 }
 
 size_t CursorTable::bytes() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return bytes_;
 }
 
 void CursorTable::Clear() {
   Map drop;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   drop.swap(cursors_);
   by_owner_.clear();
   parked_.clear();

@@ -26,6 +26,7 @@
 #include "acl.h"
 #include "scan_worker.h"
 #include "server.h"
+#include "util/mutexlock.h"
 #include "util/thread_annotations.h"
 
 namespace fencedkv {
@@ -114,14 +115,16 @@ class CursorTable {
   using Map = std::map<uint64_t, Cursor>;  // by id: the oldest first
   // REQUIRES: mu_ held. Erases `it`, moving its iterator (if any) to *out
   // for the caller to free after unlocking.
-  void Erase(Map::iterator it, std::vector<std::unique_ptr<Iterator>>* out);
+  void Erase(Map::iterator it, std::vector<std::unique_ptr<Iterator>>* out)
+      EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // REQUIRES: mu_ held. Moves into *out the parked iterators past the ttl,
   // and the oldest beyond `keep`.
   void ReleaseParked(std::chrono::steady_clock::time_point now, size_t keep,
-                     std::vector<std::unique_ptr<Iterator>>* out);
+                     std::vector<std::unique_ptr<Iterator>>* out)
+      EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const Limits limits_;
-  std::mutex mu_;
+  Mutex mu_;
   uint64_t next_id_ GUARDED_BY(mu_) = 1;
   Map cursors_ GUARDED_BY(mu_);
   std::map<uint64_t, std::set<uint64_t>> by_owner_ GUARDED_BY(mu_);

@@ -91,7 +91,7 @@ std::unique_ptr<EtcdRevisionSource> EtcdRevisionSource::Start(
 
 EtcdRevisionSource::~EtcdRevisionSource() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     stop_ = true;
   }
   cv_.notify_all();
@@ -113,10 +113,12 @@ Status EtcdRevisionSource::Refresh() {
 }
 
 void EtcdRevisionSource::Run() {
-  std::unique_lock<std::mutex> lock(mu_);
   auto last_warning = std::chrono::steady_clock::time_point();
-  while (!cv_.wait_for(lock, options_.refresh, [this] { return stop_; })) {
-    lock.unlock();
+  mu_.Lock();
+  while (!stop_) {
+    cv_.wait_for(mu_, options_.refresh);  // early wakeups: an early refresh
+    if (stop_) break;
+    mu_.Unlock();
     const Status s = Refresh();
     const auto now = std::chrono::steady_clock::now();
     if (!s.ok() && now - last_warning > std::chrono::seconds(60)) {
@@ -124,8 +126,9 @@ void EtcdRevisionSource::Run() {
                    << " (the skew guard keeps revision " << revision() << ")";
       last_warning = now;
     }
-    lock.lock();
+    mu_.Lock();
   }
+  mu_.Unlock();
 }
 
 }  // namespace server

@@ -21,7 +21,6 @@
 #include <condition_variable>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -29,6 +28,7 @@
 #include "fencedkv/db.h"
 #include "fencedkv/status.h"
 
+#include "util/mutexlock.h"
 #include "util/thread_annotations.h"
 
 namespace fencedkv {
@@ -59,13 +59,13 @@ class EtcdRevisionSource {
 
  private:
   EtcdRevisionSource(DB* db, const Options& options);
-  void Run();
+  void Run() LOCKS_EXCLUDED(mu_);
 
   DB* const db_;
   const Options options_;
   std::atomic<uint64_t> revision_{0};
-  std::mutex mu_;
-  std::condition_variable cv_;
+  Mutex mu_;
+  std::condition_variable_any cv_;
   bool stop_ GUARDED_BY(mu_) = false;
   std::thread thread_;
 };

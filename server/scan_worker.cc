@@ -11,7 +11,7 @@ ScanWorker::~ScanWorker() { Stop(); }
 
 bool ScanWorker::Submit(std::function<void()> job) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (stop_) return false;
     queue_.push_back(std::move(job));
   }
@@ -21,7 +21,7 @@ bool ScanWorker::Submit(std::function<void()> job) {
 
 void ScanWorker::Stop() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     stop_ = true;
   }
   cv_.notify_one();
@@ -29,16 +29,17 @@ void ScanWorker::Stop() {
 }
 
 void ScanWorker::Run() {
-  std::unique_lock<std::mutex> lock(mu_);
+  mu_.Lock();
   while (true) {
-    cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
-    if (queue_.empty()) return;  // stopped, and nothing left to run
+    while (!stop_ && queue_.empty()) cv_.wait(mu_);
+    if (queue_.empty()) break;  // stopped, and nothing left to run
     std::function<void()> job = std::move(queue_.front());
     queue_.pop_front();
-    lock.unlock();
+    mu_.Unlock();
     job();
-    lock.lock();
+    mu_.Lock();
   }
+  mu_.Unlock();
 }
 
 }  // namespace server

@@ -19,9 +19,9 @@
 #include <condition_variable>
 #include <deque>
 #include <functional>
-#include <mutex>
 #include <thread>
 
+#include "util/mutexlock.h"
 #include "util/thread_annotations.h"
 
 namespace fencedkv {
@@ -40,10 +40,10 @@ class ScanWorker {
   void Stop();
 
  private:
-  void Run();
+  void Run() LOCKS_EXCLUDED(mu_);
 
-  std::mutex mu_;
-  std::condition_variable cv_;
+  Mutex mu_;
+  std::condition_variable_any cv_;
   std::deque<std::function<void()>> queue_ GUARDED_BY(mu_);
   bool stop_ GUARDED_BY(mu_) = false;
   std::thread thread_;  // last: it starts once everything above exists

@@ -13,7 +13,6 @@
 #include <chrono>
 #include <condition_variable>
 #include <map>
-#include <mutex>
 #include <thread>
 
 #include "fencedkv/lease.h"
@@ -21,6 +20,7 @@
 #include "db/db_impl.h"
 #include "db/fence_format.h"
 #include "util/coding.h"
+#include "util/mutexlock.h"
 #include "util/thread_annotations.h"
 
 namespace fencedkv {
@@ -78,7 +78,7 @@ class LeaseServiceImpl final : public LeaseService {
 
   ~LeaseServiceImpl() override {
     {
-      std::lock_guard<std::mutex> lock(reclaimer_mu_);
+      MutexLock lock(&reclaimer_mu_);
       stop_ = true;
     }
     reclaimer_cv_.notify_all();
@@ -93,6 +93,7 @@ class LeaseServiceImpl final : public LeaseService {
   }
 
   Status Load() {
+    MutexLock lock(&mu_);  // before any other thread: for the analysis
     std::string raw;
     Status s = db_->GetMeta(format::kMetaLeaseCounter, &raw);
     if (s.ok()) {
@@ -111,7 +112,6 @@ class LeaseServiceImpl final : public LeaseService {
       if (!DecodeLease(value, &r)) {
         return Status::Corruption("bad lease record", EscapeBytes(key));
       }
-      std::lock_guard<std::mutex> lock(mu_);
       Put(key.substr(format::kMetaLeasePrefix.size()), std::move(r));
     }
     return Status::OK();
@@ -121,7 +121,7 @@ class LeaseServiceImpl final : public LeaseService {
                  int64_t ttl_ms, LeaseGrant* grant) override {
     Status s = Validate(name, holder, ttl_ms);
     if (!s.ok()) return s;
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     const int64_t now = options_.now_ms();
     auto it = leases_.find(name);
     if (it != leases_.end() && it->second.r.expires_at_ms > now) {
@@ -184,7 +184,7 @@ class LeaseServiceImpl final : public LeaseService {
                int64_t ttl_ms, LeaseGrant* grant) override {
     Status s = Validate(name, holder, ttl_ms);
     if (!s.ok()) return s;
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     const int64_t now = options_.now_ms();
     auto it = leases_.find(name);
     s = CheckHeldBy(it, name, holder, token, now, /*allow_expired=*/false);
@@ -196,7 +196,7 @@ class LeaseServiceImpl final : public LeaseService {
                  Token token) override {
     Status s = Validate(name, holder, options_.min_ttl_ms);
     if (!s.ok()) return s;
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     auto it = leases_.find(name);
     if (it == leases_.end()) return Status::OK();
     s = CheckHeldBy(it, name, holder, token, options_.now_ms(),
@@ -211,7 +211,7 @@ class LeaseServiceImpl final : public LeaseService {
   }
 
   Status Inspect(std::string_view name, LeaseGrant* grant) override {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     const int64_t now = options_.now_ms();
     auto it = leases_.find(name);
     if (it == leases_.end() || it->second.r.expires_at_ms <= now) {
@@ -223,7 +223,7 @@ class LeaseServiceImpl final : public LeaseService {
 
   Status ReclaimExpired(size_t max, size_t* reclaimed) override {
     *reclaimed = 0;
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     const int64_t now = options_.now_ms();
     std::vector<std::string> deletes;
     for (auto e = by_expiry_.begin();
@@ -244,7 +244,7 @@ class LeaseServiceImpl final : public LeaseService {
   }
 
   Stats GetStats() override {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     Stats st = stats_;
     st.held = leases_.size();
     st.last_token = counter_;
@@ -348,25 +348,28 @@ class LeaseServiceImpl final : public LeaseService {
 
   // The background reclaimer: a bounded pass every reclaim_interval_ms
   // (sooner while a pass finds a full batch).
-  void ReclaimLoop() {
+  void ReclaimLoop() LOCKS_EXCLUDED(reclaimer_mu_, mu_) {
     const auto interval =
         std::chrono::milliseconds(options_.reclaim_interval_ms);
-    std::unique_lock<std::mutex> lock(reclaimer_mu_);
     auto wait = interval;
-    while (!reclaimer_cv_.wait_for(lock, wait, [this] { return stop_; })) {
-      lock.unlock();
+    reclaimer_mu_.Lock();
+    while (!stop_) {
+      reclaimer_cv_.wait_for(reclaimer_mu_, wait);  // early wakeups: a pass
+      if (stop_) break;
+      reclaimer_mu_.Unlock();
       size_t n = 0;
       const Status s = ReclaimExpired(options_.reclaim_batch, &n);
-      lock.lock();
       wait = s.ok() && n == options_.reclaim_batch
                  ? std::min(interval, std::chrono::milliseconds(10))
                  : interval;
+      reclaimer_mu_.Lock();
     }
+    reclaimer_mu_.Unlock();
   }
 
   DBImpl* const db_;
   LeaseOptions options_;
-  std::mutex mu_;
+  Mutex mu_;
   Token counter_ GUARDED_BY(mu_) = 0;
   LeaseMap leases_ GUARDED_BY(mu_);
   // Expiry time -> the lease's name (the key in leases_): the expired ones
@@ -374,8 +377,8 @@ class LeaseServiceImpl final : public LeaseService {
   std::multimap<int64_t, const std::string*> by_expiry_ GUARDED_BY(mu_);
   Stats stats_ GUARDED_BY(mu_);
 
-  std::mutex reclaimer_mu_;
-  std::condition_variable reclaimer_cv_;
+  Mutex reclaimer_mu_;
+  std::condition_variable_any reclaimer_cv_;
   bool stop_ GUARDED_BY(reclaimer_mu_) = false;
   std::thread reclaimer_;
 };
