@@ -164,6 +164,7 @@ class LeaseServiceImpl final : public LeaseService {
     ++next;
     LeaseRecord r{std::string(holder), next, now + ttl_ms};
     std::vector<std::string> deletes;
+    deletes.reserve(reclaim.size());
     for (const auto& n : reclaim) deletes.push_back(MetaKey(n));
     s = db_->WriteMetaSynced(
         {{std::string(format::kMetaLeaseCounter), format::EncodeToken(next)},
