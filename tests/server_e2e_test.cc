@@ -637,8 +637,9 @@ TEST_F(ServerE2ETest, CostlyPatternsAreRefused) {
   const auto t0 = std::chrono::steady_clock::now();
   EXPECT_EQ(refused, c.Call({"KEYS", pattern}));
   EXPECT_EQ(refused, c.Call({"SCAN", "0", "MATCH", pattern}));
-  EXPECT_LT(std::chrono::steady_clock::now() - t0,
-            std::chrono::milliseconds(500));
+  // (The old matcher took 4.4 s per call; the bound leaves room for
+  // sanitizer builds.)
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(2));
   EXPECT_EQ("*[]", c.Call({"KEYS", "*" + std::string(16 << 10, 'a') + "b"}));
   EXPECT_EQ(65536u + 4, c.Call({"KEYS", "*a"}).size());  // "*[$" key "]"
   EXPECT_EQ(0, server_.Stop());
