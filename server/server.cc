@@ -14,6 +14,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "acl.h"
 #include "command_table.h"
 #include "db_worker.h"
 #include "error_mapping.h"
@@ -256,10 +257,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void Describe(int64_t now_ms, int64_t now_steady_ms, std::string* out) const {
     std::string name;
     int64_t multi;
+    const AclUser* user;  // the ACL's users live as long as the server
     {
       MutexLock lock(&info_mu_);
       name = shown_name_;
       multi = shown_multi_;
+      user = shown_user_;
     }
     const int64_t idle_ms =
         now_steady_ms - last_command_ms_.load(std::memory_order_relaxed);
@@ -268,7 +271,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
         " name=" + name +
         " age=" + std::to_string((now_ms - client_.created_ms) / 1000) +
         " idle=" + std::to_string(std::max<int64_t>(0, idle_ms) / 1000) +
-        " db=0 multi=" + std::to_string(multi) + "\n");
+        " db=0 multi=" + std::to_string(multi) +
+        " user=" + (user != nullptr ? user->name() : std::string()) + "\n");
   }
 
   // On the loop's timeout sweep: closes the connection if it has not
@@ -473,12 +477,17 @@ class Connection : public std::enable_shared_from_this<Connection> {
     parser_.set_authenticated(client_.authed);
     const int64_t multi =
         client_.in_multi ? static_cast<int64_t>(client_.queued.size()) : -1;
-    if (multi == published_multi_ && client_.name == published_name_) return;
+    if (multi == published_multi_ && client_.name == published_name_ &&
+        client_.user == published_user_) {
+      return;
+    }
     published_multi_ = multi;
     published_name_ = client_.name;
+    published_user_ = client_.user;
     MutexLock lock(&info_mu_);
     shown_multi_ = multi;
     shown_name_ = client_.name;
+    shown_user_ = client_.user;
   }
 
   // Frees what a large request or reply left behind; called when nothing is
@@ -712,8 +721,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
   mutable Mutex info_mu_;
   std::string shown_name_ GUARDED_BY(info_mu_);
   int64_t shown_multi_ GUARDED_BY(info_mu_) = -1;
+  const AclUser* shown_user_ GUARDED_BY(info_mu_) = nullptr;
   std::string published_name_;
   int64_t published_multi_ = -1;
+  const AclUser* published_user_ = nullptr;
   // Grouped writes waiting for the loop's flush: job_[0, job_n_). The
   // batches are reused from one group to the next.
   std::vector<WriteBatch> job_;

@@ -54,6 +54,8 @@ check "app cannot raise the floor" "NOPERM this user has no permissions to run t
       "$(as app apppw FENCE.FLOOR 6)"
 check "app reads the floor"      "5"  "$(as app apppw FENCE.FLOOR)"
 check "ACL WHOAMI"               "app" "$(as app apppw ACL WHOAMI)"
+check "CLIENT LIST names the user" "user=admin" \
+      "$(as admin adminpw CLIENT LIST | grep -o 'user=[a-z]*')"
 # The floor (5) moves the lease counter: the first grant is 6.
 check "locker takes a lease"     "6"  "$(as locker lockpw LEASE.ACQUIRE jobs L 5000 | head -1)"
 check "locker has no keys"       "NOPERM this user has no permissions to run the 'get' command" \
