@@ -24,7 +24,7 @@ enum class FenceMode : uint8_t {
   // sequencers).
   kMonotonic = 0,
   // Accept token > max(domain), reject token <= max: every write needs a
-  // fresh token (the seed's literal rule).
+  // fresh token.
   kStrict = 1,
 };
 
