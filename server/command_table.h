@@ -9,153 +9,16 @@
 #ifndef FENCEDKV_SERVER_COMMAND_TABLE_H_
 #define FENCEDKV_SERVER_COMMAND_TABLE_H_
 
-#include <chrono>
 #include <cstdint>
-#include <map>
-#include <memory>
-#include <mutex>
-#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "fencedkv/db.h"
-#include "fencedkv/iterator.h"
-#include "fencedkv/lease.h"
-
-#include "acl.h"
-#include "scan_worker.h"
-#include "server.h"
-#include "util/mutexlock.h"
-#include "util/thread_annotations.h"
+#include "server_state.h"
 
 namespace fencedkv {
 namespace server {
-
-using Args = std::vector<std::string_view>;
-
-// Per-connection state.
-struct ClientState {
-  uint64_t id = 0;
-  std::string name;
-  std::string addr;
-  int64_t created_ms = 0;
-  bool authed = false;
-  // The ACL user the connection runs as (set with authed; see StartSession),
-  // owned by the server's Acl.
-  const AclUser* user = nullptr;
-  bool close_after_reply = false;
-  // MULTI: the queued commands (owned copies) and whether one was refused.
-  bool in_multi = false;
-  bool multi_failed = false;
-  std::vector<std::vector<std::string>> queued;
-  size_t queued_bytes = 0;  // their arguments' bytes (max_multi_bytes)
-};
-
-// SCAN cursors: an integer a client holds, mapped to the key its next call
-// resumes from. A cursor belongs to the connection that got it (another
-// connection's SCAN of it is "ERR invalid cursor", as is an expired or
-// forgotten one) and goes when that connection closes (DropOwner). Bounded
-// (Limits): per connection the oldest go first past max_per_owner, server-
-// wide the oldest past max_cursors or max_bytes (resume keys, up to 64 KiB
-// each, plus kOverhead), and any older than idle_ttl.
-//
-// A cursor may also keep the scan's iterator, positioned on that key, for a
-// while: with the hash memtable a new iterator first sorts the memtable, so
-// a scan that re-created its iterator on every call would pay that sort per
-// page. At most max_parked iterators are kept, each for at most parked_ttl
-// (an iterator pins the memtables and files it reads: the server calls
-// DropExpired every few seconds); a cursor whose iterator was dropped
-// resumes from its key with a new one.
-//
-// Thread-safe.
-class CursorTable {
- public:
-  struct Limits {
-    size_t max_cursors = 10000;
-    size_t max_bytes = 32 << 20;
-    size_t max_per_owner = 16;
-    std::chrono::milliseconds idle_ttl = std::chrono::minutes(5);
-    size_t max_parked = 16;
-    std::chrono::milliseconds parked_ttl = std::chrono::seconds(30);
-  };
-  // Bytes a cursor counts beyond its key.
-  static constexpr size_t kOverhead = 128;
-
-  CursorTable() : CursorTable(Limits()) {}
-  explicit CursorTable(const Limits& limits) : limits_(limits) {}
-
-  // A new cursor of connection `owner`, resuming at `next_key`, with the
-  // iterator positioned there (may be null).
-  uint64_t Save(uint64_t owner, std::string next_key,
-                std::unique_ptr<Iterator> iterator);
-  // False if the cursor is unknown to `owner` (another connection's,
-  // expired, forgotten or never issued). Else the key to resume from, and
-  // the cursor's parked iterator if it still has one (taken: a second Load
-  // of the cursor resumes from the key alone).
-  bool Load(uint64_t owner, uint64_t cursor, std::string* next_key,
-            std::unique_ptr<Iterator>* iterator);
-  // Drops every cursor of `owner`: its connection closed.
-  void DropOwner(uint64_t owner);
-  // Drops cursors older than idle_ttl, and iterators parked for longer than
-  // parked_ttl.
-  void DropExpired();
-  // Drops every cursor and parked iterator: before the database closes.
-  void Clear();
-  size_t parked();
-  size_t size();
-  size_t bytes();
-
- private:
-  struct Cursor {
-    uint64_t owner;
-    std::string next_key;
-    std::unique_ptr<Iterator> iterator;  // may be null
-    std::chrono::steady_clock::time_point saved;
-  };
-  using Map = std::map<uint64_t, Cursor>;  // by id: the oldest first
-  // REQUIRES: mu_ held. Erases `it`, moving its iterator (if any) to *out
-  // for the caller to free after unlocking.
-  void Erase(Map::iterator it, std::vector<std::unique_ptr<Iterator>>* out)
-      EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // REQUIRES: mu_ held. Moves into *out the parked iterators past the ttl,
-  // and the oldest beyond `keep`.
-  void ReleaseParked(std::chrono::steady_clock::time_point now, size_t keep,
-                     std::vector<std::unique_ptr<Iterator>>* out)
-      EXCLUSIVE_LOCKS_REQUIRED(mu_);
-
-  const Limits limits_;
-  Mutex mu_;
-  uint64_t next_id_ GUARDED_BY(mu_) = 1;
-  Map cursors_ GUARDED_BY(mu_);
-  std::map<uint64_t, std::set<uint64_t>> by_owner_ GUARDED_BY(mu_);
-  std::set<uint64_t> parked_ GUARDED_BY(mu_);  // cursors with an iterator
-  size_t bytes_ GUARDED_BY(mu_) = 0;
-};
-
-// What handlers see of the server.
-struct ServerState {
-  DB* db = nullptr;
-  LeaseService* leases = nullptr;
-  const ServerOptions* options = nullptr;
-  ServerStats* stats = nullptr;
-  CursorTable cursors;
-  // Runs SCAN, KEYS and DBSIZE off the io loops (scan_worker.h).
-  ScanWorker scans;
-  std::chrono::steady_clock::time_point started;
-  int port = 0;
-  // CLIENT LIST: appends the reply (the list, or an error past
-  // max_reply_bytes); filled by the server on demand.
-  std::function<void(std::string* out)> list_clients;
-
-  // The users: options->acl, or if it is null the built-in 'default' user
-  // with options->requirepass (acl.h). Built on first use.
-  const Acl& acl();
-
- private:
-  std::once_flag acl_once_;
-  std::shared_ptr<const Acl> acl_;
-};
 
 using Handler = void (*)(ServerState& server, ClientState& client,
                          const Args& args, std::string* out);
