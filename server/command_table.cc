@@ -71,6 +71,7 @@ const std::vector<CommandSpec>& AllCommands() {
   static const std::vector<CommandSpec>* table = [] {
     auto* t = new std::vector<CommandSpec>();
     AppendKvCommands(t);
+    AppendMultiCommands(t);
     AppendFenceCommands(t);
     AppendAdminCommands(t);
     AppendBackupCommands(t);
@@ -181,7 +182,6 @@ void Dispatch(ServerState& server, ClientState& client, const Args& args,
   const std::string_view name(cmd->name);
   if (client.in_multi && name != "exec" && name != "discard" &&
       name != "multi" && name != "quit") {
-    std::string error;
     if (!(cmd->flags & kCmdMulti)) {
       client.multi_failed = true;
       resp::Error(out, "ERR " + std::string(cmd->name) +
@@ -190,34 +190,7 @@ void Dispatch(ServerState& server, ClientState& client, const Args& args,
                            "MSET) as one atomic batch");
       return;
     }
-    if (!CheckQueueable(args, &error)) {
-      client.multi_failed = true;
-      resp::Error(out, error);
-      return;
-    }
-    // The queue is bounded; past a bound the transaction is discarded as
-    // after any queuing error (EXEC answers -EXECABORT) and nothing more
-    // of it is kept.
-    if (client.queued.empty()) client.queued_bytes = 0;
-    size_t bytes = 0;
-    for (std::string_view a : args) bytes += a.size();
-    const ServerOptions& o = *server.options;
-    if (client.queued.size() >= o.max_multi_commands ||
-        client.queued_bytes + bytes > o.max_multi_bytes) {
-      client.multi_failed = true;
-      std::vector<std::vector<std::string>>().swap(client.queued);
-      resp::Error(out, "ERR MULTI queue limit reached (max_multi_commands " +
-                           std::to_string(o.max_multi_commands) +
-                           ", max_multi_bytes " +
-                           std::to_string(o.max_multi_bytes) +
-                           "): the transaction is discarded");
-      return;
-    }
-    if (!client.multi_failed) {
-      client.queued.emplace_back(args.begin(), args.end());
-      client.queued_bytes += bytes;
-    }
-    resp::Simple(out, "QUEUED");
+    QueueCommand(server, client, args, out);
     return;
   }
   cmd->handler(server, client, args, out);

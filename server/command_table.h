@@ -2,9 +2,10 @@
 //
 // The command table: name -> handler, arity and flags (kvrocks / Redis
 // style). Handlers are grouped by family in commands_kv.cc (GET SET DEL
-// EXISTS MGET MSET SCAN KEYS DBSIZE), commands_fence.cc (FENCE.* and
-// LEASE.*) and commands_admin.cc (PING ECHO QUIT SELECT HELLO AUTH CLIENT
-// COMMAND CONFIG INFO MULTI EXEC DISCARD).
+// EXISTS MGET MSET SCAN KEYS DBSIZE), commands_multi.cc (MULTI EXEC
+// DISCARD), commands_fence.cc (FENCE.* and LEASE.*), commands_backup.cc
+// (FENCEDKV.*) and commands_admin.cc (PING ECHO QUIT SELECT HELLO AUTH ACL
+// CLIENT COMMAND CONFIG INFO FLUSHDB FLUSHALL).
 
 #ifndef FENCEDKV_SERVER_COMMAND_TABLE_H_
 #define FENCEDKV_SERVER_COMMAND_TABLE_H_
@@ -16,6 +17,7 @@
 
 #include "fencedkv/db.h"
 #include "server_state.h"
+#include "write_command.h"
 
 namespace fencedkv {
 namespace server {
@@ -75,6 +77,7 @@ void Dispatch(ServerState& server, ClientState& client, const Args& args,
 
 // Family registration (each commands_*.cc).
 void AppendKvCommands(std::vector<CommandSpec>* table);
+void AppendMultiCommands(std::vector<CommandSpec>* table);
 void AppendFenceCommands(std::vector<CommandSpec>* table);
 void AppendAdminCommands(std::vector<CommandSpec>* table);
 void AppendBackupCommands(std::vector<CommandSpec>* table);
@@ -97,12 +100,18 @@ bool ParseTokenArg(std::string_view text, Token* token, std::string* out);
 // integer or out of range" and returns false.
 bool ParseInt64Arg(std::string_view text, int64_t* v, std::string* out);
 WriteOptions ServerWriteOptions(const ServerState& server);
-// Applies a batch of fenced writes built from a queued transaction
-// (commands_kv.cc); used by EXEC.
-void ExecTransaction(ServerState& server, ClientState& client,
-                     std::string* out);
-// True (and `args` is fine to queue) if the command may be queued in MULTI.
-bool CheckQueueable(const Args& args, std::string* error);
+// The token a parsed write carries (commands_kv.cc): its FENCE clause's; an
+// invalid one is "-ERR invalid token ..."; without FENCE, "-NOFENCE ..."
+// (counted) unless --allow_unfenced, which logs and counts the write and
+// gives it token 0. False, with the error appended to *out, if refused.
+bool ResolveWriteToken(ServerState& server, const Args& args,
+                       const WriteCommand& cmd, Token* token,
+                       std::string* out);
+// MULTI's queueing of a command that may be queued (commands_multi.cc): a
+// write is parsed (a syntax error, or SET's NX / XX / GET, discards the
+// transaction), the queue's bounds are checked, then "+QUEUED".
+void QueueCommand(ServerState& server, ClientState& client, const Args& args,
+                  std::string* out);
 
 }  // namespace server
 }  // namespace fencedkv

@@ -1,7 +1,7 @@
 // Copyright (c) fencedkv authors.
 //
-// PING ECHO QUIT SELECT HELLO AUTH ACL CLIENT COMMAND CONFIG INFO MULTI EXEC
-// DISCARD, and a clear refusal of FLUSHDB / FLUSHALL (unfenced mass deletes).
+// PING ECHO QUIT SELECT HELLO AUTH ACL CLIENT COMMAND CONFIG INFO, and a
+// clear refusal of FLUSHDB / FLUSHALL (unfenced mass deletes).
 
 #include <algorithm>
 #include <cctype>
@@ -435,38 +435,6 @@ void CmdInfo(ServerState& server, ClientState&, const Args& args,
   resp::Bulk(out, info);
 }
 
-void CmdMulti(ServerState&, ClientState& client, const Args&, std::string* out) {
-  if (client.in_multi) {
-    resp::Error(out, "ERR MULTI calls can not be nested");
-    return;
-  }
-  client.in_multi = true;
-  client.multi_failed = false;
-  client.queued.clear();
-  resp::Simple(out, "OK");
-}
-
-void CmdExec(ServerState& server, ClientState& client, const Args&,
-             std::string* out) {
-  if (!client.in_multi) {
-    resp::Error(out, "ERR EXEC without MULTI");
-    return;
-  }
-  ExecTransaction(server, client, out);
-}
-
-void CmdDiscard(ServerState&, ClientState& client, const Args&,
-                std::string* out) {
-  if (!client.in_multi) {
-    resp::Error(out, "ERR DISCARD without MULTI");
-    return;
-  }
-  client.in_multi = false;
-  client.multi_failed = false;
-  client.queued.clear();
-  resp::Simple(out, "OK");
-}
-
 void CmdFlush(ServerState&, ClientState&, const Args& args, std::string* out) {
   resp::Error(out, "ERR " + Lower(args[0]) +
                        " is not supported: every write needs a fencing token; "
@@ -494,9 +462,6 @@ void AppendAdminCommands(std::vector<CommandSpec>* t) {
   t->push_back({"command", CmdCommand, -1, 0, kCatConnection});
   t->push_back({"config", CmdConfig, -2, kCmdAdmin, kCatAdmin | kCatDangerous});
   t->push_back({"info", CmdInfo, -1, 0, kCatDangerous});
-  t->push_back({"multi", CmdMulti, 1, 0, kCatTransaction});
-  t->push_back({"exec", CmdExec, 1, 0, kCatTransaction});
-  t->push_back({"discard", CmdDiscard, 1, 0, kCatTransaction});
   t->push_back({"flushdb", CmdFlush, -1, kCmdAdmin,
                 kCatWrite | kCatKeyspace | kCatDangerous});
   t->push_back({"flushall", CmdFlush, -1, kCmdAdmin,

@@ -332,7 +332,7 @@ void Connection::ShrinkIdle() {
   }
   if (get_keys_.capacity() > kKeepBufferBytes) std::string().swap(get_keys_);
   if (!client_.in_multi && client_.queued.capacity() > kKeepScratchItems) {
-    std::vector<std::vector<std::string>>().swap(client_.queued);
+    std::vector<QueuedCommand>().swap(client_.queued);
   }
   parser_.ShrinkScratch();
 }
@@ -365,21 +365,19 @@ bool Connection::Groupable(WriteBatch* batch) const {
   static const CommandSpec& kSet = *LookupCommand("set");
   static const CommandSpec& kMset = *LookupCommand("mset");
   if (client_.in_multi) return false;
-  const auto& a = args_;
-  const size_t n = a.size();
-  if (n < 5 || !EqualsIgnoreCase(a[n - 2], "FENCE")) return false;
-  Token token;
-  if (!ParseToken(a[n - 1], &token)) return false;
-  if (n == 5 && EqualsIgnoreCase(a[0], "SET") && MayRun(client_, kSet, a)) {
-    batch->Put(a[1], a[2], token);
-    return true;
+  WriteCommand::Kind kind;
+  if (!IsWriteCommand(args_[0], &kind) || kind == WriteCommand::Kind::kDel) {
+    return false;
   }
-  if ((n - 1) % 2 == 0 && EqualsIgnoreCase(a[0], "MSET") &&
-      MayRun(client_, kMset, a)) {
-    for (size_t i = 1; i + 2 < n; i += 2) batch->Put(a[i], a[i + 1], token);
-    return true;
+  WriteCommand write;
+  std::string error;
+  if (!ParseWriteCommand(args_, &write, &error) || !write.PlainFenced() ||
+      !MayRun(client_, kind == WriteCommand::Kind::kSet ? kSet : kMset,
+              args_)) {
+    return false;
   }
-  return false;
+  AppendWriteOps(args_, write, write.token, batch);
+  return true;
 }
 
 bool Connection::OffloadCommand(bool to_scans) {

@@ -12,7 +12,6 @@
 #include <memory>
 #include <mutex>
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include "fencedkv/db.h"
@@ -22,13 +21,19 @@
 #include "cursor_table.h"
 #include "scan_worker.h"
 #include "server.h"
+#include "write_command.h"
 
 namespace fencedkv {
 namespace server {
 
-// A command's words: args[0] is its name. Views into the connection's input
-// (or into a queued command's own copies).
-using Args = std::vector<std::string_view>;
+// A command queued by MULTI: its own copy of the words, and for a write
+// (SET, DEL, MSET) its parse, which EXEC applies. (The other command MULTI
+// queues is PING.)
+struct QueuedCommand {
+  std::vector<std::string> args;
+  bool is_write = false;
+  WriteCommand write;  // if is_write
+};
 
 // One connection's state. Not thread-safe: only the connection's own
 // commands touch it, one at a time (on its io loop, or on the thread a
@@ -43,10 +48,10 @@ struct ClientState {
   // owned by the server's Acl.
   const AclUser* user = nullptr;
   bool close_after_reply = false;
-  // MULTI: the queued commands (owned copies) and whether one was refused.
+  // MULTI: the queued commands and whether one was refused.
   bool in_multi = false;
   bool multi_failed = false;
-  std::vector<std::vector<std::string>> queued;
+  std::vector<QueuedCommand> queued;
   size_t queued_bytes = 0;  // their arguments' bytes (max_multi_bytes)
 };
 
