@@ -104,96 +104,121 @@ void StartSession(ServerState& server, ClientState* client) {
   client->authed = client->user != nullptr;
 }
 
+Admission Admit(const ClientState& client, const Args& args) {
+  using Verdict = Admission::Verdict;
+  using Refusal = Admission::Refusal;
+  Admission a;
+  a.cmd = LookupCommand(args[0]);
+  if (a.cmd == nullptr) return a;  // kUnknownCommand
+  const CommandSpec& cmd = *a.cmd;
+  const auto argc = static_cast<int>(args.size());
+  if ((cmd.arity > 0 && argc != cmd.arity) ||
+      (cmd.arity < 0 && argc < -cmd.arity)) {
+    a.refusal = Refusal::kWrongArity;
+    return a;
+  }
+  if ((cmd.flags & kCmdNoAuth) == 0) {
+    if (!client.authed) {
+      a.refusal = Refusal::kNoAuth;
+      return a;
+    }
+    if (client.user == nullptr) {  // fail closed
+      a.refusal = Refusal::kNoPermission;
+      return a;
+    }
+    const char* admin =
+        cmd.admin_form != nullptr ? cmd.admin_form(args) : nullptr;
+    if (!client.user->Allows(static_cast<size_t>(&cmd - AllCommands().data()),
+                             admin != nullptr)) {
+      a.refusal = Refusal::kNoPermission;
+      a.form = admin;
+      return a;
+    }
+    if (!client.user->allkeys() &&
+        ((cmd.flags & kCmdKeys) != 0 || (cmd.categories & kCatKeyspace) != 0)) {
+      a.refusal = Refusal::kNoKeys;
+      return a;
+    }
+  }
+  a.refusal = Refusal::kNone;
+  if (client.in_multi) {
+    const std::string_view name(cmd.name);
+    if (name != "exec" && name != "discard" && name != "multi" &&
+        name != "quit") {
+      if ((cmd.flags & kCmdMulti) == 0) {
+        a.refusal = Refusal::kNotInMulti;
+        return a;
+      }
+      a.verdict = Verdict::kQueue;
+      return a;
+    }
+  }
+  a.verdict = Verdict::kRun;
+  return a;
+}
+
 namespace {
 
-enum class Access { kOk, kNoAuth, kNoCommand, kNoKeys };
-
-// The one permission check (see MayRun). *form names the call in a
-// kNoCommand refusal.
-Access CheckAccess(const ClientState& client, const CommandSpec& cmd,
-                   const Args& args, const char** form) {
-  if (cmd.flags & kCmdNoAuth) return Access::kOk;
-  if (!client.authed) return Access::kNoAuth;
-  if (client.user == nullptr) return Access::kNoCommand;  // fail closed
-  const char* admin =
-      cmd.admin_form != nullptr ? cmd.admin_form(args) : nullptr;
-  if (!client.user->Allows(static_cast<size_t>(&cmd - AllCommands().data()),
-                           admin != nullptr)) {
-    *form = admin;
-    return Access::kNoCommand;
+// The error line of a refusal (see Admission::Refusal).
+std::string RefusalLine(const Admission& a, const Args& args) {
+  using Refusal = Admission::Refusal;
+  switch (a.refusal) {
+    case Refusal::kUnknownCommand: {
+      std::string msg = "ERR unknown command '" +
+                        EscapeBytes(args[0].substr(0, 128)) +
+                        "', with args beginning with:";
+      for (size_t i = 1; i < args.size() && i < 4; ++i) {
+        msg += " '" + EscapeBytes(args[i].substr(0, 64)) + "'";
+      }
+      return msg;
+    }
+    case Refusal::kWrongArity:
+      return "ERR wrong number of arguments for '" + std::string(a.cmd->name) +
+             "' command";
+    case Refusal::kNoAuth:
+      return "NOAUTH Authentication required.";
+    case Refusal::kNoPermission:
+      return "NOPERM this user has no permissions to run the " +
+             (a.form != nullptr ? std::string(a.form)
+                                : "'" + std::string(a.cmd->name) + "' command");
+    case Refusal::kNoKeys:
+      return "NOPERM this user has no permissions to access one of the keys "
+             "used as arguments";
+    case Refusal::kNotInMulti:
+      return "ERR " + std::string(a.cmd->name) +
+             " is not allowed inside MULTI: a fencedkv transaction applies "
+             "fenced writes (SET, DEL, MSET) as one atomic batch";
+    case Refusal::kNone:
+      break;
   }
-  if (!client.user->allkeys() &&
-      ((cmd.flags & kCmdKeys) || (cmd.categories & kCatKeyspace))) {
-    return Access::kNoKeys;
-  }
-  return Access::kOk;
+  return "ERR refused";
 }
 
 }  // namespace
 
-bool MayRun(const ClientState& client, const CommandSpec& cmd,
-            const Args& args) {
-  const char* form = nullptr;
-  return CheckAccess(client, cmd, args, &form) == Access::kOk;
+void Execute(ServerState& server, ClientState& client, const Args& args,
+             const Admission& admission, std::string* out) {
+  switch (admission.verdict) {
+    case Admission::Verdict::kRefuse:
+      // Inside MULTI a refused command discards the transaction. (NOAUTH
+      // is left out; it cannot happen there: MULTI needs a login.)
+      if (client.in_multi && admission.refusal != Admission::Refusal::kNoAuth) {
+        client.multi_failed = true;
+      }
+      resp::Error(out, RefusalLine(admission, args));
+      return;
+    case Admission::Verdict::kQueue:
+      QueueCommand(server, client, args, out);
+      return;
+    case Admission::Verdict::kRun:
+      admission.cmd->handler(server, client, args, out);
+      return;
+  }
 }
 
 void Dispatch(ServerState& server, ClientState& client, const Args& args,
               std::string* out) {
-  const CommandSpec* cmd = LookupCommand(args[0]);
-  if (cmd == nullptr) {
-    std::string msg = "ERR unknown command '" +
-                      EscapeBytes(args[0].substr(0, 128)) +
-                      "', with args beginning with:";
-    for (size_t i = 1; i < args.size() && i < 4; ++i) {
-      msg += " '" + EscapeBytes(args[i].substr(0, 64)) + "'";
-    }
-    if (client.in_multi) client.multi_failed = true;
-    resp::Error(out, msg);
-    return;
-  }
-  const auto argc = static_cast<int>(args.size());
-  if ((cmd->arity > 0 && argc != cmd->arity) ||
-      (cmd->arity < 0 && argc < -cmd->arity)) {
-    if (client.in_multi) client.multi_failed = true;
-    ReplyWrongArgs(cmd->name, out);
-    return;
-  }
-  const char* form = nullptr;
-  switch (CheckAccess(client, *cmd, args, &form)) {
-    case Access::kOk:
-      break;
-    case Access::kNoAuth:
-      resp::Error(out, "NOAUTH Authentication required.");
-      return;
-    case Access::kNoCommand:
-      if (client.in_multi) client.multi_failed = true;
-      resp::Error(out, "NOPERM this user has no permissions to run the " +
-                           (form != nullptr
-                                ? std::string(form)
-                                : "'" + std::string(cmd->name) + "' command"));
-      return;
-    case Access::kNoKeys:
-      if (client.in_multi) client.multi_failed = true;
-      resp::Error(out,
-                  "NOPERM this user has no permissions to access one of "
-                  "the keys used as arguments");
-      return;
-  }
-  const std::string_view name(cmd->name);
-  if (client.in_multi && name != "exec" && name != "discard" &&
-      name != "multi" && name != "quit") {
-    if (!(cmd->flags & kCmdMulti)) {
-      client.multi_failed = true;
-      resp::Error(out, "ERR " + std::string(cmd->name) +
-                           " is not allowed inside MULTI: a fencedkv "
-                           "transaction applies fenced writes (SET, DEL, "
-                           "MSET) as one atomic batch");
-      return;
-    }
-    QueueCommand(server, client, args, out);
-    return;
-  }
-  cmd->handler(server, client, args, out);
+  Execute(server, client, args, Admit(client, args), out);
 }
 
 }  // namespace server

@@ -62,16 +62,50 @@ const std::vector<CommandSpec>& AllCommands();
 // user is on and needs no password; else none (the client must AUTH).
 void StartSession(ServerState& server, ClientState* client);
 
-// True if `client` may run `cmd` with `args`: it is authenticated (or the
-// command needs no AUTH), and its user allows the command in this form and,
-// if it takes keys, keys. The one permission check: Dispatch (which then
-// answers -NOAUTH / -NOPERM) and the server's fast paths (plain GET, grouped
-// SET / MSET) call it.
-bool MayRun(const ClientState& client, const CommandSpec& cmd,
-            const Args& args);
+// What the gate decided for one command.
+struct Admission {
+  enum class Verdict : uint8_t {
+    kRun,     // run its handler
+    kQueue,   // a MULTI is open: queue it (if it parses)
+    kRefuse,  // answer the refusal's error
+  };
+  enum class Refusal : uint8_t {
+    kNone,
+    kUnknownCommand,
+    kWrongArity,
+    kNoAuth,        // not logged in
+    kNoPermission,  // the ACL user may not run it (in this form)
+    kNoKeys,        // the ACL user has no keys (~*)
+    kNotInMulti,    // a MULTI is open and the command cannot be queued
+  };
+  Verdict verdict = Verdict::kRefuse;
+  Refusal refusal = Refusal::kUnknownCommand;
+  const CommandSpec* cmd = nullptr;  // null for an unknown command
+  // kNoPermission: the refused form ("'client|list' command"), or null for
+  // the command itself.
+  const char* form = nullptr;
+};
 
-// Runs one command (auth, ACL, arity, MULTI queueing, shutdown checks
-// included) and appends its reply to *out.
+// The gate every command passes before it runs, on every path: Dispatch
+// and each of the io loops' fast paths (plain GETs read together, grouped
+// SET / MSET, commands handed to the scan or database thread), which are
+// taken only by a command admitted to run (ChooseRoute, fast_path.h). In
+// order: the command exists, has the right arity, the client is logged in
+// (or the command needs no login), its ACL user may run it in this form
+// and, if it takes keys or is @keyspace, has keys; inside MULTI it is
+// queued, or refused if it cannot be. Changes nothing. (Shutting down is the
+// other gate, the server's: Connection::Process asks it once per command,
+// whatever its path.)
+Admission Admit(const ClientState& client, const Args& args);
+
+// Carries out `admission` for `args` (the call Admit decided on) and
+// appends the reply to *out: the refusal's error (inside MULTI, a refusal
+// other than NOAUTH also discards the transaction: EXEC answers
+// -EXECABORT), the queueing (QueueCommand), or the command's handler.
+void Execute(ServerState& server, ClientState& client, const Args& args,
+             const Admission& admission, std::string* out);
+
+// Admit, then Execute.
 void Dispatch(ServerState& server, ClientState& client, const Args& args,
               std::string* out);
 

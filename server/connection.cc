@@ -7,6 +7,7 @@
 
 #include "command_table.h"
 #include "error_mapping.h"
+#include "fast_path.h"
 #include "resp_writer.h"
 #include "util/sync_point.h"
 
@@ -33,9 +34,6 @@ constexpr size_t kMaxJob = 1024;
 constexpr size_t kMaxJobBytes = 4 << 20;
 // Batches and values are reused; one grown past this is not kept.
 constexpr size_t kKeepBatchBytes = 64 << 10;
-// An EXEC of at least this many queued commands runs on the DbWorker, so
-// the loop serves its other connections meanwhile.
-constexpr size_t kOffloadExecCommands = 64;
 }  // namespace
 
 int64_t NowMs() {
@@ -237,59 +235,51 @@ void Connection::Process() {
       client_.close_after_reply = true;
       break;
     }
-    if (!args_.empty() && PlainGet()) {
-      // Consecutive GETs are read together with one MultiGet.
-      if (job_n_ > 0) break;  // after the pending writes
-      if (!server_->BeginCommand()) {
-        if (FlushGets()) break;  // their replies first
-        RefuseShuttingDown();
-        break;
-      }
+    if (args_.empty()) {  // an empty command
+      in_begin_ += consumed;
+      continue;
+    }
+    // The gates come first, whatever the command's route: Admit (login,
+    // ACL, arity, MULTI), then shutting down. Only an admitted command may
+    // take a fast path.
+    const Admission admission = Admit(client_, args_);
+    if (job_n_ == job_.size()) job_.emplace_back();
+    Route route = ChooseRoute(admission, client_, args_, &job_[job_n_]);
+    // Replies in request order: the GETs collected so far are answered
+    // before anything but another GET, the grouped writes before anything
+    // but another grouped write. (This command is parsed again once they
+    // are.)
+    if (route != Route::kBatchedGet && FlushGets()) break;
+    if (route != Route::kGroupedWrite && job_n_ > 0) break;
+    if (!server_->BeginCommand()) {
+      // Shutting down: what was collected before this command is answered
+      // first (then it is parsed again); it gets -SHUTDOWN, and did nothing.
+      if (FlushGets() || job_n_ > 0) break;
+      RefuseShuttingDown();
+      break;
+    }
+    in_begin_ += consumed;
+    TEST_SYNC_POINT_CALLBACK("Connection::Process:Route", &route);
+    if (route == Route::kBatchedGet) {
       get_keys_.append(args_[1].data(), args_[1].size());
       get_ends_.push_back(get_keys_.size());
-      in_begin_ += consumed;
       if (get_ends_.size() >= kMaxGets && FlushGets()) break;
       continue;
     }
-    // Replies in order, and reads before later writes. (This command is
-    // parsed again once offloaded reads are answered.)
-    if (FlushGets()) break;
-    if (!args_.empty()) {
-      if (job_n_ == job_.size()) job_.emplace_back();
-      WriteBatch* batch = &job_[job_n_];
-      batch->Clear();
-      if (Groupable(batch)) {
-        // Plain fenced writes join the loop's next group commit.
-        if (!server_->BeginCommand()) {
-          // Shutting down. The writes grouped before this one are answered
-          // first; this command is parsed again after their replies.
-          if (job_n_ == 0) RefuseShuttingDown();
-          break;
-        }
-        ++job_n_;
-        job_bytes_ += consumed;
-        in_begin_ += consumed;
-        TEST_SYNC_POINT("Connection::Process:Grouped");
-        if (job_n_ >= kMaxJob || job_bytes_ >= kMaxJobBytes) break;
-        continue;
-      }
-      // Anything else waits for the pending writes (order of replies).
-      if (job_n_ > 0) break;
-      if (!server_->BeginCommand()) {
-        RefuseShuttingDown();
-        break;
-      }
-      in_begin_ += consumed;
-      // A walk of the key space runs on the scan thread, a long EXEC's
-      // one large write on the DbWorker if it has room.
-      if (Iterates() && OffloadCommand(/*to_scans=*/true)) break;
-      if (LongExec() && OffloadCommand(/*to_scans=*/false)) break;
-      Dispatch(server_->state_, client_, args_, &out_);
-      server_->EndCommand();
-      AfterDispatch();
+    if (route == Route::kGroupedWrite) {
+      ++job_n_;
+      job_bytes_ += consumed;
+      TEST_SYNC_POINT("Connection::Process:Grouped");
+      if (job_n_ >= kMaxJob || job_bytes_ >= kMaxJobBytes) break;
       continue;
     }
-    in_begin_ += consumed;  // an empty command
+    // A walk of the key space runs on the scan thread, a long EXEC's one
+    // large write on the database thread if it has room.
+    if (route == Route::kScanThread && OffloadCommand(admission, true)) break;
+    if (route == Route::kLongExec && OffloadCommand(admission, false)) break;
+    Execute(server_->state_, client_, args_, admission, &out_);
+    server_->EndCommand();
+    AfterDispatch();
   }
   if (!reads_pending_) FlushGets();
   if (in_begin_ != begin) {
@@ -342,51 +332,14 @@ void Connection::RefuseShuttingDown() {
   client_.close_after_reply = true;
 }
 
-bool Connection::Iterates() const {
-  if (client_.in_multi) return false;
-  const CommandSpec* cmd = LookupCommand(args_[0]);
-  return cmd != nullptr && (cmd->flags & kCmdIterates) != 0 &&
-         MayRun(client_, *cmd, args_);
-}
-
-bool Connection::LongExec() const {
-  static const CommandSpec& kExec = *LookupCommand("exec");
-  return client_.in_multi && client_.queued.size() >= kOffloadExecCommands &&
-         EqualsIgnoreCase(args_[0], "EXEC") && MayRun(client_, kExec, args_);
-}
-
-bool Connection::PlainGet() const {
-  static const CommandSpec& kGet = *LookupCommand("get");
-  return args_.size() == 2 && !client_.in_multi &&
-         EqualsIgnoreCase(args_[0], "GET") && MayRun(client_, kGet, args_);
-}
-
-bool Connection::Groupable(WriteBatch* batch) const {
-  static const CommandSpec& kSet = *LookupCommand("set");
-  static const CommandSpec& kMset = *LookupCommand("mset");
-  if (client_.in_multi) return false;
-  WriteCommand::Kind kind;
-  if (!IsWriteCommand(args_[0], &kind) || kind == WriteCommand::Kind::kDel) {
-    return false;
-  }
-  WriteCommand write;
-  std::string error;
-  if (!ParseWriteCommand(args_, &write, &error) || !write.PlainFenced() ||
-      !MayRun(client_, kind == WriteCommand::Kind::kSet ? kSet : kMset,
-              args_)) {
-    return false;
-  }
-  AppendWriteOps(args_, write, write.token, batch);
-  return true;
-}
-
-bool Connection::OffloadCommand(bool to_scans) {
+bool Connection::OffloadCommand(const Admission& admission, bool to_scans) {
   offload_args_.assign(args_.begin(), args_.end());  // in_ may move on
   auto self = shared_from_this();
-  auto job = [self] {
+  auto job = [self, admission] {
     // Off the loop; this connection waits (reads_pending_).
     const Args args(self->offload_args_.begin(), self->offload_args_.end());
-    Dispatch(self->server_->state_, self->client_, args, &self->offload_out_);
+    Execute(self->server_->state_, self->client_, args, admission,
+            &self->offload_out_);
     asio::post(self->loop_->io, [self] { self->OnOffloadDone(); });
   };
   const bool queued = to_scans ? server_->state_.scans.Submit(job)
@@ -410,8 +363,9 @@ void Connection::OnOffloadDone() {
 }
 
 bool Connection::FlushGets() {
-  const size_t n = get_ends_.size();
+  size_t n = get_ends_.size();
   if (n == 0) return false;
+  TEST_SYNC_POINT_CALLBACK("Connection::FlushGets", &n);
   get_views_.clear();
   size_t begin = 0;
   for (size_t end : get_ends_) {

@@ -1,10 +1,12 @@
 // Copyright (c) fencedkv authors.
 //
 // Connection: one client's state machine (kvrocks' redis_connection.cc). It
-// reads requests, parses them (resp_parser.h) and runs each command: GETs
-// collected for one MultiGet, plain fenced SET / MSET joining the loop's
-// group commit, SCAN and friends on the scan thread, a long EXEC on the
-// database thread, anything else through Dispatch on the loop. Replies go out
+// reads requests, parses them (resp_parser.h), passes each command through
+// the gates (Admit for login, ACL, arity and MULTI; the server's for
+// shutdown), then takes its route (fast_path.h): GETs collected for one
+// MultiGet, plain fenced SET / MSET joining the loop's group commit, SCAN
+// and friends on the scan thread, a long EXEC on the database thread, or
+// Execute on the loop. Replies go out
 // in request order, each only after its command's effect is durable to the
 // configured level. It also closes itself on a timeout, and frees what a large
 // request or reply grew once idle.
@@ -91,24 +93,13 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void ShrinkIdle();
   // The reply to a command that arrives once shutdown has begun.
   void RefuseShuttingDown();
-  // SCAN, KEYS or DBSIZE from a client allowed to run it, outside MULTI.
-  bool Iterates() const;
-  // An EXEC of a long queue (its one large write runs on the DbWorker).
-  bool LongExec() const;
-  // GET key from a client allowed to run it, outside MULTI.
-  bool PlainGet() const;
-  // SET k v FENCE t and MSET k v ... FENCE t with a valid token, from a
-  // client allowed to run them, outside MULTI, into *batch: everything else
-  // (options, errors, NOFENCE, unfenced writes) takes the ordinary path
-  // through Dispatch.
-  bool Groupable(WriteBatch* batch) const;
-  // Runs the command in args_ elsewhere, so this loop's other
+  // Runs the admitted command in args_ elsewhere, so this loop's other
   // connections do not wait for it: on the scan thread (to_scans: a walk of
   // the key space may take long and first sort the memtable,
   // --memtable=hash), else on the database thread if it has room. True if
   // handed over: then nothing more is processed until OnOffloadDone. (The
   // handler reads client_, which the loop leaves alone meanwhile.)
-  bool OffloadCommand(bool to_scans);
+  bool OffloadCommand(const Admission& admission, bool to_scans);
   void OnOffloadDone();
   // Answers the GETs collected by Process: here if few, else with one
   // MultiGet on the database thread, so this loop serves its other
