@@ -99,6 +99,29 @@ const CommandSpec* LookupCommand(std::string_view name) {
   return &*it;
 }
 
+bool CommandKeys(const CommandSpec& cmd, const Args& args,
+                 std::vector<size_t>* positions) {
+  positions->clear();
+  if ((cmd.flags & kCmdMovableKeys) != 0) {
+    // Where the keys end depends on the FENCE clause: the parse says.
+    WriteCommand write;
+    std::string error;
+    if (!ParseWriteCommand(args, &write, &error)) return false;
+    for (size_t i = write.first; i < write.end; i += write.step()) {
+      positions->push_back(i);
+    }
+    return true;
+  }
+  const KeyPositions& k = cmd.keys;
+  if (k.first <= 0 || k.step <= 0) return true;
+  const auto argc = static_cast<int>(args.size());
+  const int last = k.last < 0 ? argc + k.last : k.last;
+  for (int i = k.first; i <= last && i < argc; i += k.step) {
+    positions->push_back(static_cast<size_t>(i));
+  }
+  return true;
+}
+
 void StartSession(ServerState& server, ClientState* client) {
   client->user = server.acl().InitialUser();
   client->authed = client->user != nullptr;
@@ -135,7 +158,7 @@ Admission Admit(const ClientState& client, const Args& args) {
       return a;
     }
     if (!client.user->allkeys() &&
-        ((cmd.flags & kCmdKeys) != 0 || (cmd.categories & kCatKeyspace) != 0)) {
+        (cmd.keys.first > 0 || (cmd.categories & kCatKeyspace) != 0)) {
       a.refusal = Refusal::kNoKeys;
       return a;
     }

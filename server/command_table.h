@@ -35,16 +35,30 @@ enum CommandFlags : uint32_t {
   // server runs it on ServerState::scans, so the loop goes on serving its
   // other connections.
   kCmdIterates = 1 << 5,
-  // Takes keys as arguments: a user without ~* may not run it (nor any
-  // @keyspace command).
-  kCmdKeys = 1 << 6,
+  // Its key positions hold for its usual (fenced) form only: a call's keys
+  // are what its parse says (CommandKeys). Redis' "movablekeys": a router
+  // asks COMMAND GETKEYS.
+  kCmdMovableKeys = 1 << 6,
+};
+
+// Where a command's keys are among its arguments, as in Redis' command
+// table (COMMAND INFO's first key, last key and step): args[first],
+// args[first + step], ... up to args[last]; a negative last counts from the
+// end (-1: the last argument). first == 0: the command takes no keys.
+struct KeyPositions {
+  int first = 0;
+  int last = 0;
+  int step = 0;
 };
 
 struct CommandSpec {
   const char* name;  // lower case
   Handler handler;
-  int arity;         // >0: exactly; <0: at least -arity (name included)
+  int arity;  // >0: exactly; <0: at least -arity (name included)
   uint32_t flags;
+  // Its keys. A user without ~* may not run a command that takes keys (nor
+  // any @keyspace command). Cluster mode will route by them.
+  KeyPositions keys;
   uint32_t categories = 0;  // ACL categories (AclCategory)
   // If set: for the calls that are the command's administrative form (e.g.
   // FENCE.FLOOR with an argument) it returns how a refusal names them
@@ -57,6 +71,13 @@ struct CommandSpec {
 // nullptr for an unknown command. Case-insensitive.
 const CommandSpec* LookupCommand(std::string_view name);
 const std::vector<CommandSpec>& AllCommands();
+
+// The positions in `args` (a call of `cmd`; args[0] is its name, the arity
+// is right) of its keys, into *positions. False if the call's arguments
+// cannot be parsed (a movable-keys command's syntax error). For COMMAND
+// GETKEYS and, later, routing.
+bool CommandKeys(const CommandSpec& cmd, const Args& args,
+                 std::vector<size_t>* positions);
 
 // Sets a new connection's user: 'default', authenticated at once, if that
 // user is on and needs no password; else none (the client must AUTH).

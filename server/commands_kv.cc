@@ -310,20 +310,23 @@ void CmdDbsize(ServerState& server, ClientState&, const Args&,
 }  // namespace
 
 void AppendKvCommands(std::vector<CommandSpec>* t) {
-  t->push_back({"get", CmdGet, -2, kCmdReadOnly | kCmdKeys, kCatRead});
+  t->push_back({"get", CmdGet, -2, kCmdReadOnly, {1, 1, 1}, kCatRead});
   t->push_back(
-      {"set", CmdWrite, -3, kCmdWrite | kCmdMulti | kCmdKeys, kCatWrite});
-  t->push_back(
-      {"del", CmdWrite, -2, kCmdWrite | kCmdMulti | kCmdKeys, kCatWrite});
-  t->push_back(
-      {"mset", CmdWrite, -3, kCmdWrite | kCmdMulti | kCmdKeys, kCatWrite});
-  t->push_back({"exists", CmdExists, -2, kCmdReadOnly | kCmdKeys, kCatRead});
-  t->push_back({"mget", CmdMget, -2, kCmdReadOnly | kCmdKeys, kCatRead});
-  t->push_back({"scan", CmdScan, -2, kCmdReadOnly | kCmdIterates,
+      {"set", CmdWrite, -3, kCmdWrite | kCmdMulti, {1, 1, 1}, kCatWrite});
+  // DEL k [k ...] FENCE t, MSET k v [k v ...] FENCE t: the FENCE clause is
+  // not a key (-3: the last key is the third argument from the end). An
+  // unfenced call (--allow_unfenced) has keys up to its end: movable keys.
+  t->push_back({"del", CmdWrite, -2, kCmdWrite | kCmdMulti | kCmdMovableKeys,
+                {1, -3, 1}, kCatWrite});
+  t->push_back({"mset", CmdWrite, -3, kCmdWrite | kCmdMulti | kCmdMovableKeys,
+                {1, -3, 2}, kCatWrite});
+  t->push_back({"exists", CmdExists, -2, kCmdReadOnly, {1, -1, 1}, kCatRead});
+  t->push_back({"mget", CmdMget, -2, kCmdReadOnly, {1, -1, 1}, kCatRead});
+  t->push_back({"scan", CmdScan, -2, kCmdReadOnly | kCmdIterates, {},
                 kCatRead | kCatKeyspace});
-  t->push_back({"keys", CmdKeys, 2, kCmdReadOnly | kCmdIterates,
+  t->push_back({"keys", CmdKeys, 2, kCmdReadOnly | kCmdIterates, {},
                 kCatRead | kCatKeyspace | kCatDangerous});
-  t->push_back({"dbsize", CmdDbsize, 1, kCmdReadOnly | kCmdIterates,
+  t->push_back({"dbsize", CmdDbsize, 1, kCmdReadOnly | kCmdIterates, {},
                 kCatRead | kCatKeyspace});
 }
 

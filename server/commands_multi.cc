@@ -160,9 +160,9 @@ void CmdDiscard(ServerState&, ClientState& client, const Args&,
 }  // namespace
 
 void AppendMultiCommands(std::vector<CommandSpec>* t) {
-  t->push_back({"multi", CmdMulti, 1, 0, kCatTransaction});
-  t->push_back({"exec", CmdExec, 1, 0, kCatTransaction});
-  t->push_back({"discard", CmdDiscard, 1, 0, kCatTransaction});
+  t->push_back({"multi", CmdMulti, 1, 0, {}, kCatTransaction});
+  t->push_back({"exec", CmdExec, 1, 0, {}, kCatTransaction});
+  t->push_back({"discard", CmdDiscard, 1, 0, {}, kCatTransaction});
 }
 
 }  // namespace server
