@@ -96,6 +96,7 @@ void Server::Impl::Flush(Loop* loop) {
   conns->swap(loop->writers);
   std::vector<const WriteBatch*> batches;
   for (const auto& c : *conns) c->AppendJob(&batches);
+  TEST_SYNC_POINT_CALLBACK("Server::Flush:Batches", &batches);
   auto complete = [conns](const std::vector<Status>& statuses) {
     size_t at = 0;
     for (const auto& c : *conns) {
