@@ -13,6 +13,7 @@
 
 #include <gtest/gtest.h>
 #include <rocksdb/db.h>
+#include <rocksdb/statistics.h>
 
 #include "db/db_impl.h"
 #include "db/fence_format.h"
@@ -318,6 +319,9 @@ TEST(DBMetaTest, InvalidOptionsAreRefusedBeforeAnythingIsWritten) {
   o.max_background_jobs = 0;
   cases.emplace_back("max_background_jobs", o);
   o = CreateOptions();
+  o.level0_file_num_compaction_trigger = 0;
+  cases.emplace_back("level0_file_num_compaction_trigger", o);
+  o = CreateOptions();
   o.max_open_files = 0;
   cases.emplace_back("max_open_files", o);
   for (const auto& [field, options] : cases) {
@@ -333,6 +337,41 @@ TEST(DBMetaTest, InvalidOptionsAreRefusedBeforeAnythingIsWritten) {
   o.max_value_size = kMaxValueSizeLimit;
   std::unique_ptr<DB> db;
   ASSERT_FENCEDKV_OK(DB::Open(o, dir.Sub("db"), &db));
+}
+
+// The RocksDB tuning fenced_bench passes through (db_bench's --statistics
+// and --level0_file_num_compaction_trigger) reaches RocksDB.
+TEST(DBMetaTest, StatisticsAndLevel0TriggerReachRocksDB) {
+  test::TempDir dir;
+  Options o = CreateOptions();
+  o.statistics = rocksdb::CreateDBStatistics();
+  o.level0_file_num_compaction_trigger = 7;
+  std::unique_ptr<DB> db;
+  ASSERT_FENCEDKV_OK(DB::Open(o, dir.path(), &db));
+  ASSERT_FENCEDKV_OK(db->Put(WriteOptions(), "k", "v", 3));
+  std::string v;
+  ASSERT_FENCEDKV_OK(db->Get(ReadOptions(), "k", &v));
+  EXPECT_GE(o.statistics->getTickerCount(rocksdb::NUMBER_KEYS_WRITTEN), 1u);
+  EXPECT_GE(o.statistics->getTickerCount(rocksdb::NUMBER_KEYS_READ), 1u);
+  db.reset();
+  // RocksDB writes the options it runs with to OPTIONS-<n>; each column
+  // family has its section. The data and fence families take the trigger.
+  std::string latest;
+  for (const auto& e : fs::directory_iterator(dir.path())) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("OPTIONS-", 0) == 0 && name > latest) latest = name;
+  }
+  ASSERT_FALSE(latest.empty());
+  std::ifstream in(dir.path() + "/" + latest);
+  std::string line;
+  int with_trigger = 0;
+  while (std::getline(in, line)) {
+    if (line.find("level0_file_num_compaction_trigger=7") !=
+        std::string::npos) {
+      ++with_trigger;
+    }
+  }
+  EXPECT_EQ(2, with_trigger);
 }
 
 // A value over max_value_size is refused before it is copied anywhere, and
