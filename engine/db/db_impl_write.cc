@@ -581,8 +581,17 @@ Status DBImpl::BuildBatch(const WriteRequest& req, Scratch* sc) {
       it->second = std::max(it->second, ds.max);
     }
   }
+  // A raised mark needs a record only above the store's mark. Every value
+  // hwm_ holds is a record of a write that has returned, so that record
+  // precedes this batch in the log: any recovered prefix holding this batch
+  // holds it too, and Open takes the largest record as every stripe's mark.
+  // Below it, raising the stripe's mark in memory (Publish) is enough, and
+  // the write carries no extra record (with many holders, whose tokens sit
+  // below the newest one, that was one write in seven).
+  const Token store_mark = hwm_.load(std::memory_order_acquire);
   for (const auto& [stripe, mark] : sc->raised_marks) {
     if (!rs.ok()) break;
+    if (mark <= store_mark) continue;
     rs = batch.Put(meta_cf_,
                    format::HighWaterMarkKey(static_cast<uint32_t>(stripe)),
                    format::EncodeToken(mark));
