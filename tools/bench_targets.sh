@@ -4,6 +4,10 @@
 # run, 3 interleaved repeats, medians, ratios. A benchmark, not a test.
 #
 # Usage: tools/bench_targets.sh [build-dir] [repeats]
+#   NUM=<keys> (default 1000000); TARGETS="base holders" selects target groups:
+#   base = the single-holder targets, holders = --token_holders=64 (each
+#   domain's writes carry one of 64 holders' tokens, renewed now and then, so
+#   most checks need a lookup).
 set -euo pipefail
 build=${1:-build}
 repeats=${2:-3}
@@ -13,6 +17,7 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/fenced_targets.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 out="$work/results.txt"
 num=${NUM:-1000000}
+groups=" ${TARGETS:-base holders} "
 
 run() {  # run <tag> <args...>: appends "tag name ops_per_sec" lines
   local tag=$1; shift
@@ -23,17 +28,27 @@ run() {  # run <tag> <args...>: appends "tag name ops_per_sec" lines
 
 for r in $(seq 1 "$repeats"); do
   for f in true false; do
-    run "t1-$f" --fenced=$f --seed=$r --num=$num --threads=1 \
-      --benchmarks=fillrandom,overwrite,readrandom,fencedread
-    run "t2-$f" --fenced=$f --seed=$r --num=$num --threads=2 \
-      --benchmarks=fillrandom,overwrite
-    run "sync8-$f" --fenced=$f --seed=$r --num=$num --threads=8 --sync=true \
-      --writes=4000 --benchmarks=fillrandom
-    run "batch16-$f" --fenced=$f --seed=$r --num=$num --batch_size=16 \
-      --benchmarks=fillseq,fencedbatch
+    if [[ $groups == *" base "* ]]; then
+      run "t1-$f" --fenced=$f --seed=$r --num=$num --threads=1 \
+        --benchmarks=fillrandom,overwrite,readrandom,fencedread
+      run "t2-$f" --fenced=$f --seed=$r --num=$num --threads=2 \
+        --benchmarks=fillrandom,overwrite
+      run "sync8-$f" --fenced=$f --seed=$r --num=$num --threads=8 --sync=true \
+        --writes=4000 --benchmarks=fillrandom
+      run "batch16-$f" --fenced=$f --seed=$r --num=$num --batch_size=16 \
+        --benchmarks=fillseq,fencedbatch
+    fi
+    if [[ $groups == *" holders "* ]]; then
+      run "h64t1-$f" --fenced=$f --seed=$r --num=$num --threads=1 \
+        --token_holders=64 --benchmarks=fillrandom,overwrite
+      run "h64t2-$f" --fenced=$f --seed=$r --num=$num --threads=2 \
+        --token_holders=64 --benchmarks=fillrandom,overwrite
+    fi
   done
-  run "stale-true" --fenced=true --seed=$r --num=$num \
-    --benchmarks=fillseq,stalewrite,fillrandom
+  if [[ $groups == *" base "* ]]; then
+    run "stale-true" --fenced=true --seed=$r --num=$num \
+      --benchmarks=fillseq,stalewrite,fillrandom
+  fi
 done
 
 python3 - "$out" <<'PY'
@@ -45,7 +60,7 @@ for line in open(sys.argv[1]):
 med = {k: statistics.median(v) for k, v in d.items()}
 def row(label, a, b, target):
     if a not in med or b not in med:
-        print(f"{label:44s} missing"); return
+        return  # group not run
     r = med[a] / med[b]
     ok = "ok" if r >= target else "MISSED"
     print(f"{label:44s} {med[a]:>10.0f} {med[b]:>10.0f} {r:7.3f}  >= {target:<5} {ok}")
@@ -59,6 +74,10 @@ row("fencedread / raw readrandom", ("t1-true","fencedread"), ("t1-false","readra
 row("stalewrite / fenced fillrandom", ("stale-true","stalewrite"), ("stale-true","fillrandom"), 3.0)
 row("sync threads=8 fillrandom (fenced / raw)", ("sync8-true","fillrandom"), ("sync8-false","fillrandom"), 0.90)
 row("fencedbatch batch_size=16 (fenced / raw)", ("batch16-true","fencedbatch"), ("batch16-false","fencedbatch"), 0.85)
+row("fillrandom 64 holders threads=1 (f / raw)", ("h64t1-true","fillrandom"), ("h64t1-false","fillrandom"), 0.85)
+row("overwrite 64 holders threads=1 (f / raw)", ("h64t1-true","overwrite"), ("h64t1-false","overwrite"), 0.85)
+row("fillrandom 64 holders threads=2 (f / raw)", ("h64t2-true","fillrandom"), ("h64t2-false","fillrandom"), 0.85)
+row("overwrite 64 holders threads=2 (f / raw)", ("h64t2-true","overwrite"), ("h64t2-false","overwrite"), 0.85)
 print("\nall runs (ops/sec):")
 for k in sorted(d): print(" ", k[0], k[1], d[k])
 PY
