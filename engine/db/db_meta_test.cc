@@ -436,6 +436,49 @@ TEST(DBMetaTest, AMaxBelowTheStoreMarkWritesNoMarkRecord) {
   }
 }
 
+// Behind many holders most writes are below their stripe's mark. The first
+// write of a domain then needs no RocksDB read while the cache has never
+// lost an entry of its bucket: the domain's max can only be the one the
+// store had at open. After a reopen (every stored max unknown) it reads.
+TEST(DBMetaTest, AFirstWriteBelowTheMarkNeedsNoReadInAFreshStore) {
+  test::TempDir dir;
+  Options o = CreateOptions();
+  o.statistics = rocksdb::CreateDBStatistics();
+  std::unique_ptr<DB> db;
+  ASSERT_FENCEDKV_OK(DB::Open(o, dir.path(), &db));
+  auto reads = [&] {
+    return o.statistics->getTickerCount(rocksdb::NUMBER_KEYS_READ);
+  };
+  // The newest holder (100) writes into (nearly) every stripe.
+  for (int i = 0; i < 6000; ++i) {
+    ASSERT_FENCEDKV_OK(
+        db->Put(WriteOptions(), "new" + std::to_string(i), "v", 100));
+  }
+  // An older holder (50) writes domains never written.
+  uint64_t before = reads();
+  for (int i = 0; i < 1000; ++i) {
+    ASSERT_FENCEDKV_OK(
+        db->Put(WriteOptions(), "old" + std::to_string(i), "v", 50));
+  }
+  EXPECT_LE(reads() - before, 5u);  // was one read per write
+  // Its checks stay exact: below a domain's max is refused.
+  EXPECT_TRUE(db->Put(WriteOptions(), "new7", "x", 50).IsStaleToken());
+  EXPECT_TRUE(db->Put(WriteOptions(), "old7", "x", 49).IsStaleToken());
+  db.reset();
+  Options again = CreateOptions();
+  again.create_if_missing = false;
+  again.statistics = o.statistics;
+  ASSERT_FENCEDKV_OK(DB::Open(again, dir.path(), &db));
+  before = reads();
+  for (int i = 0; i < 100; ++i) {
+    ASSERT_FENCEDKV_OK(
+        db->Put(WriteOptions(), "older" + std::to_string(i), "v", 50));
+  }
+  EXPECT_EQ(100u, reads() - before);
+  EXPECT_TRUE(db->Put(WriteOptions(), "old7", "x", 49).IsStaleToken());
+  EXPECT_TRUE(db->Put(WriteOptions(), "new8", "x", 99).IsStaleToken());
+}
+
 // A crash leaves a prefix of the log. Whatever the prefix, the largest mark
 // record recovered bounds every recovered max, so no write passes the
 // mark's shortcut below a domain's max. Checked at many cut points of the
