@@ -106,6 +106,10 @@ Status DBImpl::ValidateOptions(const Options& o) {
   if (o.max_background_jobs < 1) {
     return Status::InvalidArgument("max_background_jobs must be at least 1");
   }
+  if (o.level0_file_num_compaction_trigger < 1) {
+    return Status::InvalidArgument(
+        "level0_file_num_compaction_trigger must be at least 1");
+  }
   if (o.max_open_files != -1 && o.max_open_files < 1) {
     return Status::InvalidArgument(
         "max_open_files must be -1 (unlimited) or positive");

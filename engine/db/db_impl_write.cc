@@ -354,14 +354,18 @@ Status DBImpl::CheckFences(const WriteRequest& req, Token floor,
   PendingOp* const ops = req.ops;
   const size_t n = req.n;
 
+  // Makes ds.max exact from RocksDB (one read), and caches it.
+  auto read_max = [&](DomainState& ds) -> Status {
+    Status s = ReadStoredMax(ds.domain, &ds.max);
+    if (!s.ok()) return s;
+    table_->Insert(ds.hash, ds.domain, ds.max);
+    ds.known = true;
+    return Status::OK();
+  };
   // Makes ds.max exact: from the cache, else from RocksDB.
   auto ensure_known = [&](DomainState& ds) -> Status {
     if (ds.known) return Status::OK();
-    if (!table_->Lookup(ds.hash, ds.domain, &ds.max)) {
-      Status s = ReadStoredMax(ds.domain, &ds.max);
-      if (!s.ok()) return s;
-      table_->Insert(ds.hash, ds.domain, ds.max);
-    }
+    if (!table_->Lookup(ds.hash, ds.domain, &ds.max)) return read_max(ds);
     ds.known = true;
     return Status::OK();
   };
@@ -445,11 +449,22 @@ Status DBImpl::CheckFences(const WriteRequest& req, Token floor,
         op.record_token = op.token;
         continue;
       }
-      Status s = ensure_known(ds);  // the cache, else one RocksDB read
-      if (!s.ok()) {
-        if (!group) return s;
-        refuse_group(i, std::move(s));  // this batch fails, others go on
+      if (table_->Lookup(ds.hash, ds.domain, &ds.max)) {
+        ds.known = true;  // exact
+      } else if (CheckWrite(mode_, op.token, table_->MissBound(ds.hash),
+                            floor) == Verdict::kAccept) {
+        // Not in the cache: the max is at or below the cache's miss bound,
+        // which the token passes. No read either.
+        raise(ds, op.token);
+        op.record_token = op.token;
         continue;
+      } else {
+        Status s = read_max(ds);  // one RocksDB read
+        if (!s.ok()) {
+          if (!group) return s;
+          refuse_group(i, std::move(s));  // this batch fails, others go on
+          continue;
+        }
       }
     }
     const Verdict verdict = CheckWrite(mode_, op.token, ds.max, floor);
@@ -583,8 +598,17 @@ Status DBImpl::BuildBatch(const WriteRequest& req, Scratch* sc) {
       it->second = std::max(it->second, ds.max);
     }
   }
+  // A raised mark needs a record only above the store's mark. Every value
+  // hwm_ holds is a record of a write that has returned, so that record
+  // precedes this batch in the log: any recovered prefix holding this batch
+  // holds it too, and Open takes the largest record as every stripe's mark.
+  // Below it, raising the stripe's mark in memory (Publish) is enough, and
+  // the write carries no extra record (with many holders, whose tokens sit
+  // below the newest one, that was one write in seven).
+  const Token store_mark = hwm_.load(std::memory_order_acquire);
   for (const auto& [stripe, mark] : sc->raised_marks) {
     if (!rs.ok()) break;
+    if (mark <= store_mark) continue;
     rs = batch.Put(meta_cf_,
                    format::HighWaterMarkKey(static_cast<uint32_t>(stripe)),
                    format::EncodeToken(mark));
