@@ -11,6 +11,7 @@
 #include <rocksdb/write_batch.h>
 
 #include "db/db_iter.h"
+#include "db/error_recovery.h"
 #include "db/fence_check.h"
 #include "db/fence_format.h"
 #include "db/rocksdb_options.h"
@@ -134,9 +135,11 @@ DBImpl::DBImpl(const Options& options, const FenceDomainSpec& spec,
                                  FenceGcFilter::Target::kDataRecords)),
       fence_gc_(new FenceGcFilter(&floor_,
                                   FenceGcFilter::Target::kFenceRecords)),
+      recovery_(new ErrorRecovery),
       stats_(new StatShard[kStatShards]) {}
 
 DBImpl::~DBImpl() {
+  recovery_->Stop();  // no Resume() on a closing DB
   if (db_ != nullptr) {
     for (auto* cf : {data_cf_, fence_cf_, meta_cf_}) {
       if (cf != nullptr) db_->DestroyColumnFamilyHandle(cf);
@@ -194,6 +197,7 @@ Status DBImpl::OpenImpl() {
   rocksdb::ColumnFamilyOptions data_options;
   Status s = BuildRocksDBOptions(options_, &db_options, &data_options);
   if (!s.ok()) return s;
+  recovery_->Configure(&db_options);
 
   if (has_current) {
     // Refuse anything that is not ours before RocksDB touches it.
@@ -240,6 +244,7 @@ Status DBImpl::OpenImpl() {
   data_cf_ = handles[0];
   fence_cf_ = handles[1];
   meta_cf_ = handles[2];
+  recovery_->Attach(db_.get(), handles, data_cf_);
 
   return has_current ? LoadMeta() : InitializeNewDatabase();
 }
@@ -680,7 +685,7 @@ Status DBImpl::WriteOps(const WriteOptions& options, PendingOp* ops, size_t n,
     wo.sync = options.sync;
     rocksdb::Status rs;
     TEST_SYNC_POINT_CALLBACK("DBImpl::Write:RocksDBWrite", &rs);  // may fail it
-    if (rs.ok()) rs = db_->Write(wo, &batch);
+    if (rs.ok()) rs = recovery_->Write(db_.get(), wo, &batch);
     if (!rs.ok()) {
       const Status failed = FromRocksDB(rs);
       if (group_statuses != nullptr) {
@@ -790,7 +795,7 @@ Status DBImpl::SetFenceFloor(const WriteOptions& /*options*/, Token floor) {
     rocksdb::WriteOptions wo;
     wo.sync = true;  // always synced
     std::lock_guard<std::mutex> meta_lock(meta_mu_);
-    s = FromRocksDB(db_->Write(wo, &batch));
+    s = FromRocksDB(recovery_->Write(db_.get(), wo, &batch));
     if (s.ok()) floor_.store(floor, std::memory_order_release);
   }
   table_->UnlockAll();
@@ -988,7 +993,7 @@ Status DBImpl::PutMetaSynced(
   rocksdb::WriteOptions wo;
   wo.sync = true;
   std::lock_guard<std::mutex> lock(meta_mu_);
-  return FromRocksDB(db_->Write(wo, &batch));
+  return FromRocksDB(recovery_->Write(db_.get(), wo, &batch));
 }
 
 Status DBImpl::DeleteMetaSynced(const std::string& key) {
@@ -997,7 +1002,7 @@ Status DBImpl::DeleteMetaSynced(const std::string& key) {
   rocksdb::WriteOptions wo;
   wo.sync = true;
   std::lock_guard<std::mutex> lock(meta_mu_);
-  return FromRocksDB(db_->Write(wo, &batch));
+  return FromRocksDB(recovery_->Write(db_.get(), wo, &batch));
 }
 
 Status DBImpl::ScanMeta(std::string_view prefix,
