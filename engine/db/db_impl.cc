@@ -197,7 +197,7 @@ Status DBImpl::OpenImpl() {
   rocksdb::ColumnFamilyOptions data_options;
   Status s = BuildRocksDBOptions(options_, &db_options, &data_options);
   if (!s.ok()) return s;
-  recovery_->Configure(&db_options);
+  recovery_->Configure(path_, &db_options);
 
   if (has_current) {
     // Refuse anything that is not ours before RocksDB touches it.

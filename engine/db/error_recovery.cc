@@ -4,8 +4,11 @@
 
 #include <utility>
 
+#include <pthread.h>
 #include <rocksdb/file_system.h>
 #include <rocksdb/listener.h>
+
+#include "db/info_logger.h"
 
 namespace fencedkv {
 
@@ -236,7 +239,11 @@ ErrorRecovery::ErrorRecovery() : listener_(std::make_shared<Listener>(this)) {}
 
 ErrorRecovery::~ErrorRecovery() { Stop(); }
 
-void ErrorRecovery::Configure(rocksdb::DBOptions* options) {
+void ErrorRecovery::Configure(const std::string& path,
+                              rocksdb::DBOptions* options) {
+  if (options->info_log == nullptr) {
+    options->info_log = std::make_shared<InfoLogger>(path);  // rule 5
+  }
   rocksdb::Env* base =
       options->env != nullptr ? options->env : rocksdb::Env::Default();
   env_ = std::make_unique<FileScopeEnv>(base, this);
@@ -379,6 +386,8 @@ void ErrorRecovery::MaybeWriteSentinel(rocksdb::DB* db) {
 }
 
 void ErrorRecovery::Run() {
+  // Started from a RocksDB callback, it would carry that thread's name.
+  pthread_setname_np(pthread_self(), "fencedkv:recov");
   std::unique_lock<std::mutex> lock(mu_);
   while (!stopped_) {
     rocksdb::DB* const db = db_;

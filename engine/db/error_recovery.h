@@ -63,6 +63,9 @@
 //     (b) after a WAL error with every active memtable empty anyway (in the
 //     moment between such a flush and the sentinel), it does not call
 //     Resume(): writes keep failing with the IOError until a reopen.
+//  5. RocksDB's own info LOG aborts the process (Debian's build) at the line
+//     after one it failed to write, e.g. on a full disk: the engine gives
+//     RocksDB an InfoLogger (info_logger.h), which drops such lines instead.
 //
 // Thread-safe.
 
@@ -108,10 +111,11 @@ class ErrorRecovery {
   ErrorRecovery(const ErrorRecovery&) = delete;
   ErrorRecovery& operator=(const ErrorRecovery&) = delete;
 
-  // Before rocksdb::DB::Open: routes options->env's file I/O through the
-  // wrapper of rule 1, turns RocksDB's automatic recovery off and adds the
-  // listener. This object must outlive every DB opened with *options.
-  void Configure(rocksdb::DBOptions* options);
+  // Before rocksdb::DB::Open of the database in `path`: routes
+  // options->env's file I/O through the wrapper of rule 1, turns RocksDB's
+  // automatic recovery off, adds the listener and the logger of rule 5.
+  // This object must outlive every DB opened with *options.
+  void Configure(const std::string& path, rocksdb::DBOptions* options);
   // After the DB is open: the DB to resume, all its column families, and
   // the one to write the sentinel of rule 4 in. Writes the sentinel if no
   // active memtable holds anything (a failure is only noted).
