@@ -4,8 +4,9 @@
 // test::FaultInjectionFS (util/fault_injection_fs.h). For every fault point
 // (WAL append, WAL sync, a flush's SST, a compaction's SST, the MANIFEST) x
 // (EIO, ENOSPC) x domain function x mode, a random fenced workload (Put,
-// Delete, Write, WriteGroup, AdvanceFence; synced or not) runs before,
-// during and after the fault, every verdict checked against a ModelDB:
+// Delete, Write, WriteGroup, AdvanceFence, SetFenceFloor; synced or not)
+// runs before, during and after the fault, every verdict checked against a
+// ModelDB:
 //  - a call the fault fails returns IOError, never OK;
 //  - nothing reported OK is lost, nothing that failed is applied: the DB
 //    equals the model of the acknowledged writes, during the fault, after
@@ -21,6 +22,7 @@
 // And what RocksDB 7.8 does alone, which is why error_recovery.h exists.
 
 #include <chrono>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <random>
@@ -84,8 +86,8 @@ class Workload {
   // after a crash before the recovery's flush: it was complete in the WAL).
   const ModelDB& model_with_failed() const { return with_failed_; }
 
-  // One random call: Put, Delete, Write, WriteGroup or AdvanceFence, synced
-  // with probability sync_percent/100.
+  // One random call: Put, Delete, Write, WriteGroup, AdvanceFence or (1 in
+  // 50) SetFenceFloor, synced with probability sync_percent/100.
   void Step(DB* db, int sync_percent, Outcome* out) {
     WriteOptions wo;
     wo.sync = Uniform(100) < static_cast<uint64_t>(sync_percent);
@@ -110,7 +112,7 @@ class Workload {
       Check(next.Write(ops, &index), db->Write(wo, batch), next, wo.sync, out);
     } else if (op < 85) {
       Group(db, wo, v, out);
-    } else {
+    } else if (op < 98) {
       const std::string& k = Key();
       const Token t = NextToken();
       SCOPED_TRACE("AdvanceFence " + k + " " + std::to_string(t));
@@ -125,6 +127,20 @@ class Workload {
         if (want > before) ++out->synced;  // a no-op writes nothing
       } else {
         EXPECT_TRUE(s.IsIOError()) << s.ToString();
+        Failed(next, s, out);
+      }
+    } else {
+      // Raise the floor a little below the current tokens (always synced).
+      const Token floor = std::max(model_.floor(), base_ > 8 ? base_ - 8 : 1);
+      SCOPED_TRACE("SetFenceFloor " + std::to_string(floor));
+      ASSERT_EQ("OK", next.SetFloor(floor));
+      const Status s = db->SetFenceFloor(wo, floor);
+      if (s.ok()) {
+        model_ = next;
+        ++out->acked;
+        ++out->synced;
+      } else {
+        ASSERT_TRUE(s.IsIOError()) << s.ToString();
         Failed(next, s, out);
       }
     }
@@ -711,6 +727,30 @@ TEST(CurrentRenameTest, ManifestRecoveryWaitsForCurrent) {
   std::string value;
   ASSERT_FENCEDKV_OK(fdb.db()->Get(ReadOptions(), "k", &value));
   EXPECT_EQ("v2", value);
+}
+
+// RocksDB's info LOG is written by the engine (error_recovery.h rule 5): it
+// is there, and rotated like RocksDB's at each open. (That a full disk
+// costs lines, not the process, is full_disk_test.sh's.)
+TEST(InfoLoggerTest, WritesAndRotatesTheLog) {
+  test::TempDir dir;
+  Options options;
+  options.create_if_missing = true;
+  for (int i = 0; i < 2; ++i) {
+    std::unique_ptr<DB> db;
+    ASSERT_FENCEDKV_OK(DB::Open(options, dir.Sub("db"), &db));
+    ASSERT_FENCEDKV_OK(db->Put(WriteOptions(), "k", "v", 1));
+    ASSERT_FENCEDKV_OK(db->Flush());
+  }
+  int old_logs = 0;
+  uint64_t log_size = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir.Sub("db"))) {
+    const std::string name = e.path().filename();
+    if (name == "LOG") log_size = e.file_size();
+    if (name.rfind("LOG.old.", 0) == 0) ++old_logs;
+  }
+  EXPECT_GT(log_size, 1000u);
+  EXPECT_EQ(1, old_logs);
 }
 
 // ---------------------------------------------------------------------------
