@@ -5,8 +5,6 @@
 # data in memory, i.e. a power cut) and prints the figures of each. Half
 # the cycles use the "key" domain function, half "hashtag".
 # Usage: scripts/crash_loop.sh N [build_dir]      (default build dir: build)
-# FENCEDKV_CRASH_NOOP_ADVANCE_SYNCED=1 also requires no-op AdvanceFence
-# results to survive power loss (issue 10, defect 1).
 set -euo pipefail
 N=${1:?usage: crash_loop.sh N [build_dir]}
 BUILD=${2:-build}

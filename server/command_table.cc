@@ -33,6 +33,15 @@ void ReplyWrongArgs(std::string_view command, std::string* out) {
   resp::Error(out, "ERR wrong number of arguments for '" + lower + "' command");
 }
 
+bool ReplyTooLarge(const ServerState& server, size_t bytes, std::string* out) {
+  const size_t limit = server.options->max_reply_bytes;
+  if (bytes <= limit) return false;
+  resp::Error(out, "ERR reply of more than " + std::to_string(limit) +
+                       " bytes (max_reply_bytes): ask for less (fewer keys, a "
+                       "narrower pattern, SCAN with a smaller COUNT)");
+  return true;
+}
+
 bool ParseTokenArg(std::string_view text, Token* token, std::string* out) {
   if (ParseToken(text, token)) return true;
   resp::Error(out,
@@ -127,6 +136,7 @@ const std::vector<CommandSpec>& AllCommands() {
     AppendKvCommands(t);
     AppendFenceCommands(t);
     AppendAdminCommands(t);
+    AppendBackupCommands(t);
     std::sort(t->begin(), t->end(), [](const CommandSpec& a, const CommandSpec& b) {
       return std::string_view(a.name) < std::string_view(b.name);
     });
@@ -193,7 +203,28 @@ void Dispatch(ServerState& server, ClientState& client, const Args& args,
       resp::Error(out, error);
       return;
     }
-    client.queued.emplace_back(args.begin(), args.end());
+    // The queue is bounded; past a bound the transaction is discarded as
+    // after any queuing error (EXEC answers -EXECABORT) and nothing more
+    // of it is kept.
+    if (client.queued.empty()) client.queued_bytes = 0;
+    size_t bytes = 0;
+    for (std::string_view a : args) bytes += a.size();
+    const ServerOptions& o = *server.options;
+    if (client.queued.size() >= o.max_multi_commands ||
+        client.queued_bytes + bytes > o.max_multi_bytes) {
+      client.multi_failed = true;
+      std::vector<std::vector<std::string>>().swap(client.queued);
+      resp::Error(out, "ERR MULTI queue limit reached (max_multi_commands " +
+                           std::to_string(o.max_multi_commands) +
+                           ", max_multi_bytes " +
+                           std::to_string(o.max_multi_bytes) +
+                           "): the transaction is discarded");
+      return;
+    }
+    if (!client.multi_failed) {
+      client.queued.emplace_back(args.begin(), args.end());
+      client.queued_bytes += bytes;
+    }
     resp::Simple(out, "QUEUED");
     return;
   }

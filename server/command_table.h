@@ -40,6 +40,7 @@ struct ClientState {
   bool in_multi = false;
   bool multi_failed = false;
   std::vector<std::vector<std::string>> queued;
+  size_t queued_bytes = 0;  // their arguments' bytes (max_multi_bytes)
 };
 
 // Server-wide SCAN cursors: an integer a client can hold, mapped to the key
@@ -98,8 +99,9 @@ struct ServerState {
   CursorTable cursors;
   std::chrono::steady_clock::time_point started;
   int port = 0;
-  // CLIENT LIST: filled by the server on demand.
-  std::function<std::string()> list_clients;
+  // CLIENT LIST: appends the reply (the list, or an error past
+  // max_reply_bytes); filled by the server on demand.
+  std::function<void(std::string* out)> list_clients;
 };
 
 using Handler = void (*)(ServerState& server, ClientState& client,
@@ -137,11 +139,19 @@ void Dispatch(ServerState& server, ClientState& client, const Args& args,
 void AppendKvCommands(std::vector<CommandSpec>* table);
 void AppendFenceCommands(std::vector<CommandSpec>* table);
 void AppendAdminCommands(std::vector<CommandSpec>* table);
+void AppendBackupCommands(std::vector<CommandSpec>* table);
+// Stops the online checkpoint/backup job (commands_backup.cc) and waits for
+// it: call before the database closes.
+void StopBackupJobs();
 
 // Helpers shared by the families.
 bool EqualsIgnoreCase(std::string_view a, std::string_view b);
 void ReplyStatus(const Status& s, std::string* out);  // error line from s
 void ReplyWrongArgs(std::string_view command, std::string* out);
+// True if a reply of `bytes` exceeds max_reply_bytes: then appends the
+// error ("-ERR reply of more than N bytes (max_reply_bytes) ...") to *out.
+// Commands whose reply grows with the data check it while they build it.
+bool ReplyTooLarge(const ServerState& server, size_t bytes, std::string* out);
 // Parses a token argument; on failure appends "-ERR invalid token ..." and
 // returns false.
 bool ParseTokenArg(std::string_view text, Token* token, std::string* out);

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cctype>
+#include <optional>
 
 #include "command_table.h"
 #include "fencedkv/version.h"
@@ -92,9 +93,24 @@ void CmdAuth(ServerState& server, ClientState& client, const Args& args,
   }
 }
 
+// Redis' rule for client names: printable ASCII without spaces. False (and
+// the error reply) otherwise.
+bool ValidClientName(std::string_view name, std::string* out) {
+  for (char c : name) {
+    if (c <= ' ' || c > '~') {
+      resp::Error(out,
+                  "ERR Client names cannot contain spaces, newlines or special "
+                  "characters.");
+      return false;
+    }
+  }
+  return true;
+}
+
 void CmdHello(ServerState& server, ClientState& client, const Args& args,
               std::string* out) {
   size_t i = 1;
+  std::optional<std::string_view> name;
   if (args.size() > 1) {
     if (args[1] != "2") {
       if (args[1] == "3") {
@@ -111,7 +127,8 @@ void CmdHello(ServerState& server, ClientState& client, const Args& args,
       if (!Authenticate(server, client, args[i + 1], args[i + 2], out)) return;
       i += 2;
     } else if (EqualsIgnoreCase(args[i], "SETNAME") && i + 1 < args.size()) {
-      client.name = std::string(args[++i]);
+      name = args[++i];
+      if (!ValidClientName(*name, out)) return;
     } else {
       resp::Error(out, "ERR syntax error in HELLO option '" +
                            EscapeBytes(args[i].substr(0, 64)) + "'");
@@ -124,6 +141,8 @@ void CmdHello(ServerState& server, ClientState& client, const Args& args,
                      "option can be used to authenticate the client");
     return;
   }
+  // The name is set only once the client is authenticated.
+  if (name.has_value()) client.name = std::string(*name);
   resp::ArrayHeader(out, 14);
   resp::Bulk(out, "server");
   resp::Bulk(out, "fencedkv");
@@ -145,12 +164,7 @@ void CmdClient(ServerState& server, ClientState& client, const Args& args,
                std::string* out) {
   const std::string sub = Lower(args[1]);
   if (sub == "setname" && args.size() == 3) {
-    for (char c : args[2]) {
-      if (c <= ' ' || c > '~') {
-        resp::Error(out, "ERR Client names cannot contain spaces, newlines or special characters.");
-        return;
-      }
-    }
+    if (!ValidClientName(args[2], out)) return;
     client.name = std::string(args[2]);
     resp::Simple(out, "OK");
   } else if (sub == "getname" && args.size() == 2) {
@@ -162,7 +176,11 @@ void CmdClient(ServerState& server, ClientState& client, const Args& args,
   } else if (sub == "id" && args.size() == 2) {
     resp::UInteger(out, client.id);
   } else if (sub == "list" && args.size() == 2) {
-    resp::Bulk(out, server.list_clients ? server.list_clients() : "");
+    if (server.list_clients) {
+      server.list_clients(out);
+    } else {
+      resp::Bulk(out, "");
+    }
   } else if (sub == "info" && args.size() == 2) {
     resp::Bulk(out, "id=" + std::to_string(client.id) + " addr=" + client.addr +
                         " name=" + client.name + " db=0\n");

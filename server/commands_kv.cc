@@ -258,9 +258,13 @@ void CmdMget(ServerState& server, ClientState&, const Args& args,
       ReplyStatus(s, out);
       return;
     }
+    if (ReplyTooLarge(server, reply.size(), out)) return;
   }
   out->append(reply);
 }
+
+// A bulk string's framing in a reply: "$<length>\r\n" and "\r\n".
+constexpr size_t kBulkOverhead = 16;
 
 ReadOptions ScanOptions() {
   ReadOptions ro;
@@ -307,11 +311,14 @@ void CmdScan(ServerState& server, ClientState&, const Args& args,
     it->Seek(start);
   }
   std::vector<std::string> keys;
+  size_t reply_bytes = 0;
   int64_t examined = 0;
   for (; it->Valid() && examined < count; it->Next(), ++examined) {
     if (!type_ok) continue;
     if (has_pattern && !GlobMatch(pattern, it->key())) continue;
     keys.emplace_back(it->key());
+    reply_bytes += keys.back().size() + kBulkOverhead;
+    if (ReplyTooLarge(server, reply_bytes, out)) return;
   }
   if (!it->status().ok()) {
     ReplyStatus(it->status(), out);
@@ -333,8 +340,12 @@ void CmdKeys(ServerState& server, ClientState&, const Args& args,
              std::string* out) {
   auto it = server.db->NewIterator(ScanOptions());
   std::vector<std::string> keys;
+  size_t reply_bytes = 0;
   for (it->SeekToFirst(); it->Valid(); it->Next()) {
-    if (GlobMatch(args[1], it->key())) keys.emplace_back(it->key());
+    if (!GlobMatch(args[1], it->key())) continue;
+    keys.emplace_back(it->key());
+    reply_bytes += keys.back().size() + kBulkOverhead;
+    if (ReplyTooLarge(server, reply_bytes, out)) return;
   }
   if (!it->status().ok()) {
     ReplyStatus(it->status(), out);

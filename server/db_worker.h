@@ -39,6 +39,12 @@
 namespace fencedkv {
 namespace server {
 
+// DB::WriteGroup's result applied to its batches: if the group failed,
+// every batch not explicitly marked failed gets its error (an engine that
+// returns an error with a batch still OK must not make the server answer
+// +OK for a write that did not happen).
+void FailUnmarkedBatches(const Status& group, Status* statuses, size_t n);
+
 class DbWorker {
  public:
   // One Status per batch, in order. The batches may be freed once it runs.

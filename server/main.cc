@@ -5,6 +5,7 @@
 // taken port fails fast without touching the data.
 
 #include <signal.h>
+#include <sys/resource.h>
 
 #include <cstdio>
 #include <cstring>
@@ -20,6 +21,7 @@
 #include "fencedkv/lease.h"
 #include "fencedkv/version.h"
 #include "util/help_flags.h"
+#include "command_table.h"
 #include "metrics.h"
 #include "server.h"
 #include "server_flags.h"
@@ -62,6 +64,19 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
+  // As Redis: the soft open files limit up to the hard one, so that
+  // --maxclients fits if it can (Server::Start caps it otherwise).
+  rlimit nofile{};
+  if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 &&
+      nofile.rlim_cur < nofile.rlim_max) {
+    const rlim_t soft = nofile.rlim_cur;
+    nofile.rlim_cur = nofile.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &nofile) == 0) {
+      LOG(INFO) << "open files limit raised from " << soft << " to "
+                << nofile.rlim_max;
+    }
+  }
+
   fencedkv::server::ServerOptions so;
   so.bind = FLAGS_bind;
   so.port = FLAGS_port;
@@ -75,6 +90,11 @@ int main(int argc, char** argv) {
   so.requirepass = FLAGS_requirepass;
   so.maxclients = static_cast<size_t>(FLAGS_maxclients);
   so.limits.max_request_bytes = static_cast<size_t>(FLAGS_max_request_bytes);
+  so.max_reply_bytes = static_cast<size_t>(FLAGS_max_reply_bytes);
+  so.max_multi_commands = static_cast<size_t>(FLAGS_max_multi_commands);
+  so.max_multi_bytes = static_cast<size_t>(FLAGS_max_multi_bytes);
+  so.idle_timeout = std::chrono::seconds(FLAGS_timeout);
+  so.auth_timeout = std::chrono::seconds(FLAGS_auth_timeout);
   so.sync = FLAGS_sync;
   so.allow_unfenced = FLAGS_allow_unfenced;
   fencedkv::server::Server server(so);
@@ -124,12 +144,16 @@ int main(int argc, char** argv) {
 
   std::unique_ptr<fencedkv::server::MetricsExporter> metrics;
   if (FLAGS_metrics_port > 0) {
-    s = fencedkv::server::MetricsExporter::Start(FLAGS_bind, FLAGS_metrics_port,
-                                                 db.get(), leases.get(),
+    fencedkv::server::MetricsOptions mo;
+    mo.bind = FLAGS_metrics_bind;
+    mo.port = FLAGS_metrics_port;
+    mo.password = FLAGS_requirepass;
+    s = fencedkv::server::MetricsExporter::Start(mo, db.get(), leases.get(),
                                                  &server.stats(), &metrics);
     if (!s.ok()) return Fail("metrics", s);
-    LOG(INFO) << "metrics on http://" << FLAGS_bind << ":" << metrics->port()
-              << "/metrics";
+    LOG(INFO) << "metrics on http://" << FLAGS_metrics_bind << ":"
+              << metrics->port() << "/metrics"
+              << (mo.password.empty() ? "" : " (basic auth)");
   }
 
   s = server.Start(db.get(), leases.get());
@@ -147,6 +171,7 @@ int main(int argc, char** argv) {
   sigwait(&signals, &sig);
   LOG(INFO) << "signal " << sig << ": shutting down";
   server.Stop(std::chrono::milliseconds(FLAGS_shutdown_timeout_ms));
+  fencedkv::server::StopBackupJobs();  // before the database closes
   metrics.reset();
   leases.reset();
   db.reset();  // closes RocksDB; everything acknowledged is in the WAL

@@ -69,8 +69,13 @@ RespParser::Result RespParser::Parse(const char* buf, size_t n,
       return Result::kNeedMore;
     }
     long long count = 0;
-    if (!ParseLineInt(buf + 1, crlf, &count) ||
-        count > static_cast<long long>(limits_.max_args)) {
+    if (!ParseLineInt(buf + 1, crlf, &count))
+      return Fail("invalid multibulk length");
+    if (!authenticated_ &&
+        count > static_cast<long long>(limits_.max_unauth_args)) {
+      return Fail("unauthenticated multibulk length");
+    }
+    if (count > static_cast<long long>(limits_.max_args)) {
       return Fail("invalid multibulk length");
     }
     pos_ = static_cast<size_t>(crlf + 2 - buf);
@@ -99,8 +104,13 @@ RespParser::Result RespParser::Parse(const char* buf, size_t n,
       return Result::kNeedMore;
     }
     long long len = 0;
-    if (!ParseLineInt(p + 1, crlf, &len) || len < 0 ||
-        static_cast<unsigned long long>(len) > limits_.max_request_bytes) {
+    if (!ParseLineInt(p + 1, crlf, &len) || len < 0)
+      return Fail("invalid bulk length");
+    if (!authenticated_ &&
+        static_cast<unsigned long long>(len) > limits_.max_unauth_bulk_bytes) {
+      return Fail("unauthenticated bulk length");
+    }
+    if (static_cast<unsigned long long>(len) > limits_.max_request_bytes) {
       return Fail("invalid bulk length");
     }
     const size_t body = static_cast<size_t>(crlf + 2 - buf);
@@ -134,6 +144,10 @@ RespParser::Result RespParser::ParseInline(const char* buf, size_t n,
     return Result::kNeedMore;
   }
   const char* line_end = static_cast<const char*>(nl);
+  // The limit holds however the line arrived (in pieces or in one read).
+  if (static_cast<size_t>(line_end - buf) > limits_.max_inline_bytes) {
+    return Fail("too big inline request");
+  }
   *consumed = static_cast<size_t>(line_end - buf) + 1;
   if (line_end > buf && line_end[-1] == '\r') --line_end;
   args->clear();
@@ -148,6 +162,10 @@ RespParser::Result RespParser::ParseInline(const char* buf, size_t n,
       if (p == line_end) return Fail("unbalanced quotes in request");
       args->emplace_back(start, static_cast<size_t>(p - start));
       ++p;
+      // As Redis: a closing quote ends the argument ("ab"cd is refused).
+      if (p < line_end && *p != ' ' && *p != '\t') {
+        return Fail("unbalanced quotes in request");
+      }
     } else {
       const char* start = p;
       while (p < line_end && *p != ' ' && *p != '\t') ++p;
@@ -155,6 +173,12 @@ RespParser::Result RespParser::ParseInline(const char* buf, size_t n,
     }
   }
   return Result::kCommand;  // an empty line yields no args: skipped
+}
+
+void RespParser::ShrinkScratch() {
+  if (!in_array_ && spans_.capacity() > 1024) {
+    std::vector<std::pair<size_t, size_t>>().swap(spans_);
+  }
 }
 
 bool GlobMatch(std::string_view pattern, std::string_view text, bool nocase) {

@@ -5,8 +5,10 @@
 // ("GET k\r\n", as telnet users type). Pure: no I/O, no DB -- fuzzable.
 //
 // Every size is bounded: a request larger than max_request_bytes, an array
-// of more than max_args elements or a malformed frame is an error (the
-// server answers "-ERR Protocol error: ..." and closes that connection).
+// of more than max_args elements, an inline line over max_inline_bytes or a
+// malformed frame is an error (the server answers "-ERR Protocol error: ..."
+// and closes that connection). Before AUTH the bounds are Redis 7's: at most
+// 10 arguments of at most 16 KiB each (set_authenticated).
 //
 // Not thread-safe; one parser per connection.
 
@@ -27,6 +29,11 @@ class RespParser {
     size_t max_request_bytes = 64 << 20;  // one command, all arguments
     size_t max_args = 1 << 20;
     size_t max_inline_bytes = 64 << 10;   // inline commands
+    // Until set_authenticated(true): "unauthenticated multibulk length"
+    // past max_unauth_args, "unauthenticated bulk length" past
+    // max_unauth_bulk_bytes.
+    size_t max_unauth_args = 10;
+    size_t max_unauth_bulk_bytes = 16 << 10;
   };
   enum class Result { kNeedMore, kCommand, kError };
 
@@ -42,6 +49,13 @@ class RespParser {
 
   const std::string& error() const { return error_; }
 
+  // Whether the connection has authenticated (the default): the limits of
+  // the commands parsed from now on.
+  void set_authenticated(bool authenticated) { authenticated_ = authenticated; }
+
+  // Frees scratch memory a large request left behind. Call between commands.
+  void ShrinkScratch();
+
  private:
   Result ParseInline(const char* buf, size_t n,
                      std::vector<std::string_view>* args, size_t* consumed);
@@ -49,6 +63,7 @@ class RespParser {
   void Reset();
 
   const Limits limits_;
+  bool authenticated_ = true;
   std::string error_;
   // Progress through a partially received array.
   bool in_array_ = false;

@@ -77,6 +77,53 @@ TEST(RespParserTest, InlineCommands) {
             ParseAll(std::string(100, 'a'), small));
 }
 
+// Issue 11.13: a closing quote must be followed by a space or the end of
+// the line (Redis refuses "ab"cd), and the inline limit holds even when the
+// whole line arrives in one read.
+TEST(RespParserTest, InlineQuotesAndLimitAsRedis) {
+  EXPECT_EQ("ERROR: Protocol error: unbalanced quotes in request",
+            ParseAll("ECHO \"ab\"cd\r\n"));
+  EXPECT_EQ("ERROR: Protocol error: unbalanced quotes in request",
+            ParseAll("ECHO 'ab'cd\r\n"));
+  EXPECT_EQ("ECHO ab cd|", ParseAll("ECHO \"ab\" cd\r\n"));
+  EXPECT_EQ("ECHO ab|", ParseAll("ECHO \"ab\"\r\n"));
+  EXPECT_EQ("ECHO ab|", ParseAll("ECHO 'ab'\t\n"));
+  RespParser::Limits small;
+  small.max_inline_bytes = 16;
+  EXPECT_EQ("ERROR: Protocol error: too big inline request",
+            ParseAll("ECHO " + std::string(100, 'a') + "\r\n", small));
+  EXPECT_EQ("ECHO aaaaaaaaaa|",
+            ParseAll("ECHO " + std::string(10, 'a') + "\r\n", small));
+}
+
+// Issue 11.4: before AUTH, Redis 7's limits (10 arguments, 16 KiB bulks).
+TEST(RespParserTest, UnauthenticatedLimits) {
+  RespParser p({});
+  p.set_authenticated(false);
+  std::vector<std::string_view> args;
+  size_t consumed = 0;
+  const std::string many = "*1048576\r\n";
+  EXPECT_EQ(RespParser::Result::kError,
+            p.Parse(many.data(), many.size(), &args, &consumed));
+  EXPECT_EQ("Protocol error: unauthenticated multibulk length", p.error());
+  const std::string big = "*2\r\n$4\r\nAUTH\r\n$60000000\r\n";
+  EXPECT_EQ(RespParser::Result::kError,
+            p.Parse(big.data(), big.size(), &args, &consumed));
+  EXPECT_EQ("Protocol error: unauthenticated bulk length", p.error());
+  // At the limits is fine.
+  std::string ok = "*10\r\n";
+  for (int i = 0; i < 9; ++i) ok += "$1\r\nx\r\n";
+  ok += "$16384\r\n" + std::string(16384, 'y') + "\r\n";
+  ASSERT_EQ(RespParser::Result::kCommand,
+            p.Parse(ok.data(), ok.size(), &args, &consumed));
+  EXPECT_EQ(10u, args.size());
+  // Once authenticated, the ordinary limits.
+  p.set_authenticated(true);
+  const std::string after = "*11\r\n$70000\r\n";
+  EXPECT_EQ(RespParser::Result::kNeedMore,
+            p.Parse(after.data(), after.size(), &args, &consumed));
+}
+
 TEST(RespParserTest, MalformedFramesAreErrors) {
   EXPECT_EQ("ERROR: Protocol error: invalid multibulk length", ParseAll("*x\r\n"));
   EXPECT_EQ("ERROR: Protocol error: expected '$', got '+'",

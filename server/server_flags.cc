@@ -29,11 +29,33 @@ DEFINE_bool(sync, false, "fsync the WAL before replying to each write (a "
             "machine crash then loses nothing acknowledged). Fence advances, "
             "floors and lease grants are always synced");
 DEFINE_string(requirepass, "", "If set, clients must AUTH with this password");
-DEFINE_int32(maxclients, 10000, "Maximum simultaneous client connections; "
-             "more are refused with '-ERR max number of clients reached'");
-DEFINE_int64(max_request_bytes, 64 << 20,
-             "Largest request (one command with all its arguments), in bytes; "
-             "a larger one gets a protocol error and its connection is closed");
+DEFINE_int32(maxclients, 10000,
+             "Maximum simultaneous client connections; "
+             "more are refused with '-ERR max number of clients reached'. "
+             "Lowered at start (with a warning) to what the open files limit "
+             "allows: ulimit -n minus the files open then minus 32");
+DEFINE_int64(
+    max_request_bytes, 64 << 20,
+    "Largest request (one command with all its arguments), in bytes; "
+    "a larger one gets a protocol error and its connection is closed. "
+    "Before AUTH (with --requirepass): at most 10 arguments of 16 KiB");
+DEFINE_int64(max_reply_bytes, 64 << 20,
+             "Largest reply to MGET, KEYS, SCAN or CLIENT LIST, in bytes: a "
+             "command whose reply would be larger gets '-ERR reply of more "
+             "than N bytes (max_reply_bytes)' instead");
+DEFINE_int32(max_multi_commands, 10000,
+             "Most commands one MULTI may queue; one more gets an error and "
+             "the transaction is discarded (EXEC answers -EXECABORT)");
+DEFINE_int64(
+    max_multi_bytes, 64 << 20,
+    "Most argument bytes one MULTI may queue (as --max_multi_commands)");
+DEFINE_int32(timeout, 0,
+             "Close a connection that sent no complete command "
+             "for this many seconds (Redis' timeout); 0 = never");
+DEFINE_int32(auth_timeout, 10,
+             "With --requirepass: close a connection that "
+             "has not authenticated this many seconds after connecting; "
+             "0 = never");
 DEFINE_int32(io_threads, 0, "Event loops serving connections, each a thread "
              "(commands run on them; a database thread beside them takes "
              "--sync group commits and pipelined reads when it is free). "
@@ -41,8 +63,13 @@ DEFINE_int32(io_threads, 0, "Event loops serving connections, each a thread "
 DEFINE_bool(allow_unfenced, false,
             "Accept writes without FENCE <token>. Each is logged and counted "
             "(INFO fencing: unfenced_writes). Off: they get -NOFENCE");
-DEFINE_int32(metrics_port, 0, "If > 0, serve Prometheus metrics at "
-             "http://<bind>:<port>/metrics");
+DEFINE_int32(metrics_port, 0,
+             "If > 0, serve Prometheus metrics at "
+             "http://<metrics_bind>:<port>/metrics (HTTP basic auth, user "
+             "'default' and --requirepass, when a password is set)");
+DEFINE_string(metrics_bind, "127.0.0.1",
+              "Address the metrics port listens "
+              "on (apart from --bind: metrics stay local unless exposed)");
 DEFINE_int32(shutdown_timeout_ms, 5000, "On SIGTERM/SIGINT, how long running "
              "commands may take to finish before connections are closed");
 DEFINE_int64(fence_cache_bytes, fencedkv::Options().fence_cache_bytes,
@@ -95,6 +122,18 @@ bool ValidateRequestBytes(const char* flag, int64_t v) {
 bool ValidateTimeout(const char* flag, int32_t v) {
   return InRange(flag, v, 0, 3600 * 1000);
 }
+bool ValidateReplyBytes(const char* flag, int64_t v) {
+  return InRange(flag, v, 1024, int64_t{4} << 30);
+}
+bool ValidateMultiCommands(const char* flag, int32_t v) {
+  return InRange(flag, v, 1, 10000000);
+}
+bool ValidateMultiBytes(const char* flag, int64_t v) {
+  return InRange(flag, v, 1024, int64_t{4} << 30);
+}
+bool ValidateSeconds(const char* flag, int32_t v) {
+  return InRange(flag, v, 0, 365 * 24 * 3600);
+}
 bool ValidateCache(const char* flag, int64_t v) {
   return InRange(flag, v, 0, int64_t{1} << 40);
 }
@@ -130,6 +169,12 @@ const bool kRegistered = [] {
   gflags::RegisterFlagValidator(&FLAGS_io_threads, &ValidateThreads);
   gflags::RegisterFlagValidator(&FLAGS_maxclients, &ValidateClients);
   gflags::RegisterFlagValidator(&FLAGS_max_request_bytes, &ValidateRequestBytes);
+  gflags::RegisterFlagValidator(&FLAGS_max_reply_bytes, &ValidateReplyBytes);
+  gflags::RegisterFlagValidator(&FLAGS_max_multi_commands,
+                                &ValidateMultiCommands);
+  gflags::RegisterFlagValidator(&FLAGS_max_multi_bytes, &ValidateMultiBytes);
+  gflags::RegisterFlagValidator(&FLAGS_timeout, &ValidateSeconds);
+  gflags::RegisterFlagValidator(&FLAGS_auth_timeout, &ValidateSeconds);
   gflags::RegisterFlagValidator(&FLAGS_shutdown_timeout_ms, &ValidateTimeout);
   gflags::RegisterFlagValidator(&FLAGS_fence_cache_bytes, &ValidateCache);
   gflags::RegisterFlagValidator(&FLAGS_write_buffer_size, &ValidateWriteBuffer);

@@ -11,17 +11,14 @@
 //    unsynced data in memory, so SIGKILL is a power cut, and a third of its
 //    writes are synced. The recovered state must be the model after a prefix
 //    of the acknowledged history (plus, perhaps, the call in flight) that
-//    holds every call acknowledged with sync and every AdvanceFence that
-//    raised a max, and every call before them.
+//    holds every call acknowledged with sync and every AdvanceFence, and
+//    every call before them.
 // In both: no max token goes backwards (from the synced history); data and
 // tokens agree; every verdict the child saw (OK / STALE / max after
 // advance) is the one the model predicts.
 //
 // FENCEDKV_CRASH_CYCLES=N runs N cycles per domain instead of the default
 // (scripts/crash_loop.sh); each test prints its figures.
-// FENCEDKV_CRASH_NOOP_ADVANCE_SYNCED=1 also counts an AdvanceFence that
-// raised nothing as synced, as the contract says ("always synced"); today
-// it is not (issue 10, defect 1), so the power mode then fails.
 
 #include <algorithm>
 #include <chrono>
@@ -142,8 +139,6 @@ int CyclesFromEnv(int default_cycles) {
 void RunCrashCycles(const char* domain, const char* mode, int cycles,
                     uint32_t seed, CrashStats* stats) {
   const bool power = std::string(mode) == "power";
-  const char* noop_env = std::getenv("FENCEDKV_CRASH_NOOP_ADVANCE_SYNCED");
-  const bool noop_advance_synced = noop_env != nullptr && *noop_env == '1';
   test::TempDir dir;
   const std::string db_path = dir.Sub("db");
   FenceDomainSpec spec;
@@ -250,12 +245,9 @@ void RunCrashCycles(const char* domain, const char* mode, int cycles,
           calls.push_back(intent + " -> " + got);
           synced_call.push_back(false);
         }
-        // Synced: a synced write, or an advance that wrote (raised a max;
-        // a no-op advance writes nothing today, issue 10 defect 1).
-        const bool advance_synced =
-            op.kind == 'A' &&
-            (noop_advance_synced ||
-             model.Reported(op.key) > before.Reported(op.key));
+        // Synced: a synced write, or any AdvanceFence (always synced, even
+        // when it raises nothing: the max it reports must survive).
+        const bool advance_synced = op.kind == 'A';
         if ((got == "OK" && pending_sync) || advance_synced) {
           must_keep = states.size() - 1;
           synced_call.back() = true;

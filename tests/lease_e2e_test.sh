@@ -2,7 +2,7 @@
 # "A KV server behind a lease service", proven with real processes on
 # 127.0.0.1 (free ports, started and stopped by PID by this script).
 # Usage: lease_e2e_test.sh SERVER_BIN LOCK_BIN CASE
-#   CASE: builtin | etcd | hashtag | strict | kill9 | lockcmd
+#   CASE: builtin | builtin_strict | etcd | hashtag | strict | kill9 | lockcmd
 set -euo pipefail
 FENCEDKV_SERVER=$1
 LOCK=$2
@@ -18,11 +18,16 @@ wait_file() {  # wait_file PATH [seconds]
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'; }
 
 case "$CASE" in
-builtin)
-  # The seed with the built-in lease service: A acquires (token t) and
+builtin|builtin_strict)
+  # The hand-over with the built-in lease service: A acquires (token t) and
   # writes; A is frozen; its lease expires; B acquires (t' > t), advances the
   # fence and writes; A resumes and writes with t: -STALE; B's value stands.
-  start_server s
+  # builtin_strict: the same in strict mode, where B's own write with t'
+  # right after its FENCE.ADVANCE to t' must be accepted (an advance to t'
+  # fences out every token below t').
+  OP="<"; MODE=()
+  if [ "$CASE" = builtin_strict ]; then OP="<="; MODE=(--fence_mode=strict); fi
+  start_server s "${MODE[@]}"
   P=$PORT_s; D=$E2E_TMP
   cli() { redis-cli -h 127.0.0.1 -p "$P" "$@" 2>&1; }
   sh -c '
@@ -50,7 +55,7 @@ builtin)
   touch "$D/go"
   kill -CONT "$A"                       # A wakes up, still "leader"
   wait "$A"
-  check "A's late write is STALE" "STALE token $tA < max $tB (domain \"orders:next\")" \
+  check "A's late write is STALE" "STALE token $tA $OP max $tB (domain \"orders:next\")" \
         "$(cat "$D/resultA")"
   check "B's value stands" "B1" "$(cli GET orders:next)"
   check "INFO counts the rejection" "rejected_writes:1" \

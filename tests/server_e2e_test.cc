@@ -7,19 +7,15 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
-#include <signal.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <fcntl.h>
-
 #include <chrono>
-#include <fstream>
 #include <thread>
 
 #include <gtest/gtest.h>
 
+#include "server_test_util.h"
 #include "util/testutil.h"
 
 #ifndef FENCEDKV_SERVER_BIN
@@ -29,168 +25,13 @@
 namespace fencedkv {
 namespace {
 
-class ServerProcess {
+// The server as a child process and a raw RESP client
+// (tests/server_test_util.h).
+class ServerProcess : public test::ServerProcess {
  public:
-  // Starts the server with `flags` (plus --port=0 and --port_file).
-  bool Start(const std::string& dir, std::vector<std::string> flags) {
-    const std::string port_file = dir + "/port";
-    unlink(port_file.c_str());
-    flags.push_back("--bind=127.0.0.1");
-    flags.push_back("--port=0");
-    flags.push_back("--port_file=" + port_file);
-    flags.push_back("--logtostderr=false");
-    flags.push_back("--log_dir=" + dir);
-    pid_ = fork();
-    if (pid_ == 0) {
-      std::vector<char*> argv;
-      argv.push_back(const_cast<char*>(FENCEDKV_SERVER_BIN));
-      for (auto& f : flags) argv.push_back(f.data());
-      argv.push_back(nullptr);
-      const int devnull = open("/dev/null", O_WRONLY);
-      dup2(devnull, STDOUT_FILENO);
-      execv(FENCEDKV_SERVER_BIN, argv.data());
-      _exit(127);
-    }
-    for (int i = 0; i < 400; ++i) {
-      std::ifstream in(port_file);
-      if (in >> port_) return true;
-      int status;
-      if (waitpid(pid_, &status, WNOHANG) == pid_) {
-        pid_ = -1;
-        return false;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(25));
-    }
-    return false;
-  }
-  // SIGTERM; returns the exit status (-1 if it did not exit in 10 s).
-  int Stop() {
-    if (pid_ <= 0) return -1;
-    kill(pid_, SIGTERM);
-    return Wait();
-  }
-  void Kill9() {
-    if (pid_ <= 0) return;
-    kill(pid_, SIGKILL);
-    Wait();
-  }
-  int port() const { return port_; }
-  ~ServerProcess() { Kill9(); }
-
- private:
-  int Wait() {
-    for (int i = 0; i < 1000; ++i) {
-      int status = 0;
-      if (waitpid(pid_, &status, WNOHANG) == pid_) {
-        pid_ = -1;
-        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    return -1;
-  }
-  pid_t pid_ = -1;
-  int port_ = 0;
+  ServerProcess() : test::ServerProcess(FENCEDKV_SERVER_BIN) {}
 };
-
-// A blocking RESP client.
-class Client {
- public:
-  explicit Client(int port) {
-    fd_ = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(static_cast<uint16_t>(port));
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    connected_ = connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
-    timeval tv{10, 0};
-    setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-  }
-  ~Client() { close(fd_); }
-  bool connected() const { return connected_; }
-
-  void SendRaw(const std::string& bytes) {
-    size_t off = 0;
-    while (off < bytes.size()) {
-      ssize_t n = send(fd_, bytes.data() + off, bytes.size() - off, MSG_NOSIGNAL);
-      if (n <= 0) return;
-      off += static_cast<size_t>(n);
-    }
-  }
-  static std::string Encode(const std::vector<std::string>& words) {
-    std::string out = "*" + std::to_string(words.size()) + "\r\n";
-    for (const auto& w : words) {
-      out += "$" + std::to_string(w.size()) + "\r\n" + w + "\r\n";
-    }
-    return out;
-  }
-  void Send(const std::vector<std::string>& words) { SendRaw(Encode(words)); }
-
-  // One reply, rendered: "+OK" "-ERR x" ":3" "$v" "$nil" "*[a,b]" or "EOF".
-  std::string Read() {
-    std::string line;
-    if (!ReadLine(&line)) return "EOF";
-    const char t = line[0];
-    const std::string rest = line.substr(1);
-    if (t == '+' || t == '-' || t == ':') return line;
-    if (t == '$') {
-      const long len = std::stol(rest);
-      if (len < 0) return "$nil";
-      std::string body;
-      if (!ReadN(static_cast<size_t>(len) + 2, &body)) return "EOF";
-      return "$" + body.substr(0, static_cast<size_t>(len));
-    }
-    if (t == '*') {
-      const long n = std::stol(rest);
-      if (n < 0) return "*nil";
-      std::string out = "*[";
-      for (long i = 0; i < n; ++i) out += (i ? "," : "") + Read();
-      return out + "]";
-    }
-    return "?" + line;
-  }
-  // Everything until the peer closes (for HTTP).
-  std::string ReadAll() {
-    while (Fill()) {
-    }
-    std::string out;
-    out.swap(buf_);
-    return out;
-  }
-  std::string Call(const std::vector<std::string>& words) {
-    Send(words);
-    return Read();
-  }
-
- private:
-  bool Fill() {
-    char buf[65536];
-    ssize_t n = recv(fd_, buf, sizeof(buf), 0);
-    if (n <= 0) return false;
-    buf_.append(buf, static_cast<size_t>(n));
-    return true;
-  }
-  bool ReadLine(std::string* line) {
-    size_t pos;
-    while ((pos = buf_.find("\r\n")) == std::string::npos) {
-      if (!Fill()) return false;
-    }
-    *line = buf_.substr(0, pos);
-    buf_.erase(0, pos + 2);
-    return true;
-  }
-  bool ReadN(size_t n, std::string* out) {
-    while (buf_.size() < n) {
-      if (!Fill()) return false;
-    }
-    *out = buf_.substr(0, n);
-    buf_.erase(0, n);
-    return true;
-  }
-  int fd_ = -1;
-  bool connected_ = false;
-  std::string buf_;
-};
+using Client = test::RespTestClient;
 
 class ServerE2ETest : public testing::Test {
  protected:

@@ -259,7 +259,7 @@ void ErrorRecovery::Attach(rocksdb::DB* db,
                            const std::vector<rocksdb::ColumnFamilyHandle*>& cfs,
                            rocksdb::ColumnFamilyHandle* sentinel_cf) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     db_ = db;
     cfs_ = cfs;
     sentinel_cf_ = sentinel_cf;
@@ -271,7 +271,7 @@ void ErrorRecovery::Attach(rocksdb::DB* db,
 void ErrorRecovery::Stop() {
   std::thread thread;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     stopped_ = true;
     db_ = nullptr;
     thread = std::move(thread_);
@@ -284,40 +284,61 @@ rocksdb::Status ErrorRecovery::Write(rocksdb::DB* db,
                                      const rocksdb::WriteOptions& options,
                                      rocksdb::WriteBatch* batch) {
   if (closed_.load(std::memory_order_acquire)) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (closed_.load(std::memory_order_relaxed)) {
       ++stats_.gated;
       return gate_error_;
     }
   }
   rocksdb::Status s = db->Write(options, batch);
-  if (!s.ok() && (s.IsIOError() || s.IsIncomplete())) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (!closed_.load(std::memory_order_relaxed)) {
-        gate_error_ = s;
-        closed_.store(true, std::memory_order_release);
-      }
-    }
-    NoteError(s);
-  }
+  if (!s.ok()) Failed(s);
   return s;
 }
 
+rocksdb::Status ErrorRecovery::SyncWAL(rocksdb::DB* db) {
+  {
+    MutexLock lock(&mu_);
+    if (closed_.load(std::memory_order_relaxed)) {
+      ++stats_.gated;
+      return gate_error_;
+    }
+    if (wal_error_) {
+      return rocksdb::Status::IOError(
+          "the WAL cannot be synced until the database recovers",
+          stats_.last_error);
+    }
+  }
+  rocksdb::Status s = db->SyncWAL();
+  if (!s.ok()) Failed(s);
+  return s;
+}
+
+void ErrorRecovery::Failed(const rocksdb::Status& s) {
+  if (!s.IsIOError() && !s.IsIncomplete()) return;
+  {
+    MutexLock lock(&mu_);
+    if (!closed_.load(std::memory_order_relaxed)) {
+      gate_error_ = s;
+      closed_.store(true, std::memory_order_release);
+    }
+  }
+  NoteError(s);
+}
+
 void ErrorRecovery::NoteNewWal(uint64_t number) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (number > current_wal_) current_wal_ = number;
 }
 
 void ErrorRecovery::NoteWalFileError(uint64_t number) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   // Only the WAL being written matters: RocksDB syncs older ones again
   // during a recovery but never appends to them.
   if (number == current_wal_) wal_error_ = true;
 }
 
 void ErrorRecovery::NoteError(const rocksdb::Status& error) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (stopped_) return;
   ++stats_.errors;
   stats_.last_error = error.ToString();
@@ -328,7 +349,7 @@ void ErrorRecovery::NoteError(const rocksdb::Status& error) {
 }
 
 void ErrorRecovery::NoteFlush() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (stopped_) return;
   flushed_ = true;
   if (!thread_.joinable()) thread_ = std::thread(&ErrorRecovery::Run, this);
@@ -336,13 +357,13 @@ void ErrorRecovery::NoteFlush() {
 }
 
 void ErrorRecovery::SetRetryInterval(std::chrono::microseconds interval) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   interval_ = interval;
   cv_.notify_all();
 }
 
 ErrorRecovery::Stats ErrorRecovery::GetStats() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   Stats st = stats_;
   st.idle = !pending_ && !retrying_ && !resuming_ &&
             !closed_.load(std::memory_order_relaxed);
@@ -352,7 +373,7 @@ ErrorRecovery::Stats ErrorRecovery::GetStats() const {
 bool ErrorRecovery::SomeMemtableHoldsData(rocksdb::DB* db) const {
   std::vector<rocksdb::ColumnFamilyHandle*> cfs;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     cfs = cfs_;
   }
   for (rocksdb::ColumnFamilyHandle* cf : cfs) {
@@ -369,7 +390,7 @@ bool ErrorRecovery::SomeMemtableHoldsData(rocksdb::DB* db) const {
 void ErrorRecovery::MaybeWriteSentinel(rocksdb::DB* db) {
   rocksdb::ColumnFamilyHandle* cf;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     cf = sentinel_cf_;
   }
   if (cf == nullptr || SomeMemtableHoldsData(db)) return;
@@ -380,7 +401,7 @@ void ErrorRecovery::MaybeWriteSentinel(rocksdb::DB* db) {
   wo.disableWAL = true;
   wo.no_slowdown = true;  // never wait in a write stall (a flush may not come)
   const rocksdb::Status s = db->Delete(wo, cf, rocksdb::Slice());
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   ++stats_.sentinels;
   if (!s.ok()) stats_.last_error = s.ToString();
 }
@@ -388,22 +409,22 @@ void ErrorRecovery::MaybeWriteSentinel(rocksdb::DB* db) {
 void ErrorRecovery::Run() {
   // Started from a RocksDB callback, it would carry that thread's name.
   pthread_setname_np(pthread_self(), "fencedkv:recov");
-  std::unique_lock<std::mutex> lock(mu_);
+  mu_.Lock();
   while (!stopped_) {
     rocksdb::DB* const db = db_;
     if (db == nullptr) {
-      cv_.wait(lock);
+      cv_.wait(mu_);
       continue;
     }
     if (flushed_) {
       flushed_ = false;
-      lock.unlock();
+      mu_.Unlock();
       MaybeWriteSentinel(db);  // Stop() waits for it before the DB closes
-      lock.lock();
+      mu_.Lock();
       continue;
     }
     if (!pending_ && !retrying_) {
-      cv_.wait(lock);
+      cv_.wait(mu_);
       continue;
     }
     // RocksDB tells the listener before it records the error: an attempt
@@ -415,7 +436,7 @@ void ErrorRecovery::Run() {
     }
     const auto now = std::chrono::steady_clock::now();
     if (now < when) {
-      cv_.wait_until(lock, when);
+      cv_.wait_until(mu_, when);
       continue;
     }
     pending_ = false;
@@ -423,7 +444,7 @@ void ErrorRecovery::Run() {
     last_attempt_ = now;
     const bool wal_error = wal_error_;
     resuming_ = true;
-    lock.unlock();
+    mu_.Unlock();
     rocksdb::Status s;
     if (wal_error && !SomeMemtableHoldsData(db)) {
       // Rule 4(b): Resume() would keep the failed WAL.
@@ -433,7 +454,7 @@ void ErrorRecovery::Run() {
     } else {
       s = db->Resume();  // Stop() waits for it before the DB closes
     }
-    lock.lock();
+    mu_.Lock();
     resuming_ = false;
     if (s.ok()) {
       ++stats_.attempts;
@@ -448,11 +469,12 @@ void ErrorRecovery::Run() {
     } else {
       ++stats_.attempts;
       stats_.last_error = s.ToString();
-      // A fatal error stays until the next failed write asks again.
+      // A fatal error needs a reopen: the gate stays closed.
       retrying_ = !s.IsShutdownInProgress() &&
                   s.severity() < rocksdb::Status::Severity::kFatalError;
     }
   }
+  mu_.Unlock();
 }
 
 }  // namespace fencedkv

@@ -86,6 +86,7 @@
 #include <rocksdb/env.h>
 #include <rocksdb/options.h>
 
+#include "util/mutexlock.h"
 #include "util/thread_annotations.h"
 
 namespace fencedkv {
@@ -132,6 +133,11 @@ class ErrorRecovery {
   // one atomic load. Thread-safe, like DB::Write.
   rocksdb::Status Write(rocksdb::DB* db, const rocksdb::WriteOptions& options,
                         rocksdb::WriteBatch* batch);
+  // rocksdb::DB::SyncWAL through the same gate; also refused (IOError)
+  // after a write to the current WAL failed: RocksDB 7.8's SyncWAL syncs
+  // that WAL without looking at the background error, and the failed
+  // writer trips an assertion (Debian's build aborts).
+  rocksdb::Status SyncWAL(rocksdb::DB* db);
 
   // At most one Resume() per `interval` while it fails. Default 1 s.
   void SetRetryInterval(std::chrono::microseconds interval);
@@ -145,7 +151,10 @@ class ErrorRecovery {
   class FileScopeEnv;
 
   // RocksDB reported `error` (from any thread, RocksDB's mutex released).
-  void NoteError(const rocksdb::Status& error);
+  void NoteError(const rocksdb::Status& error) LOCKS_EXCLUDED(mu_);
+  // A write or SyncWAL through the gate returned `s`: an I/O error closes
+  // the gate and schedules a recovery.
+  void Failed(const rocksdb::Status& s) LOCKS_EXCLUDED(mu_);
   // The FileSystem created WAL `number` / a write to WAL `number` failed.
   void NoteNewWal(uint64_t number);
   void NoteWalFileError(uint64_t number);
@@ -162,8 +171,8 @@ class ErrorRecovery {
   std::shared_ptr<Listener> listener_;
   std::unique_ptr<rocksdb::Env> env_;  // what the DB does its I/O through
 
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
+  mutable Mutex mu_;
+  std::condition_variable_any cv_;
   rocksdb::DB* db_ GUARDED_BY(mu_) = nullptr;
   std::vector<rocksdb::ColumnFamilyHandle*> cfs_ GUARDED_BY(mu_);
   rocksdb::ColumnFamilyHandle* sentinel_cf_ GUARDED_BY(mu_) = nullptr;

@@ -20,7 +20,7 @@ InfoLogger::InfoLogger(std::string dir)
 InfoLogger::~InfoLogger() { CloseImpl().PermitUncheckedError(); }
 
 rocksdb::Status InfoLogger::CloseImpl() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (file_ != nullptr) {
     std::fclose(file_);
     file_ = nullptr;
@@ -67,7 +67,7 @@ void InfoLogger::Logv(const char* format, va_list ap) {
     if (len == sizeof(line) - 1) --len;  // a long line is cut
     line[len++] = '\n';
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (!opened_) OpenLocked();
   if (file_ == nullptr || std::fwrite(line, 1, len, file_) != len) {
     ++dropped_;
@@ -78,17 +78,17 @@ void InfoLogger::Logv(const char* format, va_list ap) {
 }
 
 void InfoLogger::Flush() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (file_ != nullptr) std::fflush(file_);
 }
 
 size_t InfoLogger::GetLogFileSize() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return size_;
 }
 
 uint64_t InfoLogger::dropped() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return dropped_;
 }
 

@@ -28,6 +28,7 @@
 
 #include <rocksdb/env.h>
 
+#include "util/mutexlock.h"
 #include "util/thread_annotations.h"
 
 namespace fencedkv {
@@ -53,7 +54,7 @@ class InfoLogger : public rocksdb::Logger {
   void OpenLocked() EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::string dir_;
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   bool opened_ GUARDED_BY(mu_) = false;
   std::FILE* file_ GUARDED_BY(mu_) = nullptr;
   size_t size_ GUARDED_BY(mu_) = 0;

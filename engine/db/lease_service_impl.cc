@@ -1,10 +1,7 @@
 // Copyright (c) fencedkv authors.
 //
-// The embedded lease service. State lives in the meta column family:
-//   "lease_counter"  -> fixed64: the last token issued
-//   "lease/" name    -> lease_record
-//   lease_record := holder_len:varint64 holder token:fixed64
-//                   expires_at_ms:fixed64
+// The embedded lease service. State lives in the meta column family
+// ("lease_counter" and "lease/" name records, fence_format.h).
 // Every change is one synced RocksDB write (DBImpl::PutMetaSynced) made
 // before the caller hears of it: a token is never issued twice, even across a
 // crash, and a grant the caller saw survives one.
@@ -16,7 +13,6 @@
 #include "db/db_impl.h"
 #include "db/fence_format.h"
 #include "fencedkv/lease.h"
-#include "util/coding.h"
 
 namespace fencedkv {
 
@@ -24,35 +20,7 @@ LeaseService::~LeaseService() = default;
 
 namespace {
 
-struct LeaseRecord {
-  std::string holder;
-  Token token = 0;
-  int64_t expires_at_ms = 0;
-};
-
-std::string EncodeLease(const LeaseRecord& r) {
-  std::string out;
-  char buf[kMaxVarint64Length];
-  out.append(buf, EncodeVarint64(buf, r.holder.size()) - buf);
-  out.append(r.holder);
-  PutFixed64(&out, r.token);
-  PutFixed64(&out, static_cast<uint64_t>(r.expires_at_ms));
-  return out;
-}
-
-bool DecodeLease(std::string_view in, LeaseRecord* r) {
-  uint64_t len = 0;
-  if (!GetVarint64(&in, &len) || in.size() < len) return false;
-  r->holder.assign(in.data(), len);
-  in.remove_prefix(len);
-  uint64_t expires = 0;
-  if (!GetFixed64(&in, &r->token) || !GetFixed64(&in, &expires) ||
-      !in.empty()) {
-    return false;
-  }
-  r->expires_at_ms = static_cast<int64_t>(expires);
-  return true;
-}
+using format::LeaseRecord;
 
 std::string MetaKey(std::string_view name) {
   return std::string(format::kMetaLeasePrefix) + std::string(name);
@@ -71,6 +39,8 @@ class LeaseServiceImpl final : public LeaseService {
     }
   }
 
+  ~LeaseServiceImpl() override { db_->ReleaseLeaseService(); }
+
   Status Load() {
     std::string raw;
     Status s = db_->GetMeta(format::kMetaLeaseCounter, &raw);
@@ -81,12 +51,13 @@ class LeaseServiceImpl final : public LeaseService {
     } else if (!s.IsNotFound()) {
       return s;
     }
+    db_->NoteIssuedToken(counter_);
     std::vector<std::pair<std::string, std::string>> records;
     s = db_->ScanMeta(format::kMetaLeasePrefix, &records);
     if (!s.ok()) return s;
     for (auto& [key, value] : records) {
       LeaseRecord r;
-      if (!DecodeLease(value, &r)) {
+      if (!format::DecodeLeaseRecord(value, &r)) {
         return Status::Corruption("bad lease record", EscapeBytes(key));
       }
       leases_[key.substr(format::kMetaLeasePrefix.size())] = std::move(r);
@@ -122,9 +93,10 @@ class LeaseServiceImpl final : public LeaseService {
     LeaseRecord r{std::string(holder), next, now + ttl_ms};
     s = db_->PutMetaSynced(
         {{std::string(format::kMetaLeaseCounter), format::EncodeToken(next)},
-         {MetaKey(name), EncodeLease(r)}});
+         {MetaKey(name), format::EncodeLeaseRecord(r)}});
     if (!s.ok()) return s;  // nothing granted
     counter_ = next;
+    db_->NoteIssuedToken(next);
     leases_[std::string(name)] = r;
     stats_.grants++;
     Fill(name, r, now, grant);
@@ -212,7 +184,8 @@ class LeaseServiceImpl final : public LeaseService {
                 LeaseGrant* grant) {
     LeaseRecord r = it->second;
     r.expires_at_ms = now + ttl_ms;
-    Status s = db_->PutMetaSynced({{MetaKey(name), EncodeLease(r)}});
+    Status s =
+        db_->PutMetaSynced({{MetaKey(name), format::EncodeLeaseRecord(r)}});
     if (!s.ok()) return s;
     it->second = r;
     stats_.renewals++;
@@ -271,7 +244,13 @@ Status LeaseService::Open(DB* db, const LeaseOptions& options,
   if (impl == nullptr) {
     return Status::InvalidArgument("LeaseService needs a DB from DB::Open");
   }
-  auto s = std::make_unique<LeaseServiceImpl>(impl, options);
+  if (!impl->TryClaimLeaseService()) {
+    return Status::Busy(
+        "a lease service is already open on this database",
+        "use that one: two services would each keep a counter and issue the "
+        "same tokens");
+  }
+  auto s = std::make_unique<LeaseServiceImpl>(impl, options);  // releases the claim
   Status st = s->Load();
   if (st.ok()) *service = std::move(s);
   return st;

@@ -84,6 +84,7 @@ class FaultInjectionFS::File : public rocksdb::FSWritableFileOwnerWrapper {
     fs_->Publish(path_, state_);
   }
   ~File() override {
+    MutexLock lock(&mu_);
     if (state_.open) {
       // Destroyed without Close: like a process that exits, the buffered
       // data is lost (RocksDB closes every file it wrote).
@@ -96,6 +97,7 @@ class FaultInjectionFS::File : public rocksdb::FSWritableFileOwnerWrapper {
 
   IOStatus Append(const Slice& data, const IOOptions& options,
                   IODebugContext* dbg) override {
+    MutexLock lock(&mu_);
     FaultPoint point;
     IOStatus s =
         fs_->Check(WritePoint(&point), "While appending to file", path_);
@@ -128,6 +130,7 @@ class FaultInjectionFS::File : public rocksdb::FSWritableFileOwnerWrapper {
   }
 
   IOStatus Flush(const IOOptions& options, IODebugContext* dbg) override {
+    MutexLock lock(&mu_);
     if (fs_->buffer_unsynced_) return IOStatus::OK();  // stays in memory
     return target()->Flush(options, dbg);
   }
@@ -137,7 +140,8 @@ class FaultInjectionFS::File : public rocksdb::FSWritableFileOwnerWrapper {
   IOStatus Fsync(const IOOptions& options, IODebugContext* dbg) override {
     return SyncImpl(options, dbg, /*fsync=*/true);
   }
-  bool IsSyncThreadSafe() const override { return false; }
+  // RocksDB's SyncWAL syncs while another thread appends.
+  bool IsSyncThreadSafe() const override { return true; }
   IOStatus RangeSync(uint64_t offset, uint64_t nbytes, const IOOptions& options,
                      IODebugContext* dbg) override {
     // sync_file_range starts writeback and promises nothing: the data
@@ -151,6 +155,7 @@ class FaultInjectionFS::File : public rocksdb::FSWritableFileOwnerWrapper {
   }
   IOStatus Truncate(uint64_t size, const IOOptions& options,
                     IODebugContext* dbg) override {
+    MutexLock lock(&mu_);
     IOStatus s = fs_->Check(nullptr, "While truncating file", path_);
     if (s.ok()) s = WriteThrough(options, dbg);
     if (s.ok()) s = target()->Truncate(size, options, dbg);
@@ -161,6 +166,7 @@ class FaultInjectionFS::File : public rocksdb::FSWritableFileOwnerWrapper {
     return s;
   }
   IOStatus Close(const IOOptions& options, IODebugContext* dbg) override {
+    MutexLock lock(&mu_);
     IOStatus s = fs_->Check(nullptr, "While closing file", path_);
     if (s.ok()) {
       s = WriteThrough(options, dbg);
@@ -176,6 +182,7 @@ class FaultInjectionFS::File : public rocksdb::FSWritableFileOwnerWrapper {
   }
   uint64_t GetFileSize(const IOOptions& /*options*/,
                        IODebugContext* /*dbg*/) override {
+    MutexLock lock(&mu_);
     return state_.on_disk + state_.buffered;
   }
 
@@ -211,7 +218,8 @@ class FaultInjectionFS::File : public rocksdb::FSWritableFileOwnerWrapper {
                : FaultPoint::kFlushWrite;
   }
 
-  IOStatus WriteThrough(const IOOptions& options, IODebugContext* dbg) {
+  IOStatus WriteThrough(const IOOptions& options, IODebugContext* dbg)
+      EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (buffer_.empty()) return IOStatus::OK();
     IOStatus s = target()->Append(buffer_, options, dbg);
     if (s.ok()) s = target()->Flush(options, dbg);
@@ -240,8 +248,10 @@ class FaultInjectionFS::File : public rocksdb::FSWritableFileOwnerWrapper {
   FaultInjectionFS* const fs_;
   const std::string path_;
   const FileKind kind_;
-  std::string buffer_;  // appended, not yet written to the real file
-  FileState state_;     // this object's view; published to fs_
+  Mutex mu_;  // Sync may run beside Append
+  // Appended, not yet written to the real file.
+  std::string buffer_ GUARDED_BY(mu_);
+  FileState state_ GUARDED_BY(mu_);  // this object's view; published to fs_
 };
 
 // A directory: its fsync makes the entries created in it durable.
@@ -321,7 +331,7 @@ std::unique_ptr<rocksdb::Env> FaultInjectionFS::NewEnv(
 
 void FaultInjectionFS::InjectFault(FaultPoint point, FaultError error,
                                    uint64_t ok_calls) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   Fault& f = faults_[static_cast<int>(point)];
   f.armed = true;
   f.error = error;
@@ -329,24 +339,24 @@ void FaultInjectionFS::InjectFault(FaultPoint point, FaultError error,
 }
 
 void FaultInjectionFS::ClearFaults() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   for (Fault& f : faults_) f.armed = false;
 }
 
 uint64_t FaultInjectionFS::calls(FaultPoint point) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return faults_[static_cast<int>(point)].calls;
 }
 
 uint64_t FaultInjectionFS::failures(FaultPoint point) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return faults_[static_cast<int>(point)].failures;
 }
 
 IOStatus FaultInjectionFS::Check(const FaultPoint* point,
                                  const std::string& context,
                                  const std::string& path) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (!powered_) {
     return IOStatus::IOError(context + ": " + path, "power is off (injected)");
   }
@@ -368,7 +378,7 @@ IOStatus FaultInjectionFS::Check(const FaultPoint* point,
 
 void FaultInjectionFS::Publish(const std::string& path,
                                const FileState& state) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   files_[path] = state;
 }
 
@@ -392,22 +402,22 @@ void FaultInjectionFS::NoteCreated(const std::string& path) {
 void FaultInjectionFS::DirectorySynced(const std::string& dir) {
   std::string d = dir;
   while (d.size() > 1 && d.back() == '/') d.pop_back();
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   unsynced_entries_.erase(d);
 }
 
 void FaultInjectionFS::PowerOff() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   powered_ = false;
 }
 
 bool FaultInjectionFS::powered() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return powered_;
 }
 
 uint64_t FaultInjectionFS::UnsyncedBytes() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   uint64_t n = 0;
   for (const auto& [path, st] : files_) {
     n += st.on_disk + st.buffered - st.durable;
@@ -420,7 +430,7 @@ IOStatus FaultInjectionFS::DropUnsyncedData() {
   std::map<std::string, std::map<std::string, std::shared_ptr<std::string>>>
       entries;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     for (const auto& [path, st] : files_) {
       if (st.open) {
         return IOStatus::IOError("DropUnsyncedData: still open", path);
@@ -454,7 +464,7 @@ IOStatus FaultInjectionFS::DropUnsyncedData() {
       if (!s.ok()) return s;
     }
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   files_ = std::move(files);
   unsynced_entries_.clear();
   powered_ = true;
@@ -469,7 +479,7 @@ IOStatus FaultInjectionFS::NewWritableFile(
   IOStatus s = Check(nullptr, "While open a file for appending", fname);
   if (!s.ok()) return s;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     NoteCreated(fname);
   }
   std::unique_ptr<rocksdb::FSWritableFile> file;
@@ -486,7 +496,7 @@ IOStatus FaultInjectionFS::ReopenWritableFile(
   if (!s.ok()) return s;
   uint64_t size = 0;
   if (!target()->GetFileSize(fname, IOOptions(), &size, dbg).ok()) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     NoteCreated(fname);
   }
   std::unique_ptr<rocksdb::FSWritableFile> file;
@@ -523,7 +533,7 @@ IOStatus FaultInjectionFS::RenameFile(const std::string& src,
   IOStatus s = Check(BaseName(dst) == "CURRENT" ? &current : nullptr,
                      "While renaming a file to " + dst, src);
   if (!s.ok()) return s;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   NoteCreated(dst);  // before the rename: it keeps what dst was
   s = target()->RenameFile(src, dst, options, dbg);
   if (!s.ok()) return s;
@@ -543,7 +553,7 @@ IOStatus FaultInjectionFS::LinkFile(const std::string& src,
                                     IODebugContext* dbg) {
   IOStatus s = Check(nullptr, "While link a file to " + dst, src);
   if (!s.ok()) return s;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   NoteCreated(dst);
   s = target()->LinkFile(src, dst, options, dbg);
   auto it = files_.find(src);
@@ -558,7 +568,7 @@ IOStatus FaultInjectionFS::DeleteFile(const std::string& fname,
   if (!s.ok()) return s;
   s = target()->DeleteFile(fname, options, dbg);
   if (s.ok()) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     files_.erase(fname);
     auto dir = unsynced_entries_.find(DirName(fname));
     if (dir != unsynced_entries_.end()) dir->second.erase(BaseName(fname));
@@ -570,7 +580,7 @@ IOStatus FaultInjectionFS::GetFileSize(const std::string& fname,
                                        const IOOptions& options, uint64_t* size,
                                        IODebugContext* dbg) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     auto it = files_.find(fname);
     if (it != files_.end() && it->second.open) {
       *size = it->second.on_disk + it->second.buffered;
@@ -585,7 +595,7 @@ IOStatus FaultInjectionFS::GetFreeSpace(const std::string& path,
                                         uint64_t* diskfree,
                                         IODebugContext* dbg) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     for (const Fault& f : faults_) {
       if (f.armed && f.ok_calls == 0 && f.error == FaultError::kNoSpace) {
         *diskfree = 0;

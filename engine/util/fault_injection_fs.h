@@ -40,8 +40,8 @@
 // Env::IO_LOW priority, a flush's (and recovery's) at IO_HIGH; under a
 // write stall both use IO_USER, which counts as a flush here.
 //
-// Thread-safe: RocksDB calls it from many threads. Files it opens follow
-// RocksDB's contract (one thread at a time per file).
+// Thread-safe: RocksDB calls it from many threads. A file it opens may be
+// synced while another thread appends to it (as RocksDB's SyncWAL does).
 
 #ifndef FENCEDKV_ENGINE_UTIL_FAULT_INJECTION_FS_H_
 #define FENCEDKV_ENGINE_UTIL_FAULT_INJECTION_FS_H_
@@ -57,6 +57,7 @@
 #include <rocksdb/file_system.h>
 #include <rocksdb/system_clock.h>
 
+#include "util/mutexlock.h"
 #include "util/thread_annotations.h"
 
 namespace fencedkv {
@@ -193,7 +194,7 @@ class FaultInjectionFS : public rocksdb::FileSystemWrapper {
   void DirectorySynced(const std::string& dir);
 
   const bool buffer_unsynced_;
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   bool powered_ GUARDED_BY(mu_) = true;
   Fault faults_[kNumFaultPoints] GUARDED_BY(mu_);
   std::map<std::string, FileState> files_ GUARDED_BY(mu_);

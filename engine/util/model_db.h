@@ -91,9 +91,12 @@ class ModelDB {
     max_.swap(maxes);
     return "OK";
   }
+  // Raises the domain so that every token below t is refused and t still
+  // passes: to t, or in strict mode to t - 1.
   Token Advance(const std::string& k, Token t) {
     Token& m = max_[std::string(spec_.DomainOf(k))];
-    if (t > m) m = t;
+    const Token target = strict_ ? t - 1 : t;
+    if (target > m) m = target;
     return Reported(k);
   }
   std::string Get(const std::string& k) const {

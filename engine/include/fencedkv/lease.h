@@ -51,7 +51,9 @@ struct LeaseOptions {
 class LeaseService {
  public:
   // Creates the lease service of `db` (which must come from DB::Open and
-  // outlive the service). Loads the persisted leases.
+  // outlive the service). Loads the persisted leases. A DB has at most one
+  // lease service at a time: while one exists, Open returns Busy (two would
+  // each keep a counter and grant the same token to two holders).
   static Status Open(DB* db, const LeaseOptions& options,
                      std::unique_ptr<LeaseService>* service);
 
