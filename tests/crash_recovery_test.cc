@@ -145,6 +145,7 @@ void RunCrashCycles(const char* domain, const char* mode, int cycles,
   ASSERT_FENCEDKV_OK(FenceDomainSpec::Parse(domain, &spec));
   test::ModelDB model(spec, FenceMode::kMonotonic);
   std::vector<std::string> keys;
+  keys.reserve(40);
   for (int i = 0; i < 40; ++i) {
     keys.push_back("u{g" + std::to_string(i % 5) + "}:" + std::to_string(i));
   }
@@ -242,7 +243,8 @@ void RunCrashCycles(const char* domain, const char* mode, int cycles,
         if (op.kind == 'A') base = std::max(base, op.token);
         if (got != "STALE") {
           states.push_back(model);
-          calls.push_back(intent + " -> " + got);
+          calls.push_back(intent);
+          calls.back().append(" -> ").append(got);
           synced_call.push_back(false);
         }
         // Synced: a synced write, or any AdvanceFence (always synced, even

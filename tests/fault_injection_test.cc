@@ -49,6 +49,7 @@ using test::ModelDB;
 
 std::vector<std::string> TestKeys() {
   std::vector<std::string> keys;
+  keys.reserve(12);
   for (int i = 0; i < 12; ++i) {
     keys.push_back("u{g" + std::to_string(i % 3) + "}:" + std::to_string(i));
   }
@@ -197,6 +198,7 @@ class Workload {
       any_ok = any_ok || want.back() == "OK";
     }
     std::vector<const WriteBatch*> ptrs;
+    ptrs.reserve(batches.size());
     for (const auto& b : batches) ptrs.push_back(&b);
     std::vector<Status> statuses(nb);
     const Status s = db->WriteGroup(wo, ptrs.data(), nb, statuses.data());

@@ -144,6 +144,7 @@ class FaultInjectionFS::File : public rocksdb::FSWritableFileOwnerWrapper {
   bool IsSyncThreadSafe() const override { return true; }
   IOStatus RangeSync(uint64_t offset, uint64_t nbytes, const IOOptions& options,
                      IODebugContext* dbg) override {
+    MutexLock lock(&mu_);
     // sync_file_range starts writeback and promises nothing: the data
     // reaches the file, it does not become durable.
     if (offset + nbytes < state_.on_disk + state_.buffered) {
@@ -188,7 +189,7 @@ class FaultInjectionFS::File : public rocksdb::FSWritableFileOwnerWrapper {
 
  private:
   // The point a data write to this file hits; nullptr if none.
-  const FaultPoint* WritePoint(FaultPoint* point) const {
+  const FaultPoint* WritePoint(FaultPoint* point) {
     switch (kind_) {
       case FileKind::kWal:
         *point = FaultPoint::kWalAppend;
@@ -204,16 +205,16 @@ class FaultInjectionFS::File : public rocksdb::FSWritableFileOwnerWrapper {
     }
     return point;
   }
-  const FaultPoint* SyncPoint(FaultPoint* point) const {
+  const FaultPoint* SyncPoint(FaultPoint* point) {
     if (kind_ == FileKind::kWal) {
       *point = FaultPoint::kWalSync;
       return point;
     }
     return WritePoint(point);
   }
-  FaultPoint TablePoint() const {
+  FaultPoint TablePoint() {
     // See the header: compactions write at IO_LOW.
-    return const_cast<File*>(this)->GetIOPriority() == rocksdb::Env::IO_LOW
+    return GetIOPriority() == rocksdb::Env::IO_LOW
                ? FaultPoint::kCompactionWrite
                : FaultPoint::kFlushWrite;
   }
@@ -232,6 +233,7 @@ class FaultInjectionFS::File : public rocksdb::FSWritableFileOwnerWrapper {
   }
 
   IOStatus SyncImpl(const IOOptions& options, IODebugContext* dbg, bool fsync) {
+    MutexLock lock(&mu_);
     FaultPoint point;
     IOStatus s = fs_->Check(SyncPoint(&point),
                             fsync ? "While fsync" : "While fdatasync", path_);
@@ -284,8 +286,8 @@ class FaultInjectionFS::Directory : public rocksdb::FSDirectoryWrapper {
   const std::string dir_;
 };
 
-FaultInjectionFS::FaultInjectionFS(std::shared_ptr<rocksdb::FileSystem> base,
-                                   bool buffer_unsynced)
+FaultInjectionFS::FaultInjectionFS(
+    const std::shared_ptr<rocksdb::FileSystem>& base, bool buffer_unsynced)
     : FileSystemWrapper(base), buffer_unsynced_(buffer_unsynced) {}
 
 FaultInjectionFS::~FaultInjectionFS() = default;
@@ -451,7 +453,8 @@ IOStatus FaultInjectionFS::DropUnsyncedData() {
   }
   for (const auto& [dir, names] : entries) {
     for (const auto& [name, previous] : names) {
-      const std::string path = dir + "/" + name;
+      std::string path = dir;
+      path.append("/").append(name);
       IOStatus s;
       if (previous == nullptr) {
         s = target()->DeleteFile(path, IOOptions(), nullptr);
@@ -510,7 +513,9 @@ IOStatus FaultInjectionFS::ReuseWritableFile(
     const std::string& fname, const std::string& old_fname,
     const rocksdb::FileOptions& file_opts,
     std::unique_ptr<rocksdb::FSWritableFile>* r, IODebugContext* dbg) {
-  // FileSystem's own: a rename, then a new file, both through this class.
+  // FileSystem's own, not the wrapper's (which would pass it to the target
+  // unseen): a rename, then a new file, both through this class.
+  // NOLINTNEXTLINE(bugprone-parent-virtual-call)
   return rocksdb::FileSystem::ReuseWritableFile(fname, old_fname, file_opts, r,
                                                 dbg);
 }

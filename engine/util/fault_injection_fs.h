@@ -85,7 +85,7 @@ class FaultInjectionFS : public rocksdb::FileSystemWrapper {
  public:
   // `buffer_unsynced`: keep appended data in memory until it is synced (see
   // the file comment); false writes it through at once (errors only).
-  explicit FaultInjectionFS(std::shared_ptr<rocksdb::FileSystem> base =
+  explicit FaultInjectionFS(const std::shared_ptr<rocksdb::FileSystem>& base =
                                 rocksdb::FileSystem::Default(),
                             bool buffer_unsynced = true);
   ~FaultInjectionFS() override;
