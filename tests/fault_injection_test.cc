@@ -357,13 +357,26 @@ std::vector<FaultCase> AllCases(std::initializer_list<FaultPoint> points) {
   return cases;
 }
 
+// A fresh database on a FaultInjectionFS (errors only) and a workload.
 class FaultMatrixTest : public testing::TestWithParam<FaultCase> {
  protected:
-  uint32_t Seed() const {
-    return testing::UnitTest::GetInstance()->random_seed() * 1000003u +
-           static_cast<uint32_t>(std::hash<std::string>()(
-               testing::UnitTest::GetInstance()->current_test_info()->name()));
+  void SetUp() override {
+    const FaultCase& c = GetParam();
+    seed_ = testing::UnitTest::GetInstance()->random_seed() * 1000003u +
+            static_cast<uint32_t>(std::hash<std::string>()(
+                testing::UnitTest::GetInstance()->current_test_info()->name()));
+    trace_ = std::make_unique<testing::ScopedTrace>(
+        __FILE__, __LINE__, "seed " + std::to_string(seed_));
+    fdb_ = std::make_unique<FaultDB>(c.domain, c.mode,
+                                     /*buffer_unsynced=*/false);
+    ASSERT_FENCEDKV_OK(fdb_->Open());
+    w_ = std::make_unique<Workload>(c.domain, c.mode, seed_);
   }
+
+  uint32_t seed_ = 0;
+  std::unique_ptr<testing::ScopedTrace> trace_;  // the seed, in every failure
+  std::unique_ptr<FaultDB> fdb_;
+  std::unique_ptr<Workload> w_;
 };
 
 // Makes RocksDB reach the fault point: the WAL points are reached by the
@@ -390,11 +403,8 @@ void Trigger(FaultPoint point, DB* db, Outcome* out) {
 
 TEST_P(FaultMatrixTest, ErrorsAreClearAndNothingAcknowledgedIsLost) {
   const FaultCase& c = GetParam();
-  const uint32_t seed = Seed();
-  SCOPED_TRACE("seed " + std::to_string(seed));
-  FaultDB fdb(c.domain, c.mode, /*buffer_unsynced=*/false);
-  ASSERT_FENCEDKV_OK(fdb.Open());
-  Workload w(c.domain, c.mode, seed);
+  FaultDB& fdb = *fdb_;
+  Workload& w = *w_;
 
   // Before: three flushes, so a compaction has overlapping files to merge.
   Outcome before;
@@ -409,7 +419,7 @@ TEST_P(FaultMatrixTest, ErrorsAreClearAndNothingAcknowledgedIsLost) {
 
   // During: every call fails with IOError or succeeds; stale ones are
   // refused; reads go on; the DB is the model of what was acknowledged.
-  fdb.fs()->InjectFault(c.point, c.error, seed % 3);
+  fdb.fs()->InjectFault(c.point, c.error, seed_ % 3);
   Outcome during;
   for (int i = 0; i < 40 || (fdb.fs()->failures(c.point) == 0 && i < 400);
        ++i) {
@@ -490,16 +500,13 @@ class ReopenAfterFaultTest : public FaultMatrixTest {};
 
 TEST_P(ReopenAfterFaultTest, ReopenKeepsWhatWasAcknowledged) {
   const FaultCase& c = GetParam();
-  const uint32_t seed = Seed();
-  SCOPED_TRACE("seed " + std::to_string(seed));
-  FaultDB fdb(c.domain, c.mode, /*buffer_unsynced=*/false);
-  ASSERT_FENCEDKV_OK(fdb.Open());
-  Workload w(c.domain, c.mode, seed);
+  FaultDB& fdb = *fdb_;
+  Workload& w = *w_;
   Outcome before;
   for (int i = 0; i < 60; ++i) w.Step(fdb.db(), 30, &before);
   ASSERT_EQ(0, before.failed) << before.first_error;
 
-  fdb.fs()->InjectFault(c.point, c.error, seed % 3);
+  fdb.fs()->InjectFault(c.point, c.error, seed_ % 3);
   Outcome during;
   for (int i = 0; i < 200 && during.failed == 0; ++i) {
     w.Step(fdb.db(), 50, &during);

@@ -160,12 +160,9 @@ class ErrorRecovery::FileScopeFS : public rocksdb::FileSystemWrapper {
                            IODebugContext* dbg) override {
     std::unique_ptr<rocksdb::FSWritableFile> file;
     IOStatus s = target()->NewWritableFile(fname, file_opts, &file, dbg);
-    if (s.ok()) {
-      const uint64_t wal = WalNumber(fname);
-      if (wal != 0) owner_->NoteNewWal(wal);
-      r->reset(new FileScopeFile(std::move(file), owner_, wal));
-    }
-    return FileScoped(s);
+    const uint64_t wal = WalNumber(fname);
+    if (s.ok() && wal != 0) owner_->NoteNewWal(wal);
+    return Wrap(std::move(s), std::move(file), wal, r);
   }
   IOStatus ReopenWritableFile(const std::string& fname,
                               const rocksdb::FileOptions& file_opts,
@@ -173,8 +170,7 @@ class ErrorRecovery::FileScopeFS : public rocksdb::FileSystemWrapper {
                               IODebugContext* dbg) override {
     std::unique_ptr<rocksdb::FSWritableFile> file;
     IOStatus s = target()->ReopenWritableFile(fname, file_opts, &file, dbg);
-    if (s.ok()) r->reset(new FileScopeFile(std::move(file), owner_, 0));
-    return FileScoped(s);
+    return Wrap(std::move(s), std::move(file), 0, r);
   }
   IOStatus ReuseWritableFile(const std::string& fname,
                              const std::string& old_fname,
@@ -184,8 +180,7 @@ class ErrorRecovery::FileScopeFS : public rocksdb::FileSystemWrapper {
     std::unique_ptr<rocksdb::FSWritableFile> file;
     IOStatus s =
         target()->ReuseWritableFile(fname, old_fname, file_opts, &file, dbg);
-    if (s.ok()) r->reset(new FileScopeFile(std::move(file), owner_, 0));
-    return FileScoped(s);
+    return Wrap(std::move(s), std::move(file), 0, r);
   }
   IOStatus NewDirectory(const std::string& name, const IOOptions& io_opts,
                         std::unique_ptr<rocksdb::FSDirectory>* r,
@@ -205,6 +200,13 @@ class ErrorRecovery::FileScopeFS : public rocksdb::FileSystemWrapper {
   }
 
  private:
+  // A file RocksDB opened for writing, wrapped (`wal`: its WAL number or 0).
+  IOStatus Wrap(IOStatus s, std::unique_ptr<rocksdb::FSWritableFile> file,
+                uint64_t wal, std::unique_ptr<rocksdb::FSWritableFile>* r) {
+    if (s.ok()) r->reset(new FileScopeFile(std::move(file), owner_, wal));
+    return FileScoped(std::move(s));
+  }
+
   // "<dir>/000012.log" -> 12; 0 if the name is not a WAL's.
   static uint64_t WalNumber(const std::string& fname) {
     const size_t slash = fname.rfind('/');
