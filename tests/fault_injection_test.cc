@@ -686,6 +686,28 @@ TEST(WalFaultTest, RightAfterFlush) {
   }
 }
 
+// An I/O error is an IOError whatever the path says: FromRocksDB took any
+// IOError whose text held "lock" for another process's LOCK (Busy), so a
+// database under .../blocks/ answered a full disk with -BUSY.
+TEST(WalFaultTest, AnErrorUnderALockishPathIsAnIOError) {
+  test::TempDir dir;
+  auto fs =
+      std::make_shared<FaultInjectionFS>(rocksdb::FileSystem::Default(), false);
+  std::unique_ptr<rocksdb::Env> env = FaultInjectionFS::NewEnv(fs);
+  Options options;
+  options.create_if_missing = true;
+  options.env = env.get();
+  std::unique_ptr<DB> db;
+  ASSERT_FENCEDKV_OK(DB::Open(options, dir.Sub("blocks"), &db));
+  fs->InjectFault(FaultPoint::kWalAppend, FaultError::kNoSpace);
+  Status s = db->Put(WriteOptions(), "k", "v", 1);
+  EXPECT_TRUE(s.IsIOError()) << s.ToString();
+  // Another process's LOCK is still Busy.
+  std::unique_ptr<DB> second;
+  s = DB::Open(options, dir.Sub("blocks"), &second);
+  EXPECT_TRUE(s.IsBusy()) << s.ToString();
+}
+
 // A no-op AdvanceFence syncs the WAL (defect 1's fix, DB::SyncWAL). After
 // a WAL write failed, RocksDB 7.8's SyncWAL would sync the failed WAL
 // without looking at the background error and trip an assertion (Debian's
