@@ -7,11 +7,13 @@
 #include <signal.h>
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
-#include <algorithm>
 #include <memory>
+#include <sstream>
+#include <string>
 #include <thread>
 
 #include <gflags/gflags.h>
@@ -20,11 +22,13 @@
 #include "fencedkv/db.h"
 #include "fencedkv/lease.h"
 #include "fencedkv/version.h"
-#include "util/help_flags.h"
+#include "acl.h"
 #include "command_table.h"
+#include "etcd_revision.h"
 #include "metrics.h"
 #include "server.h"
 #include "server_flags.h"
+#include "util/help_flags.h"
 
 namespace {
 
@@ -87,7 +91,14 @@ int main(int argc, char** argv) {
   so.io_threads = FLAGS_io_threads > 0
                       ? FLAGS_io_threads
                       : std::max(1u, std::thread::hardware_concurrency() / 2);
-  so.requirepass = FLAGS_requirepass;
+  fencedkv::Status s = fencedkv::server::ResolveRequirepass(&so.requirepass);
+  if (!s.ok()) return Fail("requirepass", s);
+  if (!FLAGS_aclfile.empty()) {
+    s = fencedkv::server::Acl::LoadFile(FLAGS_aclfile, so.requirepass, &so.acl);
+  } else {
+    s = fencedkv::server::Acl::Parse("", "", so.requirepass, &so.acl);
+  }
+  if (!s.ok()) return Fail("aclfile", s);
   so.maxclients = static_cast<size_t>(FLAGS_maxclients);
   so.limits.max_request_bytes = static_cast<size_t>(FLAGS_max_request_bytes);
   so.max_reply_bytes = static_cast<size_t>(FLAGS_max_reply_bytes);
@@ -98,12 +109,15 @@ int main(int argc, char** argv) {
   so.sync = FLAGS_sync;
   so.allow_unfenced = FLAGS_allow_unfenced;
   fencedkv::server::Server server(so);
-  fencedkv::Status s = server.Listen();
+  s = server.Listen();
   if (!s.ok()) return Fail("listen", s);
 
   fencedkv::Options options;
   options.create_if_missing = true;
   options.allow_unfenced = FLAGS_allow_unfenced;
+  options.max_token_skew = FLAGS_max_token_skew < 0
+                               ? fencedkv::kNoTokenSkewLimit
+                               : static_cast<uint64_t>(FLAGS_max_token_skew);
   options.fence_cache_bytes = static_cast<size_t>(FLAGS_fence_cache_bytes);
   options.write_buffer_size = static_cast<size_t>(FLAGS_write_buffer_size);
   options.block_cache_size = static_cast<size_t>(FLAGS_block_cache_size);
@@ -139,8 +153,35 @@ int main(int argc, char** argv) {
             << " fence_floor=" << db->GetFenceFloor();
 
   std::unique_ptr<fencedkv::LeaseService> leases;
-  s = fencedkv::LeaseService::Open(db.get(), fencedkv::LeaseOptions(), &leases);
+  fencedkv::LeaseOptions lease_options;
+  lease_options.max_leases = static_cast<size_t>(FLAGS_max_leases);
+  s = fencedkv::LeaseService::Open(db.get(), lease_options, &leases);
   if (!s.ok()) return Fail("open lease service", s);
+
+  // With etcd as the token source, the skew guard follows its revision.
+  std::unique_ptr<fencedkv::server::EtcdRevisionSource> etcd;
+  if (FLAGS_token_source == "etcd") {
+    fencedkv::server::EtcdRevisionSource::Options eo;
+    std::stringstream endpoints(FLAGS_etcd_endpoints);
+    for (std::string e; std::getline(endpoints, e, ',');) {
+      if (!e.empty()) eo.endpoints.push_back(e);
+    }
+    if (eo.endpoints.empty()) {
+      return Fail("token source",
+                  fencedkv::Status::InvalidArgument(
+                      "--token_source=etcd needs --etcd_endpoints"));
+    }
+    eo.refresh = std::chrono::milliseconds(FLAGS_etcd_refresh_ms);
+    fencedkv::Status first;
+    etcd = fencedkv::server::EtcdRevisionSource::Start(db.get(), eo, &first);
+    if (first.ok()) {
+      LOG(INFO) << "token source: etcd at revision " << etcd->revision();
+    } else {
+      LOG(WARNING) << "token source: " << first.ToString()
+                   << "; tokens above --max_token_skew are refused until "
+                      "etcd answers";
+    }
+  }
 
   std::unique_ptr<fencedkv::server::MetricsExporter> metrics;
   if (FLAGS_metrics_port > 0) {
@@ -173,6 +214,7 @@ int main(int argc, char** argv) {
   server.Stop(std::chrono::milliseconds(FLAGS_shutdown_timeout_ms));
   fencedkv::server::StopBackupJobs();  // before the database closes
   metrics.reset();
+  etcd.reset();
   leases.reset();
   db.reset();  // closes RocksDB; everything acknowledged is in the WAL
   LOG(INFO) << "stopped cleanly";

@@ -66,7 +66,8 @@ class Collector : public prometheus::Collectable {
         static_cast<double>(db_->GetFenceFloor()));
     add("fencedkv_leases_granted_total", "Lease grants with a new token",
         T::Counter, static_cast<double>(ls.grants));
-    add("fencedkv_leases_held", "Leases currently held", T::Gauge,
+    add("fencedkv_leases_held",
+        "Leases on record (held, or expired and not yet reclaimed)", T::Gauge,
         static_cast<double>(ls.held));
     add("fencedkv_lease_last_token", "The last lease token issued", T::Gauge,
         static_cast<double>(ls.last_token));

@@ -14,6 +14,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "acl.h"
 #include "command_table.h"
 #include "db_worker.h"
 #include "error_mapping.h"
@@ -221,7 +222,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
         last_command_ms_(connected_ms_) {
     client_.id = id;
     client_.created_ms = NowMs();
-    client_.authed = server->options_.requirepass.empty();
+    StartSession(server->state_, &client_);
     parser_.set_authenticated(client_.authed);
     asio::error_code ec;
     auto ep = socket_.remote_endpoint(ec);
@@ -231,6 +232,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     socket_.non_blocking(true, ec);
   }
   ~Connection() {
+    server_->state_.cursors.DropOwner(client_.id);  // its SCAN cursors go
     server_->stats_.connected.fetch_sub(1);
     server_->Unregister(client_.id);
   }
@@ -255,10 +257,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void Describe(int64_t now_ms, int64_t now_steady_ms, std::string* out) const {
     std::string name;
     int64_t multi;
+    const AclUser* user;  // the ACL's users live as long as the server
     {
       MutexLock lock(&info_mu_);
       name = shown_name_;
       multi = shown_multi_;
+      user = shown_user_;
     }
     const int64_t idle_ms =
         now_steady_ms - last_command_ms_.load(std::memory_order_relaxed);
@@ -267,7 +271,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
         " name=" + name +
         " age=" + std::to_string((now_ms - client_.created_ms) / 1000) +
         " idle=" + std::to_string(std::max<int64_t>(0, idle_ms) / 1000) +
-        " db=0 multi=" + std::to_string(multi) + "\n");
+        " db=0 multi=" + std::to_string(multi) +
+        " user=" + (user != nullptr ? user->name() : std::string()) + "\n");
   }
 
   // On the loop's timeout sweep: closes the connection if it has not
@@ -448,9 +453,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
           break;
         }
         in_begin_ += consumed;
-        // A scan may first sort the memtable, a large EXEC write for long:
-        // on the DbWorker if it has room.
-        if (Heavy() && OffloadCommand()) break;  // OnOffloadDone continues
+        // A walk of the key space runs on the scan thread, a long EXEC's
+        // one large write on the DbWorker if it has room.
+        if (Iterates() && OffloadCommand(/*to_scans=*/true)) break;
+        if (LongExec() && OffloadCommand(/*to_scans=*/false)) break;
         Dispatch(server_->state_, client_, args_, &out_);
         server_->EndCommand();
         AfterDispatch();
@@ -471,12 +477,17 @@ class Connection : public std::enable_shared_from_this<Connection> {
     parser_.set_authenticated(client_.authed);
     const int64_t multi =
         client_.in_multi ? static_cast<int64_t>(client_.queued.size()) : -1;
-    if (multi == published_multi_ && client_.name == published_name_) return;
+    if (multi == published_multi_ && client_.name == published_name_ &&
+        client_.user == published_user_) {
+      return;
+    }
     published_multi_ = multi;
     published_name_ = client_.name;
+    published_user_ = client_.user;
     MutexLock lock(&info_mu_);
     shown_multi_ = multi;
     shown_name_ = client_.name;
+    shown_user_ = client_.user;
   }
 
   // Frees what a large request or reply left behind; called when nothing is
@@ -507,32 +518,38 @@ class Connection : public std::enable_shared_from_this<Connection> {
     client_.close_after_reply = true;
   }
 
-  // Commands worth running on the DbWorker, from an authenticated client:
-  // SCAN, KEYS and DBSIZE (outside MULTI), and an EXEC of a long queue.
-  bool Heavy() const {
-    if (!client_.authed) return false;
-    if (client_.in_multi) {
-      return client_.queued.size() >= kOffloadExecCommands &&
-             EqualsIgnoreCase(args_[0], "EXEC");
-    }
+  // SCAN, KEYS or DBSIZE from a client allowed to run it, outside MULTI.
+  bool Iterates() const {
+    if (client_.in_multi) return false;
     const CommandSpec* cmd = LookupCommand(args_[0]);
-    return cmd != nullptr && (cmd->flags & kCmdIterates) != 0;
+    return cmd != nullptr && (cmd->flags & kCmdIterates) != 0 &&
+           MayRun(client_, *cmd, args_);
   }
 
-  // Runs the command in args_ on the DbWorker, if it has room: a new
-  // iterator may first sort the memtable (--memtable=hash), and this loop's
-  // other connections should not wait for that. True if handed over: then
-  // nothing more is processed until OnOffloadDone. (The handler reads
-  // client_, which the loop leaves alone meanwhile.)
-  bool OffloadCommand() {
+  // An EXEC of a long queue (its one large write runs on the DbWorker).
+  bool LongExec() const {
+    static const CommandSpec& kExec = *LookupCommand("exec");
+    return client_.in_multi && client_.queued.size() >= kOffloadExecCommands &&
+           EqualsIgnoreCase(args_[0], "EXEC") && MayRun(client_, kExec, args_);
+  }
+
+  // Runs the command in args_ elsewhere, so this loop's other connections
+  // do not wait for it: on the scan thread (to_scans: a walk of the key
+  // space may take long and first sort the memtable, --memtable=hash), else
+  // on the DbWorker if it has room. True if handed over: then nothing more
+  // is processed until OnOffloadDone. (The handler reads client_, which the
+  // loop leaves alone meanwhile.)
+  bool OffloadCommand(bool to_scans) {
     offload_args_.assign(args_.begin(), args_.end());  // in_ may move on
     auto self = shared_from_this();
-    const bool queued = server_->worker_->TrySubmitRead([self] {
-      // On the worker thread; this connection waits (reads_pending_).
+    auto job = [self] {
+      // Off the loop; this connection waits (reads_pending_).
       const Args args(self->offload_args_.begin(), self->offload_args_.end());
       Dispatch(self->server_->state_, self->client_, args, &self->offload_out_);
       asio::post(self->loop_->io, [self] { self->OnOffloadDone(); });
-    });
+    };
+    const bool queued = to_scans ? server_->state_.scans.Submit(job)
+                                 : server_->worker_->TrySubmitRead(job);
     if (queued) reads_pending_ = true;
     return queued;
   }
@@ -551,10 +568,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
     Continue();
   }
 
-  // GET key from an authenticated client outside MULTI.
+  // GET key from a client allowed to run it, outside MULTI.
   bool PlainGet() const {
-    return args_.size() == 2 && client_.authed && !client_.in_multi &&
-           EqualsIgnoreCase(args_[0], "GET");
+    static const CommandSpec& kGet = *LookupCommand("get");
+    return args_.size() == 2 && !client_.in_multi &&
+           EqualsIgnoreCase(args_[0], "GET") && MayRun(client_, kGet, args_);
   }
 
   // Answers the GETs collected by Process: here if few, else with one
@@ -621,21 +639,25 @@ class Connection : public std::enable_shared_from_this<Connection> {
     get_ends_.clear();
   }
 
-  // SET k v FENCE t and MSET k v ... FENCE t with a valid token, from an
-  // authenticated client outside MULTI: everything else (options, errors,
-  // NOFENCE, unfenced writes) takes the ordinary path through Dispatch.
+  // SET k v FENCE t and MSET k v ... FENCE t with a valid token, from a
+  // client allowed to run them, outside MULTI: everything else (options,
+  // errors, NOFENCE, unfenced writes) takes the ordinary path through
+  // Dispatch.
   bool Groupable(WriteBatch* batch) const {
-    if (!client_.authed || client_.in_multi) return false;
+    static const CommandSpec& kSet = *LookupCommand("set");
+    static const CommandSpec& kMset = *LookupCommand("mset");
+    if (client_.in_multi) return false;
     const auto& a = args_;
     const size_t n = a.size();
     if (n < 5 || !EqualsIgnoreCase(a[n - 2], "FENCE")) return false;
     Token token;
     if (!ParseToken(a[n - 1], &token)) return false;
-    if (n == 5 && EqualsIgnoreCase(a[0], "SET")) {
+    if (n == 5 && EqualsIgnoreCase(a[0], "SET") && MayRun(client_, kSet, a)) {
       batch->Put(a[1], a[2], token);
       return true;
     }
-    if ((n - 1) % 2 == 0 && EqualsIgnoreCase(a[0], "MSET")) {
+    if ((n - 1) % 2 == 0 && EqualsIgnoreCase(a[0], "MSET") &&
+        MayRun(client_, kMset, a)) {
       for (size_t i = 1; i + 2 < n; i += 2) batch->Put(a[i], a[i + 1], token);
       return true;
     }
@@ -699,8 +721,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
   mutable Mutex info_mu_;
   std::string shown_name_ GUARDED_BY(info_mu_);
   int64_t shown_multi_ GUARDED_BY(info_mu_) = -1;
+  const AclUser* shown_user_ GUARDED_BY(info_mu_) = nullptr;
   std::string published_name_;
   int64_t published_multi_ = -1;
+  const AclUser* published_user_ = nullptr;
   // Grouped writes waiting for the loop's flush: job_[0, job_n_). The
   // batches are reused from one group to the next.
   std::vector<WriteBatch> job_;
@@ -713,7 +737,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::vector<std::string> get_values_;
   std::vector<Status> get_statuses_;
   bool reads_pending_ = false;  // a MultiGet or command of ours is on the DbWorker
-  // A command run on the DbWorker: its words and its reply.
+  // A command run on the scan thread or the DbWorker: its words and reply.
   std::vector<std::string> offload_args_;
   std::string offload_out_;
   static constexpr size_t kMaxGets = 16;
@@ -976,6 +1000,7 @@ void Server::Impl::Stop(std::chrono::milliseconds deadline) {
   }
   // Jobs still queued run now; their replies go nowhere.
   if (worker_) worker_->Stop();
+  state_.scans.Stop();
   // Parked SCAN iterators go before the database closes.
   state_.cursors.Clear();
 }

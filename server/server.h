@@ -49,6 +49,8 @@ namespace server {
 
 // Every bound a client meets (README "Limits" lists them with their flags
 // and errors).
+class Acl;
+
 struct ServerOptions {
   std::string bind = "127.0.0.1";
   int port = 7379;             // 0 = pick a free port (see Server::port())
@@ -74,6 +76,9 @@ struct ServerOptions {
   std::chrono::milliseconds auth_timeout{10000};
   bool sync = false;           // fsync every write before its reply
   bool allow_unfenced = false; // writes without FENCE (logged and counted)
+  // The users (--aclfile, acl.h); null: only the built-in 'default' user,
+  // with requirepass.
+  std::shared_ptr<const Acl> acl;
 };
 
 // Counters shared by the connections (INFO, /metrics). The per-command

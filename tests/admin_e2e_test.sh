@@ -13,6 +13,11 @@ CASE=$3
 source "$(dirname "$0")/lib.sh"
 
 cli() { local p=$1; shift; redis-cli -h 127.0.0.1 -p "$p" "$@" 2>&1; }
+# The copy commands are operator commands (@admin): servers run with an
+# operator user, and fencedkv-admin logs in as it.
+OPS_ACL=$E2E_TMP/ops.acl
+printf 'user default on nopass ~* &* +@all -@admin\nuser op on >oppw ~* &* +@all\n' > "$OPS_ACL"
+OP=(--user=op --password=oppw)
 # The files below a directory with sizes and times: "nothing was written".
 tree_state() { [ -e "$1" ] && find "$1" -printf '%p %s %T@\n' | sort || echo absent; }
 
@@ -22,12 +27,16 @@ restore)
   # higher token and writes; server and directory destroyed; restore
   # without --fence_floor is refused and writes nothing; restore with the
   # floor: A's token is refused, B's accepted, LEASE.ACQUIRE is above it.
-  start_server old
+  start_server old --aclfile="$OPS_ACL"
   P=$PORT_old; DB=$E2E_TMP/old/data; BK=$E2E_TMP/backups
-  cli "$P" SET history 1 FENCE 100 >/dev/null  # earlier holders' tokens
+  for h in 1 2 3 4 5; do                      # earlier holders
+    t=$(cli "$P" LEASE.ACQUIRE orders "h$h" 60000 | head -1)
+    cli "$P" SET history "$h" FENCE "$t" >/dev/null
+    cli "$P" LEASE.RELEASE orders "h$h" "$t" >/dev/null
+  done
   tA=$(cli "$P" LEASE.ACQUIRE orders A 300 | head -1)
   check "A writes with its token" OK "$(cli "$P" SET orders:next A1 FENCE "$tA")"
-  out=$("$ADMIN" --server="127.0.0.1:$P" backup --backup_dir="$BK" --verify)
+  out=$("$ADMIN" "${OP[@]}" --server="127.0.0.1:$P" backup --backup_dir="$BK" --verify)
   check_prefix "online backup" "backup 1: " "$out"
   sleep 0.4                                   # A's lease expires
   tB=$(cli "$P" LEASE.ACQUIRE orders B 60000 | head -1)
@@ -36,6 +45,8 @@ restore)
   check "B writes" OK "$(cli "$P" SET orders:next B1 FENCE "$tB")"
   # Where N comes from: the old server, while it is alive.
   N=$(cli "$P" INFO fencing | tr -d '\r' | sed -n 's/^last_lease_token://p')
+  HWM=$(cli "$P" INFO fencing | tr -d '\r' | sed -n 's/^high_water_mark://p')
+  check "no stored token is above it" true "$([ "$HWM" -le "$N" ] && echo true)"
   check "INFO fencing's last lease token is B's" "$tB" "$N"
   kill9_server old
   rm -rf "$DB"
@@ -82,7 +93,7 @@ online)
   # checkpointed online; it keeps answering (max GET latency reported);
   # both copies pass check and open.
   command -v redis-benchmark >/dev/null || { echo "redis-benchmark not installed" >&2; exit 1; }
-  start_server s
+  start_server s --aclfile="$OPS_ACL"
   P=$PORT_s
   nice -n 10 redis-benchmark -h 127.0.0.1 -p "$P" -n 150000 -c 20 -P 16 -r 150000 -d 100 \
     SET key:__rand_int__ value FENCE 1 > /dev/null
@@ -102,8 +113,8 @@ online)
   sets 20000 &
   S=$!; E2E_PIDS+=("$S")
   sleep 0.3
-  bk=$("$ADMIN" --server="127.0.0.1:$P" backup --backup_dir="$E2E_TMP/bk" --verify)
-  cp=$("$ADMIN" --server="127.0.0.1:$P" checkpoint "$E2E_TMP/cp")
+  bk=$("$ADMIN" "${OP[@]}" --server="127.0.0.1:$P" backup --backup_dir="$E2E_TMP/bk" --verify)
+  cp=$("$ADMIN" "${OP[@]}" --server="127.0.0.1:$P" checkpoint "$E2E_TMP/cp")
   touch "$E2E_TMP/stop"
   wait "$G"; wait "$S"
   rounds=$(wc -l < "$E2E_TMP/during")
@@ -120,13 +131,14 @@ online)
   # The command answers before the copy ends (it runs on its own thread):
   # the status sent right behind it, on the same connection, says running.
   st=$(printf 'FENCEDKV.BACKUP %s VERIFY\r\nFENCEDKV.JOBSTATUS\r\n' "$E2E_TMP/bk" |
-       redis-cli -h 127.0.0.1 -p "$P" | sed -n '1p;9p' | tr '\n' ' ')
+       redis-cli -h 127.0.0.1 -p "$P" --user op --pass oppw --no-auth-warning |
+       sed -n '1p;9p' | tr '\n' ' ')
   check "FENCEDKV.BACKUP answers at once; the job is still running" "3 running " "$st"
   for _ in $(seq 1 200); do
-    [ "$(cli "$P" FENCEDKV.JOBSTATUS | sed -n 8p)" = running ] || break
+    [ "$(cli "$P" --user op --pass oppw --no-auth-warning FENCEDKV.JOBSTATUS | sed -n 8p)" = running ] || break
     sleep 0.05
   done
-  check "and then done" done "$(cli "$P" FENCEDKV.JOBSTATUS | sed -n 8p)"
+  check "and then done" done "$(cli "$P" --user op --pass oppw --no-auth-warning FENCEDKV.JOBSTATUS | sed -n 8p)"
   check_prefix "the checkpoint passes check" "check: OK" "$("$ADMIN" --db="$E2E_TMP/cp" check | tail -1)"
   out=$("$ADMIN" restore --backup_dir="$E2E_TMP/bk" --db="$E2E_TMP/restored" --fence_floor=2)
   check_prefix "the backup restores" "restored backup " "$out"
@@ -146,7 +158,7 @@ pipe)
   # export of a live store, replayed with redis-cli --pipe into a fresh
   # server with the same domain function and mode: the same keys, values,
   # tokens, maxima and floor.
-  start_server a --fence_domain=hashtag --fence_mode=strict
+  start_server a --fence_domain=hashtag --fence_mode=strict --aclfile="$OPS_ACL"
   A=$PORT_a
   cli "$A" SET 'user:{7}:name' ada FENCE 5 >/dev/null
   cli "$A" SET 'user:{7}:mail' 'a@x' FENCE 6 >/dev/null
@@ -154,12 +166,12 @@ pipe)
   cli "$A" SET gone x FENCE 4 >/dev/null
   cli "$A" DEL gone FENCE 9 >/dev/null
   cli "$A" FENCE.ADVANCE '{9}' 40 >/dev/null
-  cli "$A" FENCE.FLOOR 2 >/dev/null
+  cli "$A" --user op --pass oppw --no-auth-warning FENCE.FLOOR 2 >/dev/null
   "$ADMIN" --db="$E2E_TMP/a/data" export --output="$E2E_TMP/stream" 2>"$E2E_TMP/export.err"
   check "export summary" "fencedkv-admin export: sets=3 advances=4 floor=2" "$(cat "$E2E_TMP/export.err")"
-  start_server b --fence_domain=hashtag --fence_mode=strict
+  start_server b --fence_domain=hashtag --fence_mode=strict --aclfile="$OPS_ACL"
   B=$PORT_b
-  out=$(redis-cli -h 127.0.0.1 -p "$B" --pipe < "$E2E_TMP/stream" 2>&1 | tr -d '\r')
+  out=$(redis-cli -h 127.0.0.1 -p "$B" --user op --pass oppw --no-auth-warning --pipe < "$E2E_TMP/stream" 2>&1 | tr -d '\r')
   check "redis-cli --pipe: no errors" "errors: 0, replies: 10" "$(tail -1 <<<"$out")"
   check "values" "ada bob" "$(cli "$B" GET 'user:{7}:name') $(cli "$B" GET 'user:{8}:name')"
   for k in 'x{7}' 'x{8}' gone '{9}'; do
@@ -180,7 +192,8 @@ pipe)
 
 server)
   # The online commands' bad input, AUTH, and a SIGTERM while a backup runs.
-  start_server s --requirepass=secret
+  printf 'user default on >secret ~* &* +@all\n' > "$E2E_TMP/secret.acl"
+  start_server s --aclfile="$E2E_TMP/secret.acl"
   P=$PORT_s
   check "JOBSTATUS needs AUTH" "NOAUTH Authentication required." "$(cli "$P" FENCEDKV.JOBSTATUS)"
   c() { redis-cli -h 127.0.0.1 -p "$P" -a secret --no-auth-warning "$@" 2>&1; }

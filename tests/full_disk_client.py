@@ -10,9 +10,10 @@
 #     pipelines in a row with an error); checks the errors are -IOERR lines,
 #     that reads and PING still work; stops redis-benchmark (BENCH_PID),
 #     deletes FILLER to free space, and writes until SETs are accepted again,
-#     then 2000 more. Prints figures; exits non-zero on a failed check.
+#     then 2000 more. Prints figures; exits 3 if writes are still refused
+#     30 s after space was freed, 1 on another failed check.
 #   full_disk_client.py verify PORT ACKS
-#     every acknowledged write is there, with its value.
+#     every acknowledged write is there, with its value; a new one is taken.
 import os
 import signal
 import sys
@@ -24,9 +25,9 @@ PIPELINE = 16
 VALUE_PAD = "x" * 400
 
 
-def die(msg):
+def die(msg, code=1):
     print("FAIL " + msg, flush=True)
-    sys.exit(1)
+    sys.exit(code)
 
 
 def write_batch(r, start, acks, errors, prefix="f"):
@@ -106,7 +107,7 @@ def fill(port, ack_path, bench_pid, filler):
         while acked_after == 0:
             if time.time() > deadline:
                 die("writes still refused 30 s after space was freed: %s"
-                    % errors[-1][:200])
+                    % errors[-1][:200], code=3)
             acked, _ = write_batch(r, next_key, acks, errors)
             next_key += PIPELINE
             acked_after += acked
@@ -141,6 +142,9 @@ def verify(port, ack_path):
             % (len(missing), len(acks), missing[:5]))
     print("after the restart: all %d acknowledged writes are there"
           % len(acks), flush=True)
+    if r.execute_command("SET", "after:restart", "v", "FENCE", 1) not in (
+            True, b"OK", "OK"):
+        die("a write refused after the restart")
 
 
 if __name__ == "__main__":

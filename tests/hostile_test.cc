@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <functional>
 #include <memory>
 #include <thread>
@@ -156,7 +157,11 @@ class HostileTest : public testing::Test {
 // seconds; a data race under TSan), and HELLO SETNAME named a connection
 // before AUTH.
 TEST_F(HostileTest, ClientListWhileNamesChange) {
-  ASSERT_TRUE(StartServer({"--io_threads=2", "--requirepass=pw"}));
+  // CLIENT LIST is an operator command (@admin): the default user, with a
+  // password, is made an operator.
+  std::ofstream(dir_.Sub("users.acl")) << "user default on >pw ~* &* +@all\n";
+  ASSERT_TRUE(
+      StartServer({"--io_threads=2", "--aclfile=" + dir_.Sub("users.acl")}));
   std::atomic<bool> stop{false};
   std::atomic<int> bad{0};
   std::vector<std::thread> threads;
@@ -426,7 +431,9 @@ TEST_F(HostileTest, RepliesAreBounded) {
 // Issue 11.5: every command whose reply grows with the data checks the
 // bound: MGET, KEYS, SCAN with a large COUNT, CLIENT LIST.
 TEST_F(HostileTest, EveryGrowingReplyChecksTheBound) {
-  ASSERT_TRUE(StartServer({"--max_reply_bytes=4096"}));
+  std::ofstream(dir_.Sub("users.acl")) << "user default on nopass ~* &* +@all\n";
+  ASSERT_TRUE(StartServer(
+      {"--max_reply_bytes=4096", "--aclfile=" + dir_.Sub("users.acl")}));
   RespTestClient c(server_.port());
   std::vector<std::string> mget = {"MGET"};
   for (int i = 0; i < 300; ++i) {

@@ -11,6 +11,7 @@
 //  - restore: DB::RestoreFromBackup, which puts --fence_floor in force in
 //    the restored copy before it appears at --db.
 
+#include <cstdlib>
 #include <chrono>
 #include <ctime>
 #include <filesystem>
@@ -68,10 +69,15 @@ ExecResult RunServerJob(const std::vector<std::string>& command, FILE* out) {
   if (!client.Connect(FLAGS_server, 5000, &error)) {
     return ExecResult::Error(error);
   }
-  if (!FLAGS_password.empty()) {
+  // The password from --password, else REDISCLI_AUTH (as redis-cli; out of
+  // ps).
+  std::string password = FLAGS_password;
+  const char* env = std::getenv("REDISCLI_AUTH");
+  if (password.empty() && env != nullptr) password = env;
+  if (!password.empty()) {
     std::vector<std::string> auth = {"AUTH"};
     if (!FLAGS_user.empty()) auth.push_back(FLAGS_user);
-    auth.push_back(FLAGS_password);
+    auth.push_back(password);
     if (!client.Call(auth, &r, &error)) return ExecResult::Error(error);
     if (r.type == Reply::kError) return ExecResult::Error("AUTH: " + r.str);
   }

@@ -23,7 +23,9 @@ DEFINE_string(server, "",
               "checkpoint/backup: host:port of a running fencedkv-server to "
               "copy online (the paths are on the server's machine)");
 DEFINE_string(user, "", "With --server: AUTH user (ACL), with --password");
-DEFINE_string(password, "", "With --server: AUTH password");
+DEFINE_string(password, "",
+              "With --server: AUTH password (visible in ps: prefer the "
+              "REDISCLI_AUTH environment variable, as redis-cli)");
 DEFINE_string(backup_dir, "", "backup/backups/restore: the backup directory");
 DEFINE_int64(backup_id, 0, "restore: the backup to restore; 0 = the latest");
 DEFINE_string(fence_floor, "",
@@ -65,7 +67,7 @@ const char kUsageTail[] =
     "--fence_floor=N, where N is at\nleast every token that may have been "
     "issued since the backup was taken:\n"
     "  - built-in lease service, old server alive: INFO fencing's "
-    "last_lease_token (LEASE.INFO\n    shows each lease's token); old "
+    "last_lease_token and\n    high_water_mark, the largest; old "
     "directory still readable: `fencedkv-admin stats --db=OLD`\n    "
     "(lease_counter, high_water_mark); take the largest;\n"
     "  - tokens from etcd: etcd's current revision (etcdctl endpoint status "

@@ -201,21 +201,25 @@ Status DBImpl::GetMeta(std::string_view key, std::string* value) {
 
 Status DBImpl::PutMetaSynced(
     const std::vector<std::pair<std::string, std::string>>& records) {
-  rocksdb::WriteBatch batch;
-  for (const auto& [key, value] : records) {
-    rocksdb::Status rs = batch.Put(meta_cf_, key, value);
-    if (!rs.ok()) return FromRocksDB(rs);
-  }
-  rocksdb::WriteOptions wo;
-  wo.sync = true;
-  MutexLock lock(&meta_mu_);
-  return FromRocksDB(recovery_->Write(db_.get(), wo, &batch));
+  return WriteMetaSynced(records, {});
 }
 
 Status DBImpl::DeleteMetaSynced(const std::string& key) {
+  return WriteMetaSynced({}, {key});
+}
+
+Status DBImpl::WriteMetaSynced(
+    const std::vector<std::pair<std::string, std::string>>& puts,
+    const std::vector<std::string>& deletes) {
   rocksdb::WriteBatch batch;
-  rocksdb::Status rs = batch.Delete(meta_cf_, key);
-  if (!rs.ok()) return FromRocksDB(rs);
+  for (const auto& [key, value] : puts) {
+    rocksdb::Status rs = batch.Put(meta_cf_, key, value);
+    if (!rs.ok()) return FromRocksDB(rs);
+  }
+  for (const auto& key : deletes) {
+    rocksdb::Status rs = batch.Delete(meta_cf_, key);
+    if (!rs.ok()) return FromRocksDB(rs);
+  }
   rocksdb::WriteOptions wo;
   wo.sync = true;
   MutexLock lock(&meta_mu_);
@@ -257,6 +261,10 @@ FenceStats DBImpl::GetFenceStats() const {
 }
 
 bool DBImpl::GetProperty(std::string_view property, std::string* value) {
+  if (property == "fencedkv.high-water-mark") {
+    *value = std::to_string(HighWaterMark());
+    return true;
+  }
   if (property == "fencedkv.stats") {
     const FenceStats st = GetFenceStats();
     *value = "accepted_writes: " + std::to_string(st.accepted_writes) +

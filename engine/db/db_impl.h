@@ -106,6 +106,11 @@ class DBImpl final : public DB {
       LOCKS_EXCLUDED(meta_mu_);
   // Deletes a meta record, synced, serialized like PutMetaSynced.
   Status DeleteMetaSynced(const std::string& key) LOCKS_EXCLUDED(meta_mu_);
+  // Puts and deletes meta records in one atomic synced write, serialized
+  // like PutMetaSynced.
+  Status WriteMetaSynced(
+      const std::vector<std::pair<std::string, std::string>>& puts,
+      const std::vector<std::string>& deletes) LOCKS_EXCLUDED(meta_mu_);
   // Lists meta records whose key starts with `prefix`.
   Status ScanMeta(std::string_view prefix,
                   std::vector<std::pair<std::string, std::string>>* out);

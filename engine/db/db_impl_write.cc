@@ -27,8 +27,10 @@ rocksdb::Slice ToSlice(std::string_view s) {
   return rocksdb::Slice(s.data(), s.size());
 }
 
-// A validation error of a batch's op i, naming it; keeps the code.
-Status InBatchOp(size_t i, const Status& s) {
+// A validation error of a batch's op i, naming it if the batch has more
+// than one (a lone SET reads the same on every path); keeps the code.
+Status InBatchOp(size_t i, size_t count, const Status& s) {
+  if (count == 1) return s;
   const std::string where = "batch op " + std::to_string(i);
   if (s.IsTokenSkew()) return Status::TokenSkew(where, s.message());
   return Status::InvalidArgument(where, s.message());
@@ -189,7 +191,7 @@ Status DBImpl::AppendBatchOps(const WriteBatch& batch, uint32_t group,
     Status s = ValidateWriteOp(kind, op.key, op.value, op.token);
     if (!s.ok()) {
       ops->resize(first);
-      return InBatchOp(i, s);
+      return InBatchOp(i, batch.Count(), s);
     }
     ops->push_back(PendingOp{kind, op.key, op.value, op.token, op.condition,
                              group});

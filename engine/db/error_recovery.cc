@@ -5,6 +5,7 @@
 #include <utility>
 
 #include <pthread.h>
+#include <rocksdb/convenience.h>
 #include <rocksdb/file_system.h>
 #include <rocksdb/listener.h>
 
@@ -246,6 +247,7 @@ void ErrorRecovery::Configure(const std::string& path,
   if (options->info_log == nullptr) {
     options->info_log = std::make_shared<InfoLogger>(path);  // rule 5
   }
+  info_log_ = options->info_log;
   rocksdb::Env* base =
       options->env != nullptr ? options->env : rocksdb::Env::Default();
   env_ = std::make_unique<FileScopeEnv>(base, this);
@@ -272,13 +274,19 @@ void ErrorRecovery::Attach(rocksdb::DB* db,
 
 void ErrorRecovery::Stop() {
   std::thread thread;
+  rocksdb::DB* stuck = nullptr;
   {
     MutexLock lock(&mu_);
     stopped_ = true;
+    if (resuming_) stuck = db_;
     db_ = nullptr;
     thread = std::move(thread_);
     cv_.notify_all();
   }
+  // A Resume() can wait for ever for a flush RocksDB 7.8 forgot to schedule
+  // (rule 6). The DB is closing anyway: make it stop waiting. (Not under
+  // mu_: RocksDB takes its own mutex.)
+  if (stuck != nullptr) rocksdb::CancelAllBackgroundWork(stuck);
   if (thread.joinable()) thread.join();
 }
 
@@ -408,6 +416,26 @@ void ErrorRecovery::MaybeWriteSentinel(rocksdb::DB* db) {
   if (!s.ok()) stats_.last_error = s.ToString();
 }
 
+void ErrorRecovery::WaitForBackgroundJobs(rocksdb::DB* db) {
+  // While RocksDB is stopped it starts no flush or compaction, so this ends
+  // when the running ones do (bounded, to be safe).
+  for (int i = 0; i < 1000; ++i) {
+    uint64_t flushes = 0, compactions = 0;
+    if (!db->GetIntProperty(rocksdb::DB::Properties::kNumRunningFlushes,
+                            &flushes) ||
+        !db->GetIntProperty(rocksdb::DB::Properties::kNumRunningCompactions,
+                            &compactions) ||
+        flushes + compactions == 0) {
+      return;
+    }
+    {
+      MutexLock lock(&mu_);
+      if (stopped_) return;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
 void ErrorRecovery::Run() {
   // Started from a RocksDB callback, it would carry that thread's name.
   pthread_setname_np(pthread_self(), "fencedkv:recov");
@@ -454,7 +482,13 @@ void ErrorRecovery::Run() {
           "a WAL write failed while every memtable was empty: RocksDB 7.8 "
           "cannot leave that WAL without a reopen");
     } else {
+      WaitForBackgroundJobs(db);
+      // In the LOG, so a Resume() that never returns (see Stop) shows.
+      rocksdb::Warn(info_log_, "fencedkv: Resume() after: %s",
+                    GetStats().last_error.c_str());
       s = db->Resume();  // Stop() waits for it before the DB closes
+      rocksdb::Warn(info_log_, "fencedkv: Resume() returned %s",
+                    s.ToString().c_str());
     }
     mu_.Lock();
     resuming_ = false;

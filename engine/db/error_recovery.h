@@ -66,6 +66,15 @@
 //  5. RocksDB's own info LOG aborts the process (Debian's build) at the line
 //     after one it failed to write, e.g. on a full disk: the engine gives
 //     RocksDB an InfoLogger (info_logger.h), which drops such lines instead.
+//  6. Not handled: RocksDB 7.8 can orphan a flush request. A flush job that
+//     starts after RocksDB stopped drops out but leaves its request queued
+//     and no longer scheduled; every later flush of that column family
+//     waits on it, Resume()'s included, for ever (seen once in about five
+//     full-disk runs: a memtable switched just before the WAL write that
+//     filled the disk). Writes keep failing with the IOError, reads go on,
+//     and only a reopen (a server restart) brings writes back; Stop()
+//     cancels the stuck Resume() so that the close does not hang. The LOG
+//     says "fencedkv: Resume() after ..." without a "returned" line.
 //
 // Thread-safe.
 
@@ -161,6 +170,12 @@ class ErrorRecovery {
   // A flush finished: maybe every active memtable is empty now.
   void NoteFlush();
   void Run();
+  // Before a Resume(): waits (at most 10 s) until no flush or compaction
+  // runs. One that fails while Resume() waits for it fails the recovery
+  // after the recovery has queued its flush; the flush job then finds no
+  // recovery in progress, drops out and leaves its request queued for ever
+  // (RocksDB 7.8): the next Resume() would wait on it without end.
+  void WaitForBackgroundJobs(rocksdb::DB* db) LOCKS_EXCLUDED(mu_);
   // Rule 4: true if some active memtable holds an entry.
   bool SomeMemtableHoldsData(rocksdb::DB* db) const;
   // Rule 4(a): writes the sentinel if no active memtable holds anything.
@@ -170,6 +185,7 @@ class ErrorRecovery {
   std::atomic<bool> closed_{false};
   std::shared_ptr<Listener> listener_;
   std::unique_ptr<rocksdb::Env> env_;  // what the DB does its I/O through
+  std::shared_ptr<rocksdb::Logger> info_log_;  // RocksDB's LOG
 
   mutable Mutex mu_;
   std::condition_variable_any cv_;

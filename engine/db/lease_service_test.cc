@@ -4,11 +4,16 @@
 // across reopens, one service per database, and the token skew guard
 // (Options::max_token_skew) that refuses tokens no lease ever carried.
 
-#include "fencedkv/lease.h"
+#include <atomic>
+#include <chrono>
+#include <thread>
 
 #include <gtest/gtest.h>
 
 #include "fencedkv/db.h"
+#include "fencedkv/lease.h"
+
+#include "db/db_impl.h"
 #include "util/testutil.h"
 
 namespace fencedkv {
@@ -16,13 +21,30 @@ namespace {
 
 class LeaseServiceTest : public testing::Test {
  protected:
-  void Open(Options options = Options()) {
+  void Open(Options options = Options(), LeaseOptions lease_options = {}) {
     options.create_if_missing = true;
     leases_.reset();
     db_.reset();
     ASSERT_FENCEDKV_OK(DB::Open(options, dir_.Sub("db"), &db_));
-    ASSERT_FENCEDKV_OK(LeaseService::Open(db_.get(), LeaseOptions(), &leases_));
+    ASSERT_FENCEDKV_OK(LeaseService::Open(db_.get(), lease_options, &leases_));
   }
+
+  // A lease service on a fake clock (ms), with no background reclaiming.
+  void OpenWithClock(LeaseOptions lo = {}) {
+    lo.now_ms = [this] { return now_.load(); };
+    lo.reclaim_interval_ms = 0;
+    Open(Options(), lo);
+  }
+
+  // Lease records on disk.
+  size_t StoredLeases() {
+    std::vector<std::pair<std::string, std::string>> records;
+    EXPECT_TRUE(
+        static_cast<DBImpl*>(db_.get())->ScanMeta("lease/", &records).ok());
+    return records.size();
+  }
+
+  std::atomic<int64_t> now_{1000000};
 
   Token Acquire(const std::string& name, const std::string& holder) {
     LeaseGrant g;
@@ -62,6 +84,94 @@ TEST_F(LeaseServiceTest, ASecondServiceOnTheSameDatabaseIsRefused) {
   LeaseGrant g;
   ASSERT_FENCEDKV_OK(second->Acquire("billing", "B", 60000, &g));
   EXPECT_LT(a, g.token);
+}
+
+// The counter moves only with grants and the floor (an operator's action):
+// a token some client wrote -- 2^64-1 in one domain -- must not exhaust it
+// for every other lease, and does not survive a reopen into it either.
+TEST_F(LeaseServiceTest, ClientTokensDoNotMoveTheCounter) {
+  Open();
+  const Token a = Acquire("orders", "A");
+  ASSERT_FENCEDKV_OK(db_->Put(WriteOptions(), "k", "v", kMaxToken));
+  ASSERT_FENCEDKV_OK(
+      db_->AdvanceFence(WriteOptions(), "k2", kMaxToken, nullptr));
+  const Token b = Acquire("billing", "B");
+  EXPECT_EQ(a + 1, b);
+  Open();
+  EXPECT_EQ(b + 1, Acquire("shipping", "C"));
+  // Raising the floor moves it: a grant is always at or above the floor.
+  ASSERT_FENCEDKV_OK(db_->SetFenceFloor(WriteOptions(), 1000));
+  EXPECT_EQ(1001u, Acquire("invoices", "D"));
+  EXPECT_EQ(1002u, Acquire("refunds", "E"));
+}
+
+// Expired leases are reclaimed from memory and disk, a bounded number per
+// pass; a reclaimed name gets a new token, never an old one again.
+TEST_F(LeaseServiceTest, ExpiredLeasesAreReclaimed) {
+  OpenWithClock();
+  LeaseGrant g;
+  for (int i = 0; i < 300; ++i) {
+    ASSERT_FENCEDKV_OK(leases_->Acquire("l" + std::to_string(i), "h", 1, &g));
+  }
+  ASSERT_FENCEDKV_OK(leases_->Acquire("long", "h", 60000, &g));
+  const Token last = g.token;
+  EXPECT_EQ(301u, leases_->GetStats().held);
+  now_ += 2;  // all but "long" expired
+  size_t reclaimed = 0;
+  ASSERT_FENCEDKV_OK(leases_->ReclaimExpired(100, &reclaimed));
+  EXPECT_EQ(100u, reclaimed);
+  EXPECT_EQ(201u, leases_->GetStats().held);
+  ASSERT_FENCEDKV_OK(leases_->ReclaimExpired(1000, &reclaimed));
+  EXPECT_EQ(200u, reclaimed);
+  ASSERT_FENCEDKV_OK(leases_->ReclaimExpired(1000, &reclaimed));
+  EXPECT_EQ(0u, reclaimed);
+  EXPECT_EQ(1u, leases_->GetStats().held);
+  EXPECT_EQ(300u, leases_->GetStats().reclaimed);
+  // Gone from disk too; the held one stays.
+  EXPECT_EQ(1u, StoredLeases());
+  OpenWithClock();
+  ASSERT_FENCEDKV_OK(leases_->Inspect("long", &g));
+  ASSERT_FENCEDKV_OK(leases_->Acquire("l0", "h2", 1000, &g));
+  EXPECT_EQ(last + 1, g.token);  // the counter is kept apart
+}
+
+// The background thread reclaims without being asked.
+TEST_F(LeaseServiceTest, ReclaimingRunsInTheBackground) {
+  LeaseOptions lo;
+  lo.reclaim_interval_ms = 10;
+  Open(Options(), lo);
+  LeaseGrant g;
+  for (int i = 0; i < 200; ++i) {
+    ASSERT_FENCEDKV_OK(leases_->Acquire("l" + std::to_string(i), "h", 1, &g));
+  }
+  for (int i = 0; i < 300 && StoredLeases() > 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(0u, StoredLeases());
+  EXPECT_EQ(0u, leases_->GetStats().held);
+}
+
+// At most max_leases on record: a new name past it first reclaims expired
+// leases, and is refused (Busy) only if all are held.
+TEST_F(LeaseServiceTest, TheNumberOfLeasesIsBounded) {
+  LeaseOptions lo;
+  lo.max_leases = 3;
+  OpenWithClock(lo);
+  LeaseGrant g;
+  ASSERT_FENCEDKV_OK(leases_->Acquire("a", "h", 10, &g));
+  ASSERT_FENCEDKV_OK(leases_->Acquire("b", "h", 60000, &g));
+  ASSERT_FENCEDKV_OK(leases_->Acquire("c", "h", 60000, &g));
+  Status s = leases_->Acquire("d", "h", 60000, &g);
+  EXPECT_TRUE(s.IsBusy()) << s.ToString();
+  EXPECT_EQ(
+      "Busy: too many leases: 3 held (max_leases); release some or "
+      "wait for one to expire",
+      s.ToString());
+  ASSERT_FENCEDKV_OK(leases_->Acquire("a", "h", 10, &g));  // a held name
+  now_ += 11;  // "a" expires: its place is taken back
+  ASSERT_FENCEDKV_OK(leases_->Acquire("d", "h", 60000, &g));
+  EXPECT_EQ(3u, leases_->GetStats().held);
+  EXPECT_EQ(3u, StoredLeases());  // "a" is gone from disk as well
 }
 
 TEST_F(LeaseServiceTest, SkewGuardRefusesTokensNoLeaseCarried) {

@@ -25,6 +25,7 @@ namespace fencedkv {
 inline void NarrowHelpToModule(int argc, char** argv, const char* module) {
   bool help = false;
   for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--") == 0) break;  // a command's own arguments
     if (std::strcmp(argv[i], "--help") == 0 ||
         std::strcmp(argv[i], "-help") == 0 || std::strcmp(argv[i], "-h") == 0) {
       help = true;

@@ -205,7 +205,8 @@ class DB {
 
   virtual FenceStats GetFenceStats() const = 0;
 
-  // "fencedkv.stats" (the FenceStats and floor, one "name: value" per line)
+  // "fencedkv.stats" (the FenceStats and floor, one "name: value" per line),
+  // "fencedkv.high-water-mark" (a bound of every token stored, in decimal),
   // or any RocksDB property ("rocksdb.stats", "rocksdb.estimate-num-keys",
   // ...) of the data. Returns false for an unknown property.
   virtual bool GetProperty(std::string_view property, std::string* value) = 0;
