@@ -1,7 +1,7 @@
 // Copyright (c) fencedkv authors.
 //
 // Races, forced and random.
-//  - The seed's race, forced with sync points instead of waited for: holder A
+//  - The paused holder's race, forced with sync points instead of waited for: holder A
 //    (token 7) is paused inside the store while holder B (token 8) writes.
 //  - A stress test: many threads, few hot domains, racing tokens; at the end
 //    every domain's max is the highest accepted token, every key holds its
@@ -60,7 +60,7 @@ std::unique_ptr<DB> OpenFresh(const test::TempDir& dir, const char* domain,
 }
 
 // Holder A, parked at a sync point of the write path until released: the
-// "paused holder" of the seed, forced instead of waited for.
+// "paused holder", forced instead of waited for.
 class ParkedHolder {
  public:
   explicit ParkedHolder(const char* point) {

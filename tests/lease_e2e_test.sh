@@ -149,7 +149,7 @@ hashtag)
   ;;
 
 strict)
-  # The seed's literal rule: an equal token is rejected.
+  # Strict mode: an equal token is rejected.
   start_server s --fence_mode=strict
   cli() { redis-cli -h 127.0.0.1 -p "$PORT_s" "$@" 2>&1; }
   check "first write" "OK" "$(cli SET k v1 FENCE 5)"

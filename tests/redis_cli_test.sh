@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # fencedkv-server driven by the real redis-cli (Debian redis-tools): the
-# seed's scenario, then every command the server offers.
+# hand-over scenario, then every command the server offers.
 # Usage: redis_cli_test.sh /path/to/fencedkv-server
 set -euo pipefail
 FENCEDKV_SERVER=$1
@@ -14,7 +14,7 @@ start_server main --aclfile="$E2E_TMP/users.acl"
 cli() { redis-cli -h 127.0.0.1 -p "$PORT_main" "$@" 2>&1 || true; }
 op() { redis-cli -h 127.0.0.1 -p "$PORT_main" --user op --pass oppw --no-auth-warning "$@" 2>&1 || true; }
 
-# --- The seed: A (token 7) writes, pauses; B (token 8) fences it out. ---
+# --- The hand-over: A (token 7) writes, pauses; B (token 8) fences it out. ---
 check "A acquires lease"        "1
 5000" "$(cli LEASE.ACQUIRE orders A 5000)"
 check "A writes with 7"         "OK"   "$(cli SET orders:next 100 FENCE 1)"

@@ -31,7 +31,7 @@ def error_of(fn):
 r = redis.Redis(host="127.0.0.1", port=port, socket_timeout=10)
 check("ping", True, r.ping())
 
-# The seed's scenario with fenced writes.
+# The hand-over scenario with fenced writes.
 check("A writes with 7", True, r.execute_command("SET", "py:k", "A", "FENCE", 7))
 # Tokens come back as bulk strings (a RESP2 integer cannot hold 2^64-1).
 check("B advances to 8", b"8", r.execute_command("FENCE.ADVANCE", "py:k", 8))

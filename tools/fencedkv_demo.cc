@@ -1,6 +1,6 @@
 // Copyright (c) fencedkv authors.
 //
-// fencedkv_demo: the seed's scenario, step by step, on the embedded API.
+// fencedkv_demo: the paused-holder scenario, step by step, on the embedded API.
 //
 // Holder A gets the lease with token 7 and writes. A pauses (a GC pause, a
 // SIGSTOP); its lease expires; holder B gets the lease with token 8, fences A
@@ -38,7 +38,7 @@ int main(int argc, char** argv) {
     temporary = true;
   } else {
     std::printf("usage: fencedkv_demo [db-dir]\n"
-                "Walks through the seed's scenario on the embedded API.\n");
+                "Walks through the paused-holder scenario on the embedded API.\n");
     return argc == 2 ? 0 : 2;
   }
   fencedkv::Options options;

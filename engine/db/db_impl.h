@@ -91,6 +91,12 @@ class DBImpl final : public DB {
   Status Flush() override;
   Status CompactRange(const std::string* begin,
                       const std::string* end) override;
+  uint64_t GetLatestSequenceNumber() override;
+  Status NewLogReader(uint64_t after_sequence,
+                      std::unique_ptr<LogReader>* reader) override;
+  Status ApplyLogBatch(const WriteOptions& options, uint64_t first_sequence,
+                       std::string_view data) override;
+  Status ReloadFenceState() override;
   // Copies (db_impl_backup.cc).
   Status Checkpoint(const std::string& dir) override;
   Status Backup(const std::string& backup_dir, const BackupOptions& options,
@@ -213,7 +219,16 @@ class DBImpl final : public DB {
                         format::DataRecord* record);
 
   // Opening, in order (db_impl_open.cc).
-  struct StoredConfig;
+  // What a database's meta column family says about it.
+  struct StoredConfig {
+    bool has_version = false;  // false: not ours, or creation interrupted
+    bool empty = false;        // (when !has_version) no record in any family
+    uint32_t version = 0;
+    FenceDomainSpec spec;
+    FenceMode mode = FenceMode::kMonotonic;
+    Token floor = 0;
+    Token hwm = 0;
+  };
   Status ReadStoredConfig(rocksdb::DB* db,
                           const std::vector<rocksdb::ColumnFamilyHandle*>& cfs,
                           StoredConfig* config);

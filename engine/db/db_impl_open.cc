@@ -53,16 +53,6 @@ Status MetaReadError(std::string_view record, const rocksdb::Status& rs) {
 
 }  // namespace
 
-// What a database's meta column family says about it.
-struct DBImpl::StoredConfig {
-  bool has_version = false;  // false: not ours, or creation interrupted
-  bool empty = false;        // (when !has_version) no record in any family
-  uint32_t version = 0;
-  FenceDomainSpec spec;
-  FenceMode mode = FenceMode::kMonotonic;
-  Token floor = 0;
-  Token hwm = 0;
-};
 
 DBImpl::DBImpl(const Options& options, const FenceDomainSpec& spec,
                std::string path)

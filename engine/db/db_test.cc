@@ -1,6 +1,6 @@
 // Copyright (c) fencedkv authors.
 //
-// Every SPEC rule, looped over domain function x mode x floor (LevelDB's
+// Every rule of docs/contract.md, looped over domain function x mode x floor (LevelDB's
 // ChangeOptions idea). Tokens in these tests are >= 10 and the floor, when
 // set, is 5, so the floor never refuses a token here unless a test says so.
 

@@ -27,7 +27,7 @@ TEST(FenceCheckTest, AcceptanceTable) {
       {S, 1, 0, 0, Verdict::kAccept},
       {M, kMax, 0, 0, Verdict::kAccept},
       {S, kMax, 0, 0, Verdict::kAccept},
-      // The seed: A holds 7, B wrote 8.
+      // The paused holder: A holds 7, B wrote 8.
       {M, 7, 8, 0, Verdict::kBelowMax},
       {S, 7, 8, 0, Verdict::kNotAboveMax},
       {M, 8, 8, 0, Verdict::kAccept},        // monotonic: same lease, again

@@ -176,6 +176,20 @@ void FenceTable::SetStripeHwm(size_t stripe,
   if (hwm > stripes_[stripe].hwm) stripes_[stripe].hwm = hwm;
 }
 
+void FenceTable::Reset(Token hwm) NO_THREAD_SAFETY_ANALYSIS {
+  if (buckets_ != nullptr) {
+    // Anonymous private pages read as zeros again once dropped: an empty
+    // cache, without touching (and allocating) every page.
+    if (madvise(buckets_, buckets_bytes_, MADV_DONTNEED) != 0) {
+      std::memset(static_cast<void*>(buckets_), 0, buckets_bytes_);
+    }
+  }
+  for (size_t i = 0; i <= stripe_mask_; ++i) {
+    stripes_[i].used_bytes = 0;
+    stripes_[i].hwm = hwm;
+  }
+}
+
 void FenceTable::InitHwm(Token hwm) {
   for (size_t i = 0; i <= stripe_mask_; ++i) {
     MutexLock lock(&stripes_[i].mu);

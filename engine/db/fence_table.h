@@ -80,6 +80,9 @@ class FenceTable {
   void SetStripeHwm(size_t stripe, Token hwm);
   // Sets every stripe's mark, at open, before any writer runs.
   void InitHwm(Token hwm);
+  // Forgets every cached max and sets every stripe's mark to `hwm`.
+  // REQUIRES: every stripe locked (LockAll).
+  void Reset(Token hwm);
 
   // Bytes of entries in use (takes every lock).
   size_t ApproximateMemoryUsage();

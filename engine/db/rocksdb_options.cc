@@ -53,6 +53,8 @@ Status BuildRocksDBOptions(const Options& options,
   db_options->max_open_files = options.max_open_files;
   db_options->max_background_jobs = options.max_background_jobs;
   db_options->keep_log_file_num = 5;
+  db_options->WAL_ttl_seconds = options.wal_retention_seconds;
+  db_options->WAL_size_limit_MB = options.wal_retention_mb;
   // Concurrent writers overlap: the next group writes the WAL while this one
   // fills the memtable. Without it two writer threads on two cores took
   // turns through the whole write, the waiting one spinning in sched_yield

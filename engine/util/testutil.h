@@ -1,7 +1,7 @@
 // Copyright (c) fencedkv authors.
 //
 // Test-only helpers: temporary directories, status assertions and a
-// compact string form of results so tests read like the spec:
+// compact string form of results so tests read like docs/contract.md:
 //   ASSERT_EQ("STALE(7<8)", Put("k", "v", 7));
 
 #ifndef FENCEDKV_ENGINE_UTIL_TESTUTIL_H_

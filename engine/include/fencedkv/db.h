@@ -34,6 +34,7 @@
 #include "fencedkv/fence_domain.h"
 #include "fencedkv/iterator.h"
 #include "fencedkv/options.h"
+#include "fencedkv/replication.h"
 #include "fencedkv/status.h"
 #include "fencedkv/token.h"
 #include "fencedkv/version.h"
@@ -207,6 +208,9 @@ class DB {
 
   // "fencedkv.stats" (the FenceStats and floor, one "name: value" per line),
   // "fencedkv.high-water-mark" (a bound of every token stored, in decimal),
+  // "fencedkv.digest" (16 hex digits hashing every record of every column
+  // family: two databases with the same records have the same digest; it
+  // reads everything),
   // or any RocksDB property ("rocksdb.stats", "rocksdb.estimate-num-keys",
   // ...) of the data. Returns false for an unknown property.
   virtual bool GetProperty(std::string_view property, std::string* value) = 0;
@@ -256,6 +260,31 @@ class DB {
                                   const std::string& path,
                                   const RestoreOptions& options,
                                   RestoreResult* result);
+
+  // ---- Log shipping (fencedkv/replication.h) ----
+
+  // The sequence number of the last record written; 0 if none.
+  virtual uint64_t GetLatestSequenceNumber() = 0;
+
+  // A reader of the committed batches that follow `after_sequence` (the
+  // first one it returns starts at after_sequence + 1). The log is kept for
+  // Options::wal_retention_seconds / wal_retention_mb; a position it no
+  // longer holds makes the reader fail with NotFound.
+  virtual Status NewLogReader(uint64_t after_sequence,
+                              std::unique_ptr<LogReader>* reader) = 0;
+
+  // Replica: applies one batch of a primary's log, verbatim (it passed the
+  // primary's fence checks; none is made here). `first_sequence` must be
+  // GetLatestSequenceNumber() + 1, else InvalidArgument (a gap or a repeat)
+  // and nothing is applied. The caller must be the only writer.
+  virtual Status ApplyLogBatch(const WriteOptions& options,
+                               uint64_t first_sequence,
+                               std::string_view data) = 0;
+
+  // Before a database that applied log batches accepts fenced writes of its
+  // own (a promoted replica): re-reads the floor and high-water marks and
+  // empties the fence cache, holding every stripe lock.
+  virtual Status ReloadFenceState() = 0;
 };
 
 }  // namespace fencedkv

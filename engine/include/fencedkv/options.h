@@ -24,7 +24,7 @@ enum class FenceMode : uint8_t {
   // sequencers).
   kMonotonic = 0,
   // Accept token > max(domain), reject token <= max: every write needs a
-  // fresh token (the seed's literal rule).
+  // fresh token.
   kStrict = 1,
 };
 
@@ -122,6 +122,13 @@ struct Options {
   int max_open_files = -1;
   // Background flush/compaction threads, at least 1. Default: 2.
   int max_background_jobs = 2;
+
+  // How long the write-ahead log is kept after its data is flushed, for log
+  // shipping to replicas (DB::NewLogReader): by age (seconds) and/or total
+  // size (MiB); 0 and 0 = deleted as soon as it is flushed (RocksDB's
+  // default). RocksDB's WAL_ttl_seconds / WAL_size_limit_MB. Not persisted.
+  uint64_t wal_retention_seconds = 0;
+  uint64_t wal_retention_mb = 0;
 
   // Advanced: the RocksDB Env the database does its I/O through (it must
   // outlive the DB). nullptr = rocksdb::Env::Default(). An escape hatch for

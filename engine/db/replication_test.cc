@@ -1,0 +1,214 @@
+// Copyright (c) fencedkv authors.
+//
+// Log shipping on real databases: a replica started from a checkpoint that
+// applies the primary's batches verbatim holds exactly the primary's data
+// and fence state (same digest, same maxima, same floor and lease counter);
+// gaps and repeats are refused; a promoted replica fences like the primary.
+
+#include <gtest/gtest.h>
+
+#include "fencedkv/db.h"
+#include "fencedkv/lease.h"
+#include "util/testutil.h"
+
+namespace fencedkv {
+namespace {
+
+class ReplicationTest : public testing::Test {
+ protected:
+  Options PrimaryOptions(const char* domain, FenceMode mode) {
+    Options o;
+    o.create_if_missing = true;
+    o.fence_domain = domain;
+    o.fence_mode = mode;
+    o.wal_retention_mb = 64;
+    return o;
+  }
+  static std::string Digest(DB* db) {
+    std::string d;
+    EXPECT_TRUE(db->GetProperty("fencedkv.digest", &d));
+    return d;
+  }
+  // Applies every batch of `from` after `replica`'s latest sequence.
+  static size_t CatchUp(DB* from, DB* replica) {
+    std::unique_ptr<LogReader> reader;
+    EXPECT_FENCEDKV_OK(
+        from->NewLogReader(replica->GetLatestSequenceNumber(), &reader));
+    uint64_t seq;
+    std::string_view data;
+    size_t n = 0;
+    while (reader->Next(&seq, &data)) {
+      Status s = replica->ApplyLogBatch(WriteOptions(), seq, data);
+      EXPECT_TRUE(s.ok()) << s.ToString();
+      if (!s.ok()) break;
+      ++n;
+    }
+    EXPECT_FENCEDKV_OK(reader->status());
+    return n;
+  }
+  // A workload touching every kind of record: values, deletes, batches
+  // over several domains, advances, the floor, lease grants.
+  static void Write(DB* db, LeaseService* leases, int round) {
+    const Token base = 100 * static_cast<Token>(round + 1);
+    for (int i = 0; i < 30; ++i) {
+      const std::string k = "u{" + std::to_string(i % 4) + "}:" +
+                            std::to_string(i);
+      db->Put(WriteOptions(), k, "v" + std::to_string(round), base + i);
+    }
+    db->Delete(WriteOptions(), "u{1}:5", base + 40);
+    WriteBatch b;
+    b.Put("x{9}:a", "1", base + 41);
+    b.Delete("u{2}:6", base + 41);
+    db->Write(WriteOptions(), b);
+    db->AdvanceFence(WriteOptions(), "adv{" + std::to_string(round) + "}",
+                     base + 50, nullptr);
+    db->SetFenceFloor(WriteOptions(), base / 2);
+    LeaseGrant g;
+    leases->Acquire("lease" + std::to_string(round), "h", 60000, &g);
+  }
+
+  test::TempDir dir_;
+};
+
+TEST_F(ReplicationTest, AReplicaAppliesTheLogIntoAnExactCopy) {
+  int n = 0;
+  for (const char* domain : {"key", "prefix:3", "hashtag"}) {
+    for (FenceMode mode : {FenceMode::kMonotonic, FenceMode::kStrict}) {
+      SCOPED_TRACE(std::string(domain) + "/" + FenceModeName(mode));
+      const std::string p = dir_.Sub("p" + std::to_string(n));
+      const std::string r = dir_.Sub("r" + std::to_string(n));
+      ++n;
+      std::unique_ptr<DB> primary;
+      ASSERT_FENCEDKV_OK(DB::Open(PrimaryOptions(domain, mode), p, &primary));
+      std::unique_ptr<LeaseService> leases;
+      ASSERT_FENCEDKV_OK(
+          LeaseService::Open(primary.get(), LeaseOptions(), &leases));
+      Write(primary.get(), leases.get(), 0);
+      ASSERT_FENCEDKV_OK(primary->Checkpoint(r));  // the replica's start
+      Write(primary.get(), leases.get(), 1);
+      ASSERT_FENCEDKV_OK(primary->Flush());  // the log outlives the flush
+      Write(primary.get(), leases.get(), 2);
+
+      Options ro;
+      ro.adopt_stored_fence_config = true;
+      std::unique_ptr<DB> replica;
+      ASSERT_FENCEDKV_OK(DB::Open(ro, r, &replica));
+      EXPECT_NE(Digest(primary.get()), Digest(replica.get()));
+      EXPECT_GT(CatchUp(primary.get(), replica.get()), 20u);
+      EXPECT_EQ(primary->GetLatestSequenceNumber(),
+                replica->GetLatestSequenceNumber());
+      EXPECT_EQ(Digest(primary.get()), Digest(replica.get()));
+      // Tailing: more writes, caught up again.
+      Write(primary.get(), leases.get(), 3);
+      EXPECT_GT(CatchUp(primary.get(), replica.get()), 0u);
+      EXPECT_EQ(0u, CatchUp(primary.get(), replica.get()));
+      EXPECT_EQ(Digest(primary.get()), Digest(replica.get()));
+      // The applied sequence survives a reopen (it is the replica's own).
+      const uint64_t applied = replica->GetLatestSequenceNumber();
+      replica.reset();
+      ASSERT_FENCEDKV_OK(DB::Open(ro, r, &replica));
+      EXPECT_EQ(applied, replica->GetLatestSequenceNumber());
+      for (const char* k : {"u{0}:0", "u{1}:5", "x{9}:a", "adv{3}", "zz"}) {
+        Token a = 0, b = 1;
+        ASSERT_FENCEDKV_OK(primary->GetFence(k, &a));
+        ASSERT_FENCEDKV_OK(replica->GetFence(k, &b));
+        EXPECT_EQ(a, b) << k;
+      }
+      EXPECT_EQ(primary->GetFenceFloor(), replica->GetFenceFloor());
+    }
+  }
+}
+
+TEST_F(ReplicationTest, GapsAndRepeatsAreRefused) {
+  std::unique_ptr<DB> primary, replica;
+  ASSERT_FENCEDKV_OK(DB::Open(PrimaryOptions("key", FenceMode::kMonotonic),
+                              dir_.Sub("p"), &primary));
+  ASSERT_FENCEDKV_OK(primary->Checkpoint(dir_.Sub("r")));
+  ASSERT_FENCEDKV_OK(primary->Put(WriteOptions(), "a", "1", 5));
+  ASSERT_FENCEDKV_OK(primary->Put(WriteOptions(), "b", "2", 6));
+  Options ro;
+  ASSERT_FENCEDKV_OK(DB::Open(ro, dir_.Sub("r"), &replica));
+  std::unique_ptr<LogReader> reader;
+  ASSERT_FENCEDKV_OK(
+      primary->NewLogReader(replica->GetLatestSequenceNumber(), &reader));
+  uint64_t s1, s2;
+  std::string_view d;
+  ASSERT_TRUE(reader->Next(&s1, &d));
+  const std::string first(d);
+  ASSERT_TRUE(reader->Next(&s2, &d));
+  const std::string second(d);
+  EXPECT_TRUE(
+      replica->ApplyLogBatch(WriteOptions(), s2, second).IsInvalidArgument());
+  ASSERT_FENCEDKV_OK(replica->ApplyLogBatch(WriteOptions(), s1, first));
+  EXPECT_TRUE(
+      replica->ApplyLogBatch(WriteOptions(), s1, first).IsInvalidArgument());
+  EXPECT_TRUE(replica->ApplyLogBatch(WriteOptions(), s2, "junk")
+                  .IsInvalidArgument());
+  ASSERT_FENCEDKV_OK(replica->ApplyLogBatch(WriteOptions(), s2, second));
+  EXPECT_EQ(Digest(primary.get()), Digest(replica.get()));
+}
+
+TEST_F(ReplicationTest, ALogNoLongerKeptIsReportedNotFound) {
+  Options o = PrimaryOptions("key", FenceMode::kMonotonic);
+  o.wal_retention_mb = 0;  // RocksDB's default: gone once flushed
+  std::unique_ptr<DB> primary;
+  ASSERT_FENCEDKV_OK(DB::Open(o, dir_.Sub("p"), &primary));
+  const uint64_t start = primary->GetLatestSequenceNumber();
+  for (int i = 0; i < 10; ++i) {
+    ASSERT_FENCEDKV_OK(
+        primary->Put(WriteOptions(), "k" + std::to_string(i), "v", 5));
+  }
+  ASSERT_FENCEDKV_OK(primary->Flush());
+  ASSERT_FENCEDKV_OK(primary->Put(WriteOptions(), "late", "v", 6));
+  std::unique_ptr<LogReader> reader;
+  ASSERT_FENCEDKV_OK(primary->NewLogReader(start, &reader));
+  uint64_t seq;
+  std::string_view d;
+  EXPECT_FALSE(reader->Next(&seq, &d));
+  EXPECT_TRUE(reader->status().IsNotFound()) << reader->status().ToString();
+}
+
+// A replica that is promoted fences with the primary's state: a holder the
+// primary fenced out is refused, and its lease service issues above every
+// token the primary granted.
+TEST_F(ReplicationTest, APromotedReplicaFencesLikeThePrimary) {
+  std::unique_ptr<DB> primary, replica;
+  ASSERT_FENCEDKV_OK(DB::Open(PrimaryOptions("hashtag", FenceMode::kMonotonic),
+                              dir_.Sub("p"), &primary));
+  std::unique_ptr<LeaseService> leases;
+  ASSERT_FENCEDKV_OK(
+      LeaseService::Open(primary.get(), LeaseOptions(), &leases));
+  ASSERT_FENCEDKV_OK(primary->Checkpoint(dir_.Sub("r")));
+  Options ro;
+  ro.fence_domain = "hashtag";
+  ASSERT_FENCEDKV_OK(DB::Open(ro, dir_.Sub("r"), &replica));
+  LeaseGrant a, b;
+  ASSERT_FENCEDKV_OK(leases->Acquire("s", "A", 60000, &a));
+  ASSERT_FENCEDKV_OK(primary->Put(WriteOptions(), "{s}:k", "A", a.token));
+  ASSERT_FENCEDKV_OK(leases->Release("s", "A", a.token));
+  ASSERT_FENCEDKV_OK(leases->Acquire("s", "B", 60000, &b));
+  ASSERT_FENCEDKV_OK(
+      primary->AdvanceFence(WriteOptions(), "{s}", b.token, nullptr));
+  ASSERT_FENCEDKV_OK(primary->SetFenceFloor(WriteOptions(), a.token));
+  leases.reset();
+  CatchUp(primary.get(), replica.get());
+  EXPECT_EQ(Digest(primary.get()), Digest(replica.get()));
+  // Applied batches bypass the in-memory state; promotion re-reads it.
+  EXPECT_EQ(0u, replica->GetFenceFloor());
+  ASSERT_FENCEDKV_OK(replica->ReloadFenceState());
+  EXPECT_EQ(a.token, replica->GetFenceFloor());
+  EXPECT_TRUE(
+      replica->Put(WriteOptions(), "{s}:k", "late A", a.token).IsStaleToken());
+  EXPECT_TRUE(
+      replica->Put(WriteOptions(), "{s}:other", "A", a.token).IsStaleToken());
+  ASSERT_FENCEDKV_OK(replica->Put(WriteOptions(), "{s}:k", "B", b.token));
+  std::unique_ptr<LeaseService> promoted;
+  ASSERT_FENCEDKV_OK(
+      LeaseService::Open(replica.get(), LeaseOptions(), &promoted));
+  LeaseGrant c;
+  ASSERT_FENCEDKV_OK(promoted->Acquire("t", "C", 60000, &c));
+  EXPECT_GT(c.token, b.token);
+}
+
+}  // namespace
+}  // namespace fencedkv
