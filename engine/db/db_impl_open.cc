@@ -14,6 +14,7 @@
 #include <rocksdb/write_batch.h>
 
 #include "db/db_impl.h"
+#include "db/error_recovery.h"
 #include "db/fence_format.h"
 #include "db/rocksdb_options.h"
 #include "util/coding.h"
@@ -64,9 +65,11 @@ DBImpl::DBImpl(const Options& options, const FenceDomainSpec& spec,
                                  FenceGcFilter::Target::kDataRecords)),
       fence_gc_(new FenceGcFilter(&floor_,
                                   FenceGcFilter::Target::kFenceRecords)),
+      recovery_(new ErrorRecovery),
       stats_(new StatShard[kStatShards]) {}
 
 DBImpl::~DBImpl() {
+  recovery_->Stop();  // no Resume() on a closing DB
   if (db_ != nullptr) {
     for (auto* cf : {data_cf_, fence_cf_, meta_cf_}) {
       if (cf != nullptr) db_->DestroyColumnFamilyHandle(cf);
@@ -258,6 +261,7 @@ Status DBImpl::OpenImpl() {
   }
 
   // Everything is checked: now the read-write open, which may write.
+  recovery_->Configure(path_, &db_options);
   db_options.create_if_missing = !has_current;
   db_options.create_missing_column_families = !has_current;
   if (stored.version == format::kFormatVersionMergedHwm) {
@@ -272,6 +276,7 @@ Status DBImpl::OpenImpl() {
   data_cf_ = handles[0];
   fence_cf_ = handles[1];
   meta_cf_ = handles[2];
+  recovery_->Attach(db_.get(), handles, data_cf_);
 
   if (create) return InitializeNewDatabase();
   if (stored.version == format::kFormatVersionMergedHwm) {

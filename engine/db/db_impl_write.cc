@@ -11,6 +11,7 @@
 #include <rocksdb/write_batch.h>
 
 #include "db/db_impl.h"
+#include "db/error_recovery.h"
 #include "db/fence_check.h"
 #include "db/rocksdb_options.h"
 #include "util/sync_point.h"
@@ -627,13 +628,13 @@ Status DBImpl::Commit(const WriteRequest& req, Scratch* sc) {
     rocksdb::WriteOptions wo;
     wo.sync = req.sync;
     TEST_SYNC_POINT_CALLBACK("DBImpl::Write:RocksDBWrite", &rs);  // may fail it
-    if (rs.ok()) rs = db_->Write(wo, &sc->batch);
+    if (rs.ok()) rs = recovery_->Write(db_.get(), wo, &sc->batch);
   } else if (req.sync && req.kind == WriteRequest::Kind::kAdvance) {
     // The advance raised nothing, but the max it reports may be in a record
     // written without sync: make it durable before saying so. (Syncing the
     // WAL syncs every record before it.)
     TEST_SYNC_POINT_CALLBACK("DBImpl::Write:SyncWAL", &rs);
-    if (rs.ok()) rs = db_->SyncWAL();
+    if (rs.ok()) rs = recovery_->SyncWAL(db_.get());
   }
   return FromRocksDB(rs);
 }
@@ -675,7 +676,7 @@ Status DBImpl::SetFenceFloor(const WriteOptions& /*options*/, Token floor) {
     MutexLock meta_lock(&meta_mu_);
     s = FromRocksDB(batch.Put(meta_cf_, ToSlice(format::kMetaFenceFloor),
                               format::EncodeToken(floor)));
-    if (s.ok()) s = FromRocksDB(db_->Write(wo, &batch));
+    if (s.ok()) s = FromRocksDB(recovery_->Write(db_.get(), wo, &batch));
     if (s.ok()) floor_.store(floor, std::memory_order_release);
   }
   // (An unchanged floor was written synced when it was raised.)

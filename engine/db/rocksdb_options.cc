@@ -130,9 +130,11 @@ Status FromRocksDB(const rocksdb::Status& s) {
     case rocksdb::Status::kInvalidArgument: return Status::InvalidArgument(msg);
     case rocksdb::Status::kBusy: return Status::Busy(msg);
     case rocksdb::Status::kIOError:
-      // Another process holding the LOCK file is the common case; say so.
-      if (msg.find("lock") != std::string::npos ||
-          msg.find("LOCK") != std::string::npos) {
+      // The LOCK file held by another process (or DB): RocksDB's
+      // PosixFileSystem::LockFile says so in these words. Only these: an I/O
+      // error on a path that merely contains "lock" is an I/O error.
+      if (msg.find("While lock file: ") != std::string::npos ||
+          msg.find("lock hold by current process") != std::string::npos) {
         return Status::Busy(msg);
       }
       return Status::IOError(msg);
