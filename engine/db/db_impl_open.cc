@@ -276,7 +276,9 @@ Status DBImpl::OpenImpl() {
   data_cf_ = handles[0];
   fence_cf_ = handles[1];
   meta_cf_ = handles[2];
-  recovery_->Attach(db_.get(), handles, data_cf_);
+  // (A replica writes no sentinel: its sequence numbers are the primary's.)
+  recovery_->Attach(db_.get(), handles,
+                    options_.log_replica ? nullptr : data_cf_);
 
   if (create) return InitializeNewDatabase();
   if (stored.version == format::kFormatVersionMergedHwm) {

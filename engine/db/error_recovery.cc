@@ -253,8 +253,7 @@ void ErrorRecovery::Configure(const std::string& path,
   env_ = std::make_unique<FileScopeEnv>(base, this);
   options->env = env_.get();
   options->max_bgerror_resume_count = 0;  // rule 2: no RocksDB auto-resume
-  // The sentinel of rule 4 is the only write without the WAL; RocksDB would
-  // flush the memtables at close for it. It is not worth keeping.
+  // Every write goes through the WAL: a close needs no flush.
   options->avoid_flush_during_shutdown = true;
   options->listeners.push_back(listener_);
 }
@@ -352,6 +351,7 @@ void ErrorRecovery::NoteError(const rocksdb::Status& error) {
   if (stopped_) return;
   ++stats_.errors;
   stats_.last_error = error.ToString();
+  last_error_at_ = std::chrono::steady_clock::now();
   if (!pending_) pending_since_ = std::chrono::steady_clock::now();
   pending_ = true;
   if (!thread_.joinable()) thread_ = std::thread(&ErrorRecovery::Run, this);
@@ -399,16 +399,24 @@ bool ErrorRecovery::SomeMemtableHoldsData(rocksdb::DB* db) const {
 
 void ErrorRecovery::MaybeWriteSentinel(rocksdb::DB* db) {
   rocksdb::ColumnFamilyHandle* cf;
+  bool troubled;
   {
     MutexLock lock(&mu_);
     cf = sentinel_cf_;
+    troubled = pending_ || retrying_ || resuming_ ||
+               (stats_.errors > 0 &&
+                std::chrono::steady_clock::now() - last_error_at_ < kTroubled);
   }
   if (cf == nullptr || SomeMemtableHoldsData(db)) return;
   // A deletion of the empty key, which no user key can be: it puts an
-  // entry in the memtable and leaves no record. Without the WAL, so a WAL
-  // fault cannot fail it (and it is lost in a crash, which is harmless).
+  // entry in the memtable and leaves no record a reader sees. Normally
+  // through the WAL (unsynced): a write without it takes a sequence number
+  // the log does not hold, a gap that log shipping (DB::NewLogReader) must
+  // refuse, whereas a replica applies a logged one like any other batch.
+  // But while an I/O error is recent (the flush of a Resume(), a fault that
+  // may last), without the WAL, so that a WAL fault cannot fail it.
   rocksdb::WriteOptions wo;
-  wo.disableWAL = true;
+  wo.disableWAL = troubled;
   wo.no_slowdown = true;  // never wait in a write stall (a flush may not come)
   const rocksdb::Status s = db->Delete(wo, cf, rocksdb::Slice());
   MutexLock lock(&mu_);

@@ -56,10 +56,15 @@
 //     write for ever, per its source). So (a) when the DB is attached and
 //     whenever a flush leaves every active memtable empty, the recovery
 //     thread deletes the empty key (which no user key can be) in the data
-//     column family without the WAL: a tombstone in the memtable that no
-//     WAL fault can fail and that leaves no record. (RocksDB would flush
-//     the memtables at close for that WAL-less write; the engine sets
-//     avoid_flush_during_shutdown, as the sentinel is not worth it.) And
+//     column family: a tombstone in the memtable that no reader sees. It
+//     goes through the WAL, as a WAL-less write leaves a gap in the log's
+//     sequence numbers that log shipping must refuse -- except within 30 s
+//     of an I/O error (the flush that ends a Resume(), a fault that may
+//     last), when it is written without the WAL so that no WAL fault can
+//     fail it (a replica then meets the gap and must sync in full). If the
+//     logged sentinel itself meets the first WAL fault, (b) applies. A
+//     replica (Options::log_replica) writes none: its sequence numbers must
+//     stay the primary's. And
 //     (b) after a WAL error with every active memtable empty anyway (in the
 //     moment between such a flush and the sentinel), it does not call
 //     Resume(): writes keep failing with the IOError until a reopen.
@@ -127,8 +132,9 @@ class ErrorRecovery {
   // This object must outlive every DB opened with *options.
   void Configure(const std::string& path, rocksdb::DBOptions* options);
   // After the DB is open: the DB to resume, all its column families, and
-  // the one to write the sentinel of rule 4 in. Writes the sentinel if no
-  // active memtable holds anything (a failure is only noted).
+  // the one to write the sentinel of rule 4 in (nullptr: none, ever).
+  // Writes the sentinel if no active memtable holds anything (a failure is
+  // only noted).
   void Attach(rocksdb::DB* db,
               const std::vector<rocksdb::ColumnFamilyHandle*>& cfs,
               rocksdb::ColumnFamilyHandle* sentinel_cf);
@@ -196,6 +202,10 @@ class ErrorRecovery {
   // An error was noted that no Resume() has been tried for yet; since when.
   bool pending_ GUARDED_BY(mu_) = false;
   std::chrono::steady_clock::time_point pending_since_ GUARDED_BY(mu_);
+  // When the last error was noted; for kTroubled after it, sentinels are
+  // written without the WAL (rule 4).
+  std::chrono::steady_clock::time_point last_error_at_ GUARDED_BY(mu_);
+  static constexpr std::chrono::seconds kTroubled{30};
   // The newest WAL (the one RocksDB writes), and whether a write to it
   // failed since the last successful Resume().
   uint64_t current_wal_ GUARDED_BY(mu_) = 0;
