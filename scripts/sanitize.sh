@@ -28,8 +28,24 @@ cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DFENCEDKV_SANITIZE="$kind" >/dev/null
 nice -n 10 cmake --build "$build" -j2
 
-export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:detect_stack_use_after_return=1"
-export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
-export TSAN_OPTIONS="suppressions=$PWD/tests/tsan.supp:ignore_noninstrumented_modules=1:detect_deadlocks=0:history_size=4"
+# Every process also writes its reports to $build/sanitizer-logs/, so a
+# report from a server an e2e script started (whose exit status or stderr
+# the script may not look at) still fails the run.
+logs=$PWD/$build/sanitizer-logs
+rm -rf "$logs"
+mkdir -p "$logs"
+export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:detect_stack_use_after_return=1:log_path=$logs/asan"
+export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:log_path=$logs/ubsan"
+export TSAN_OPTIONS="suppressions=$PWD/tests/tsan.supp:ignore_noninstrumented_modules=1:detect_deadlocks=0:history_size=4:log_path=$logs/tsan"
 cd "$build"
-nice -n 10 ctest -j2 --output-on-failure --timeout 900 "$@"
+rc=0
+nice -n 10 ctest -j2 --output-on-failure --timeout 900 "$@" || rc=$?
+reports=$(grep -lE 'WARNING: ThreadSanitizer|ERROR: AddressSanitizer|runtime error:|ERROR: LeakSanitizer' "$logs"/* 2>/dev/null || true)
+if [ -n "$reports" ]; then
+  echo "sanitize: reports in:" $reports
+  grep -h -A12 -E 'WARNING: ThreadSanitizer|ERROR: AddressSanitizer|runtime error:|ERROR: LeakSanitizer' $reports | head -80
+  rc=1
+else
+  echo "sanitize: no $kind sanitizer report in $logs"
+fi
+exit $rc

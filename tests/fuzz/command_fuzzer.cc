@@ -119,23 +119,9 @@ bool ParseReply(std::string_view s, size_t* pos, int depth, Reply* r,
       }
       return true;
     }
-    case '$': {
-      int64_t len = 0;
-      if (!line(&t) || !integer(t, &len)) return false;
-      if (len == -1) {
-        r->is_null = true;
-        return true;
-      }
-      if (len < 0 || static_cast<size_t>(len) + 2 > s.size() - *pos ||
-          s.substr(*pos + len, 2) != "\r\n") {
-        *why = "bad bulk of length " + t;
-        return false;
-      }
-      r->text = std::string(s.substr(*pos, len));
-      *pos += len + 2;
-      return true;
-    }
+    case '$':
     case '*': {
+      // "$<len>" / "*<count>"; -1 is the null bulk / array.
       int64_t n = 0;
       if (!line(&t) || !integer(t, &n)) return false;
       if (n == -1) {
@@ -143,8 +129,18 @@ bool ParseReply(std::string_view s, size_t* pos, int depth, Reply* r,
         return true;
       }
       if (n < 0) {
-        *why = "bad array length " + t;
+        *why = std::string("bad length ") + r->type + t;
         return false;
+      }
+      if (r->type == '$') {
+        if (static_cast<size_t>(n) + 2 > s.size() - *pos ||
+            s.substr(*pos + n, 2) != "\r\n") {
+          *why = "bad bulk of length " + t;
+          return false;
+        }
+        r->text = std::string(s.substr(*pos, n));
+        *pos += n + 2;
+        return true;
       }
       for (int64_t i = 0; i < n; ++i) {
         r->elems.emplace_back();
