@@ -8,5 +8,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-bash scripts/build.sh
+bash scripts/build.sh --target fencedkv-server
 exec ./build/server/fencedkv-server --db="${FENCEDKV_DB:-fencedkv-data}" "$@"

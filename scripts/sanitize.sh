@@ -10,8 +10,9 @@
 #
 # A sanitizer report fails the test that produced it (the process exits
 # non-zero, children of e2e scripts included: the options below travel in
-# the environment). RocksDB (Debian's build) is not instrumented; for TSan,
-# tests/tsan.supp says why each option and suppression below is there.
+# the environment). RocksDB (Debian's build) is not instrumented; TSan's
+# options and suppressions are compiled into the TSan build, each with its
+# reason, in cmake/tsan_defaults.cc.
 # Builds and tests run under nice -n 10 with 2 jobs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -36,7 +37,7 @@ rm -rf "$logs"
 mkdir -p "$logs"
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:detect_stack_use_after_return=1:log_path=$logs/asan"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:log_path=$logs/ubsan"
-export TSAN_OPTIONS="suppressions=$PWD/tests/tsan.supp:ignore_noninstrumented_modules=1:detect_deadlocks=0:history_size=4:log_path=$logs/tsan"
+export TSAN_OPTIONS="history_size=4:log_path=$logs/tsan"
 cd "$build"
 rc=0
 nice -n 10 ctest -j2 --output-on-failure --timeout 900 "$@" || rc=$?

@@ -10,7 +10,8 @@ PACKAGES=(
   # engine
   librocksdb-dev libgflags-dev
   # server
-  libgoogle-glog-dev libasio-dev prometheus-cpp-dev
+  libgoogle-glog-dev libasio-dev prometheus-cpp-dev libssl-dev
+  libcurl4-openssl-dev nlohmann-json3-dev
   # tests
   googletest libgtest-dev libgmock-dev
   # real peers for tests and benchmarks

@@ -23,7 +23,9 @@ class CommandTest : public testing::Test {
   void SetUp() override { Open("key"); }
 
   void Open(const char* domain, bool allow_unfenced = false,
-            const std::string& pass = "", const std::string& memtable = "skiplist") {
+            const std::string& pass = "",
+            const std::string& memtable = "skiplist",
+            const std::string& acl_text = "") {
     state_.reset();  // its parked SCAN iterators go before the database
     leases_.reset();
     db_.reset();
@@ -38,6 +40,7 @@ class CommandTest : public testing::Test {
     options_ = ServerOptions();
     options_.allow_unfenced = allow_unfenced;
     options_.requirepass = pass;
+    ASSERT_FENCEDKV_OK(Acl::Parse(acl_text, "acl", pass, &options_.acl));
     state_ = std::make_unique<ServerState>();
     state_->db = db_.get();
     state_->leases = leases_.get();
@@ -45,7 +48,7 @@ class CommandTest : public testing::Test {
     state_->stats = &stats_;
     state_->started = std::chrono::steady_clock::now();
     client_ = ClientState();
-    client_.authed = pass.empty();
+    StartSession(*state_, &client_);
   }
 
   // Runs a command given as words; returns the raw reply.
@@ -67,12 +70,12 @@ class CommandTest : public testing::Test {
 
 TEST_F(CommandTest, TheSeedOverRedisCommands) {
   EXPECT_EQ("+OK\r\n", Run({"SET", "k", "from-A", "FENCE", "7"}));
-  EXPECT_EQ(":8\r\n", Run({"FENCE.ADVANCE", "k", "8"}));
+  EXPECT_EQ("$1\r\n8\r\n", Run({"FENCE.ADVANCE", "k", "8"}));
   EXPECT_EQ("+OK\r\n", Run({"set", "k", "from-B", "fence", "8"}));
   EXPECT_EQ("-STALE token 7 < max 8 (domain \"k\")\r\n",
             Run({"SET", "k", "late-A", "FENCE", "7"}));
   EXPECT_EQ("$6\r\nfrom-B\r\n", Run({"GET", "k"}));
-  EXPECT_EQ(":8\r\n", Run({"FENCE.GET", "k"}));
+  EXPECT_EQ("$1\r\n8\r\n", Run({"FENCE.GET", "k"}));
   EXPECT_EQ("-STALE token 7 < max 8 (domain \"k\")\r\n",
             Run({"GET", "k", "FENCE", "7"}));
   EXPECT_EQ("$6\r\nfrom-B\r\n", Run({"GET", "k", "FENCE", "8"}));
@@ -100,7 +103,32 @@ TEST_F(CommandTest, InvalidTokens) {
     EXPECT_EQ(0, Run({"FENCE.ADVANCE", "k", bad}).rfind("-ERR invalid token", 0));
   }
   EXPECT_EQ("+OK\r\n", Run({"SET", "k", "v", "FENCE", "18446744073709551615"}));
-  EXPECT_EQ(":18446744073709551615\r\n", Run({"FENCE.GET", "k"}));
+  EXPECT_EQ("$20\r\n18446744073709551615\r\n", Run({"FENCE.GET", "k"}));
+  // One rule everywhere (ParseToken): canonical decimal, no leading zeros.
+  EXPECT_EQ(
+      "-ERR invalid token '007': a fencing token is a decimal integer "
+      "in 1..18446744073709551615 without leading zeros\r\n",
+      Run({"SET", "z", "v", "FENCE", "007"}));
+  EXPECT_EQ(0, Run({"FENCE.ADVANCE", "z", "00000000000000000009"})
+                   .rfind("-ERR invalid token", 0));
+  EXPECT_EQ(0, Run({"GET", "z", "FENCE", "01"}).rfind("-ERR invalid token", 0));
+}
+
+// A repeated FENCE is refused (which token would the write carry?); NX, XX
+// and GET may repeat, as Redis 7 allows them to.
+TEST_F(CommandTest, RepeatedSetOptions) {
+  EXPECT_EQ("-ERR syntax error: FENCE given more than once\r\n",
+            Run({"SET", "k", "v", "FENCE", "1", "FENCE", "2"}));
+  EXPECT_EQ("$-1\r\n", Run({"GET", "k"}));
+  EXPECT_EQ("+OK\r\n", Run({"MULTI"}));
+  EXPECT_EQ("-ERR syntax error: FENCE given more than once\r\n",
+            Run({"SET", "k", "v", "FENCE", "1", "FENCE", "2"}));
+  EXPECT_EQ(0, Run({"EXEC"}).rfind("-EXECABORT", 0));
+  EXPECT_EQ("+OK\r\n", Run({"SET", "k", "v", "NX", "NX", "FENCE", "1"}));
+  EXPECT_EQ("+OK\r\n", Run({"SET", "k", "w", "XX", "XX", "FENCE", "1"}));
+  EXPECT_EQ("$1\r\nw\r\n", Run({"SET", "k", "x", "GET", "GET", "FENCE", "1"}));
+  EXPECT_EQ("-ERR syntax error\r\n",
+            Run({"SET", "k", "v", "NX", "XX", "FENCE", "1"}));
 }
 
 TEST_F(CommandTest, ArityAndUnknown) {
@@ -124,9 +152,9 @@ TEST_F(CommandTest, SetConditionsAndGet) {
   EXPECT_EQ("$2\r\nv1\r\n", Run({"SET", "k", "v3", "GET", "FENCE", "6"}));
   EXPECT_EQ("$2\r\nv3\r\n", Run({"GET", "k"}));
   // A failed condition changes nothing, not even the fence.
-  EXPECT_EQ(":6\r\n", Run({"FENCE.GET", "k"}));
+  EXPECT_EQ("$1\r\n6\r\n", Run({"FENCE.GET", "k"}));
   EXPECT_EQ("$-1\r\n", Run({"SET", "k", "v4", "NX", "FENCE", "9"}));
-  EXPECT_EQ(":6\r\n", Run({"FENCE.GET", "k"}));
+  EXPECT_EQ("$1\r\n6\r\n", Run({"FENCE.GET", "k"}));
   // The fence comes first.
   EXPECT_EQ(0, Run({"SET", "k", "v5", "XX", "FENCE", "5"}).rfind("-STALE", 0));
 }
@@ -244,20 +272,23 @@ INSTANTIATE_TEST_SUITE_P(Memtables, ScanTest, testing::Values("skiplist", "hash"
 
 TEST_F(CommandTest, ParkedScanIteratorsAreBoundedAndExpire) {
   Run({"SET", "a", "v", "FENCE", "1"});
-  CursorTable table(std::chrono::milliseconds(50));
+  CursorTable::Limits limits;
+  limits.parked_ttl = std::chrono::milliseconds(50);
+  limits.max_per_owner = 100;
+  CursorTable table(limits);
   std::vector<uint64_t> ids;
   for (int i = 0; i < 20; ++i) {
     auto it = db_->NewIterator(ReadOptions());
     it->SeekToFirst();
-    ids.push_back(table.Save("a", std::move(it)));
+    ids.push_back(table.Save(7, "a", std::move(it)));
   }
   EXPECT_EQ(16u, table.parked());  // the oldest were released
   std::string key;
   std::unique_ptr<Iterator> it;
-  ASSERT_TRUE(table.Load(ids.front(), &key, &it));  // released: key only
+  ASSERT_TRUE(table.Load(7, ids.front(), &key, &it));  // released: key only
   EXPECT_EQ("a", key);
   EXPECT_EQ(nullptr, it);
-  ASSERT_TRUE(table.Load(ids.back(), &key, &it));  // still parked: taken
+  ASSERT_TRUE(table.Load(7, ids.back(), &key, &it));  // still parked: taken
   ASSERT_NE(nullptr, it);
   EXPECT_EQ("a", std::string(it->key()));
   EXPECT_EQ(15u, table.parked());
@@ -266,27 +297,106 @@ TEST_F(CommandTest, ParkedScanIteratorsAreBoundedAndExpire) {
   std::this_thread::sleep_for(std::chrono::milliseconds(80));
   table.DropExpired();
   EXPECT_EQ(0u, table.parked());
-  ASSERT_TRUE(table.Load(ids[10], &key, &it));  // the cursor itself remains
+  ASSERT_TRUE(table.Load(7, ids[10], &key, &it));  // the cursor itself remains
   EXPECT_EQ(nullptr, it);
+}
+
+// Cursors belong to their connection, and every bound holds: per
+// connection, server-wide count and bytes, age; a closed connection's go.
+TEST_F(CommandTest, ScanCursorsAreBounded) {
+  CursorTable::Limits limits;
+  limits.max_per_owner = 4;
+  limits.max_cursors = 10;
+  limits.max_bytes = 5 * (1000 + CursorTable::kOverhead);
+  limits.idle_ttl = std::chrono::milliseconds(50);
+  CursorTable table(limits);
+  std::string key;
+  std::unique_ptr<Iterator> it;
+  const uint64_t a = table.Save(1, "k", nullptr);
+  EXPECT_FALSE(table.Load(2, a, &key, &it));  // another connection's
+  EXPECT_TRUE(table.Load(1, a, &key, &it));
+  for (int i = 0; i < 4; ++i) table.Save(1, "k", nullptr);
+  EXPECT_FALSE(table.Load(1, a, &key, &it));  // the owner's oldest went
+  EXPECT_EQ(4u, table.size());
+  for (uint64_t owner = 2; owner < 10; ++owner) table.Save(owner, "k", nullptr);
+  EXPECT_EQ(10u, table.size());  // max_cursors
+  for (int i = 0; i < 10; ++i)
+    table.Save(100 + i, std::string(1000, 'x'), nullptr);
+  EXPECT_LE(table.bytes(), limits.max_bytes);
+  EXPECT_EQ(5u, table.size());
+  table.DropOwner(105);
+  EXPECT_EQ(4u, table.size());
+  const uint64_t b = table.Save(200, "k", nullptr);
+  std::this_thread::sleep_for(std::chrono::milliseconds(80));
+  EXPECT_FALSE(table.Load(200, b, &key, &it));  // expired
+  table.DropExpired();
+  EXPECT_EQ(0u, table.size());
+  EXPECT_EQ(0u, table.bytes());
+}
+
+// Another client cannot resume a cursor; a huge COUNT examines at most
+// 10000 keys in one call.
+TEST_F(CommandTest, ScanIsPrivateAndBoundedPerCall) {
+  WriteBatch batch;
+  for (int i = 0; i < 12000; ++i) batch.Put("k" + std::to_string(i), "v", 1);
+  ASSERT_FENCEDKV_OK(db_->Write(WriteOptions(), batch));
+  const std::string r = Run({"SCAN", "0", "COUNT", "1000000000"});
+  ASSERT_EQ(0u, r.rfind("*2\r\n$", 0));
+  const size_t p = r.find("\r\n", 4) + 2;
+  const std::string cursor = r.substr(p, r.find("\r\n", p) - p);
+  EXPECT_NE("0", cursor);
+  EXPECT_NE(std::string::npos, r.find("\r\n*10000\r\n")) << r.substr(0, 60);
+  ClientState other;
+  other.id = client_.id + 1;
+  StartSession(*state_, &other);
+  std::string out;
+  const std::vector<std::string> words = {"SCAN", cursor};
+  Dispatch(*state_, other, Args(words.begin(), words.end()), &out);
+  EXPECT_EQ("-ERR invalid cursor\r\n", out);
+  EXPECT_EQ(0u, Run({"SCAN", cursor, "COUNT", "5000"})
+                    .rfind("*2\r\n$1\r\n0\r\n*2000\r\n", 0));
+}
+
+// KEYS does not build a reply past --max_reply_bytes (64 MiB; SCAN pages
+// through any number of keys).
+TEST_F(CommandTest, KeysReplyIsBounded) {
+  const std::string prefix(60 << 10, 'k');
+  for (int b = 0; b < 12; ++b) {
+    WriteBatch batch;
+    for (int i = 0; i < 100; ++i)
+      batch.Put(prefix + std::to_string(b * 100 + i), "", 1);
+    ASSERT_FENCEDKV_OK(db_->Write(WriteOptions(), batch));
+  }
+  const std::string r = Run({"KEYS", "*"});
+  EXPECT_EQ(0u, r.rfind("-ERR reply of more than 67108864 bytes", 0))
+      << r.substr(0, 80);
+  EXPECT_EQ(0u, Run({"KEYS", "k*0"}).rfind("*120\r\n", 0));
 }
 
 TEST_F(CommandTest, Leases) {
   std::string r = Run({"LEASE.ACQUIRE", "shard1", "A", "10000"});
-  EXPECT_EQ(0, r.rfind("*2\r\n:1\r\n:", 0)) << r;
+  EXPECT_EQ(0, r.rfind("*2\r\n$1\r\n1\r\n:", 0)) << r;
   EXPECT_EQ(0, Run({"LEASE.ACQUIRE", "shard1", "B", "10000"})
                    .rfind("-LEASED lease \"shard1\" is held by \"A\" for another", 0));
-  EXPECT_EQ(0, Run({"LEASE.ACQUIRE", "shard1", "A", "10000"}).rfind("*2\r\n:1\r\n", 0));
-  EXPECT_EQ(0, Run({"LEASE.RENEW", "shard1", "A", "1", "20000"}).rfind("*2\r\n:1\r\n", 0));
+  EXPECT_EQ(0, Run({"LEASE.ACQUIRE", "shard1", "A", "10000"})
+                   .rfind("*2\r\n$1\r\n1\r\n", 0));
+  EXPECT_EQ(0, Run({"LEASE.RENEW", "shard1", "A", "1", "20000"})
+                   .rfind("*2\r\n$1\r\n1\r\n", 0));
   EXPECT_EQ(0, Run({"LEASE.RENEW", "shard1", "A", "2", "20000"}).rfind("-LEASELOST", 0));
   r = Run({"LEASE.INFO", "shard1"});
-  EXPECT_EQ(0, r.rfind("*6\r\n$6\r\nholder\r\n$1\r\nA\r\n$5\r\ntoken\r\n:1\r\n", 0)) << r;
+  EXPECT_EQ(
+      0,
+      r.rfind("*6\r\n$6\r\nholder\r\n$1\r\nA\r\n$5\r\ntoken\r\n$1\r\n1\r\n", 0))
+      << r;
   EXPECT_EQ("+OK\r\n", Run({"LEASE.RELEASE", "shard1", "A", "1"}));
   EXPECT_EQ("*-1\r\n", Run({"LEASE.INFO", "shard1"}));
   r = Run({"LEASE.ACQUIRE", "shard1", "B", "10000"});
-  EXPECT_EQ(0, r.rfind("*2\r\n:2\r\n", 0)) << r;  // a new, higher token
-  // A grant is above every token the store has seen.
-  Run({"SET", "k", "v", "FENCE", "100"});
-  EXPECT_EQ(0, Run({"LEASE.ACQUIRE", "other", "C", "1000"}).rfind("*2\r\n:101\r\n", 0));
+  EXPECT_EQ(0, r.rfind("*2\r\n$1\r\n2\r\n", 0)) << r;  // a new, higher token
+  // A token a client wrote does not move the counter (it would let one
+  // client exhaust it for everyone with 2^64-1).
+  Run({"SET", "k", "v", "FENCE", "18446744073709551615"});
+  EXPECT_EQ(0, Run({"LEASE.ACQUIRE", "other", "C", "1000"})
+                   .rfind("*2\r\n$1\r\n3\r\n", 0));
   EXPECT_EQ("-ERR invalid ttl_ms: must be a positive integer\r\n",
             Run({"LEASE.ACQUIRE", "x", "C", "0"}));
   EXPECT_EQ("-ERR value is not an integer or out of range\r\n",
@@ -294,20 +404,97 @@ TEST_F(CommandTest, Leases) {
 }
 
 TEST_F(CommandTest, FenceDomainFloorAndHashtags) {
-  Open("hashtag");
+  Open("hashtag", false, "", "skiplist", "user op on >pw ~* +@all");
+  EXPECT_EQ("+OK\r\n", Run({"AUTH", "op", "pw"}));
   EXPECT_EQ("$6\r\nshard1\r\n", Run({"FENCE.DOMAIN", "user:{shard1}:x"}));
-  EXPECT_EQ(":8\r\n", Run({"FENCE.ADVANCE", "{shard1}", "8"}));
+  EXPECT_EQ("$1\r\n8\r\n", Run({"FENCE.ADVANCE", "{shard1}", "8"}));
   EXPECT_EQ("-STALE token 7 < max 8 (domain \"shard1\")\r\n",
             Run({"SET", "user:{shard1}:never-touched", "v", "FENCE", "7"}));
-  EXPECT_EQ(":0\r\n", Run({"FENCE.FLOOR"}));
-  EXPECT_EQ(":20\r\n", Run({"FENCE.FLOOR", "20"}));
+  EXPECT_EQ("$1\r\n0\r\n", Run({"FENCE.FLOOR"}));
+  EXPECT_EQ("$2\r\n20\r\n", Run({"FENCE.FLOOR", "20"}));
   EXPECT_EQ(0, Run({"FENCE.FLOOR", "10"}).rfind("-ERR fence floor cannot decrease", 0));
   EXPECT_EQ("-STALE token 19 < floor 20 (domain \"other\")\r\n",
             Run({"SET", "other", "v", "FENCE", "19"}));
 }
 
+// The default user runs everything but @admin; an operator from the ACL
+// file raises the floor. Refusals keep MULTI's rule: the transaction is
+// then discarded.
+TEST_F(CommandTest, AclPermissions) {
+  Open("key", false, "", "skiplist",
+       "user op on >oppw ~* +@all\n"
+       "user ro on >ropw ~* +@read +@connection +@transaction -fence.get\n"
+       "user nokeys on >nk +@all -@admin\n");
+  EXPECT_EQ("$7\r\ndefault\r\n", Run({"ACL", "WHOAMI"}));
+  EXPECT_EQ(
+      "-NOPERM this user has no permissions to run the 'fence.floor' "
+      "command with an argument\r\n",
+      Run({"FENCE.FLOOR", "9"}));
+  EXPECT_EQ("$1\r\n0\r\n", Run({"FENCE.FLOOR"}));
+  EXPECT_EQ(
+      "-NOPERM this user has no permissions to run the 'config' "
+      "command\r\n",
+      Run({"CONFIG", "GET", "port"}));
+  EXPECT_EQ(0, Run({"FENCEDKV.CHECKPOINT", "/tmp/x"}).rfind("-NOPERM", 0));
+  EXPECT_EQ(0, Run({"FENCEDKV.BACKUP", "/tmp/x"}).rfind("-NOPERM", 0));
+  EXPECT_EQ("+OK\r\n", Run({"MULTI"}));
+  EXPECT_EQ("+QUEUED\r\n", Run({"SET", "a", "1", "FENCE", "1"}));
+  EXPECT_EQ(0, Run({"ACL", "LIST"}).rfind("-NOPERM", 0));
+  EXPECT_EQ(
+      0,
+      Run({"ACL", "WHOAMI"}).rfind("-ERR acl is not allowed inside MULTI", 0));
+  EXPECT_EQ(0, Run({"EXEC"}).rfind("-EXECABORT", 0));
+  // The operator.
+  EXPECT_EQ(0, Run({"AUTH", "op", "nope"}).rfind("-WRONGPASS", 0));
+  EXPECT_EQ("$7\r\ndefault\r\n", Run({"ACL", "WHOAMI"}));  // unchanged
+  EXPECT_EQ("+OK\r\n", Run({"AUTH", "op", "oppw"}));
+  EXPECT_EQ("$2\r\nop\r\n", Run({"ACL", "WHOAMI"}));
+  EXPECT_EQ("$1\r\n9\r\n", Run({"FENCE.FLOOR", "9"}));
+  EXPECT_EQ(0, Run({"ACL", "USERS"}).rfind("*4\r\n$7\r\ndefault\r\n", 0));
+  // Read-only: +@read does not include raising the floor (@write @admin).
+  EXPECT_EQ("+OK\r\n", Run({"AUTH", "ro", "ropw"}));
+  EXPECT_EQ("$-1\r\n", Run({"GET", "a"}));
+  EXPECT_EQ("$1\r\n9\r\n", Run({"FENCE.FLOOR"}));
+  EXPECT_EQ(0, Run({"FENCE.FLOOR", "10"}).rfind("-NOPERM", 0));
+  EXPECT_EQ(0, Run({"FENCE.GET", "a"}).rfind("-NOPERM", 0));  // -fence.get
+  EXPECT_EQ(0, Run({"SET", "a", "1", "FENCE", "9"}).rfind("-NOPERM", 0));
+  EXPECT_EQ(0, Run({"LEASE.ACQUIRE", "l", "h", "100"}).rfind("-NOPERM", 0));
+  EXPECT_EQ("+OK\r\n", Run({"MULTI"}));
+  EXPECT_EQ(0, Run({"SET", "a", "1", "FENCE", "9"}).rfind("-NOPERM", 0));
+  EXPECT_EQ(0, Run({"EXEC"}).rfind("-EXECABORT", 0));
+  // No keys: no key command, no keyspace scan; leases still (no keys).
+  EXPECT_EQ("+OK\r\n", Run({"AUTH", "nokeys", "nk"}));
+  EXPECT_EQ(
+      "-NOPERM this user has no permissions to access one of the keys "
+      "used as arguments\r\n",
+      Run({"GET", "a"}));
+  EXPECT_EQ(0, Run({"SCAN", "0"})
+                   .rfind("-NOPERM this user has no permissions "
+                          "to access one of the keys",
+                          0));
+  EXPECT_EQ(0, Run({"LEASE.ACQUIRE", "l", "h", "100"}).rfind("*2\r\n", 0));
+  // COMMAND INFO lists the categories.
+  const std::string info = Run({"COMMAND", "INFO", "fence.floor"});
+  EXPECT_NE(std::string::npos,
+            info.find("*5\r\n+@read\r\n+@write\r\n+@fencing\r\n+@admin"
+                      "\r\n+@dangerous"))
+      << info;
+}
+
+// Every command is in at least one category, and no command but the
+// operator's is in @admin for the default user.
+TEST_F(CommandTest, EveryCommandHasCategories) {
+  for (const auto& c : AllCommands()) {
+    EXPECT_NE(0u, c.categories) << c.name;
+    const bool admin_only = (c.categories & kCatAdmin) != 0;
+    const std::string name = c.name;
+    EXPECT_EQ(admin_only, name == "config" || name.rfind("fencedkv.", 0) == 0)
+        << name;
+  }
+}
+
 TEST_F(CommandTest, AuthAndAdmin) {
-  Open("key", false, "s3cret");
+  Open("key", false, "s3cret", "skiplist", "user op on >op ~* +@all");
   EXPECT_EQ("-NOAUTH Authentication required.\r\n", Run({"GET", "k"}));
   EXPECT_EQ("-WRONGPASS invalid username-password pair or user is disabled.\r\n",
             Run({"AUTH", "nope"}));
@@ -319,6 +506,8 @@ TEST_F(CommandTest, AuthAndAdmin) {
   EXPECT_EQ(0, Run({"SELECT", "1"}).rfind("-ERR DB index is out of range", 0));
   EXPECT_EQ("+OK\r\n", Run({"CLIENT", "SETNAME", "worker-1"}));
   EXPECT_EQ("$8\r\nworker-1\r\n", Run({"CLIENT", "GETNAME"}));
+  EXPECT_EQ(0, Run({"CONFIG", "GET", "save"}).rfind("-NOPERM", 0));
+  EXPECT_EQ("+OK\r\n", Run({"AUTH", "op", "op"}));  // an operator
   EXPECT_EQ("*4\r\n$4\r\nsave\r\n$0\r\n\r\n$10\r\nappendonly\r\n$3\r\nyes\r\n",
             Run({"CONFIG", "GET", "save", "appendonly"}));
   const std::string count = Run({"COMMAND", "COUNT"});

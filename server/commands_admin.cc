@@ -1,14 +1,19 @@
 // Copyright (c) fencedkv authors.
 //
-// PING ECHO QUIT SELECT HELLO AUTH CLIENT COMMAND CONFIG INFO MULTI EXEC
+// PING ECHO QUIT SELECT HELLO AUTH ACL CLIENT COMMAND CONFIG INFO MULTI EXEC
 // DISCARD, and a clear refusal of FLUSHDB / FLUSHALL (unfenced mass deletes).
+
+#include <algorithm>
+#include <cctype>
 
 #include <unistd.h>
 
 #include <cctype>
+#include <optional>
+
+#include "fencedkv/version.h"
 
 #include "command_table.h"
-#include "fencedkv/version.h"
 #include "resp_writer.h"
 
 namespace fencedkv {
@@ -49,33 +54,17 @@ void CmdSelect(ServerState&, ClientState&, const Args& args, std::string* out) {
   }
 }
 
-// Constant-time comparison, so AUTH does not leak the password's prefix.
-bool SecretEquals(std::string_view a, std::string_view b) {
-  unsigned diff = a.size() == b.size() ? 0 : 1;
-  for (size_t i = 0; i < a.size(); ++i) {
-    diff |= static_cast<unsigned char>(a[i]) ^
-            static_cast<unsigned char>(i < b.size() ? b[i] : 0);
-  }
-  return diff == 0;
-}
-
 // AUTH [user] password: false and an error reply on failure.
 bool Authenticate(ServerState& server, ClientState& client,
                   std::string_view user, std::string_view password,
                   std::string* out) {
-  const std::string& pass = server.options->requirepass;
-  if (pass.empty()) {
-    resp::Error(out,
-                "ERR AUTH <password> called without any password configured "
-                "for the default user. Are you sure your configuration is "
-                "correct?");
-    return false;
-  }
-  if (user != "default" || !SecretEquals(password, pass)) {
+  const AclUser* u = server.acl().Authenticate(user, password);
+  if (u == nullptr) {
     resp::Error(out,
                 "WRONGPASS invalid username-password pair or user is disabled.");
     return false;
   }
+  client.user = u;
   client.authed = true;
   return true;
 }
@@ -86,15 +75,37 @@ void CmdAuth(ServerState& server, ClientState& client, const Args& args,
     ReplyWrongArgs("auth", out);
     return;
   }
+  if (args.size() == 2 && server.acl().DefaultIsNopass()) {
+    resp::Error(out,
+                "ERR AUTH <password> called without any password configured "
+                "for the default user. Are you sure your configuration is "
+                "correct?");
+    return;
+  }
   const std::string_view user = args.size() == 3 ? args[1] : "default";
   if (Authenticate(server, client, user, args.back(), out)) {
     resp::Simple(out, "OK");
   }
 }
 
+// Redis' rule for client names: printable ASCII without spaces. False (and
+// the error reply) otherwise.
+bool ValidClientName(std::string_view name, std::string* out) {
+  for (char c : name) {
+    if (c <= ' ' || c > '~') {
+      resp::Error(out,
+                  "ERR Client names cannot contain spaces, newlines or special "
+                  "characters.");
+      return false;
+    }
+  }
+  return true;
+}
+
 void CmdHello(ServerState& server, ClientState& client, const Args& args,
               std::string* out) {
   size_t i = 1;
+  std::optional<std::string_view> name;
   if (args.size() > 1) {
     if (args[1] != "2") {
       if (args[1] == "3") {
@@ -111,7 +122,8 @@ void CmdHello(ServerState& server, ClientState& client, const Args& args,
       if (!Authenticate(server, client, args[i + 1], args[i + 2], out)) return;
       i += 2;
     } else if (EqualsIgnoreCase(args[i], "SETNAME") && i + 1 < args.size()) {
-      client.name = std::string(args[++i]);
+      name = args[++i];
+      if (!ValidClientName(*name, out)) return;
     } else {
       resp::Error(out, "ERR syntax error in HELLO option '" +
                            EscapeBytes(args[i].substr(0, 64)) + "'");
@@ -124,6 +136,8 @@ void CmdHello(ServerState& server, ClientState& client, const Args& args,
                      "option can be used to authenticate the client");
     return;
   }
+  // The name is set only once the client is authenticated.
+  if (name.has_value()) client.name = std::string(*name);
   resp::ArrayHeader(out, 14);
   resp::Bulk(out, "server");
   resp::Bulk(out, "fencedkv");
@@ -145,12 +159,7 @@ void CmdClient(ServerState& server, ClientState& client, const Args& args,
                std::string* out) {
   const std::string sub = Lower(args[1]);
   if (sub == "setname" && args.size() == 3) {
-    for (char c : args[2]) {
-      if (c <= ' ' || c > '~') {
-        resp::Error(out, "ERR Client names cannot contain spaces, newlines or special characters.");
-        return;
-      }
-    }
+    if (!ValidClientName(args[2], out)) return;
     client.name = std::string(args[2]);
     resp::Simple(out, "OK");
   } else if (sub == "getname" && args.size() == 2) {
@@ -162,7 +171,11 @@ void CmdClient(ServerState& server, ClientState& client, const Args& args,
   } else if (sub == "id" && args.size() == 2) {
     resp::UInteger(out, client.id);
   } else if (sub == "list" && args.size() == 2) {
-    resp::Bulk(out, server.list_clients ? server.list_clients() : "");
+    if (server.list_clients) {
+      server.list_clients(out);
+    } else {
+      resp::Bulk(out, "");
+    }
   } else if (sub == "info" && args.size() == 2) {
     resp::Bulk(out, "id=" + std::to_string(client.id) + " addr=" + client.addr +
                         " name=" + client.name + " db=0\n");
@@ -174,8 +187,72 @@ void CmdClient(ServerState& server, ClientState& client, const Args& args,
   }
 }
 
+// The ACL subcommands that show other users: @admin.
+const char* AclAdminForm(const Args& args) {
+  if (args.size() < 2) return nullptr;
+  const std::string sub = Lower(args[1]);
+  if (sub == "list") return "'acl|list' command";
+  if (sub == "users") return "'acl|users' command";
+  return nullptr;
+}
+
+// The categories a command is in, in either form.
+uint32_t AllCategories(const CommandSpec& c) {
+  return c.categories | (c.admin_form != nullptr
+                             ? c.admin_categories | kCatAdmin | kCatDangerous
+                             : 0);
+}
+
+void CmdAcl(ServerState& server, ClientState& client, const Args& args,
+            std::string* out) {
+  const std::string sub = Lower(args[1]);
+  if (sub == "whoami" && args.size() == 2) {
+    resp::Bulk(out, client.user != nullptr ? client.user->name() : "default");
+  } else if ((sub == "list" || sub == "users") && args.size() == 2) {
+    const auto& users = server.acl().users();
+    resp::ArrayHeader(out, users.size());
+    for (const auto& [name, u] : users) {
+      resp::Bulk(out, sub == "list" ? u.Describe() : name);
+    }
+  } else if (sub == "cat" && args.size() == 2) {
+    const auto& names = AclCategoryNames();
+    resp::ArrayHeader(out, names.size());
+    for (const auto& n : names) resp::Bulk(out, n);
+  } else if (sub == "cat" && args.size() == 3) {
+    const auto& names = AclCategoryNames();
+    const std::string want = Lower(args[2]);
+    auto it = std::find(names.begin(), names.end(),
+                        want.rfind('@', 0) == 0 ? want.substr(1) : want);
+    if (it == names.end()) {
+      resp::Error(out, "ERR Unknown category '" +
+                           EscapeBytes(args[2].substr(0, 64)) + "'");
+      return;
+    }
+    const uint32_t cat = 1u << (it - names.begin());
+    std::vector<const char*> hits;
+    for (const auto& c : AllCommands()) {
+      if (AllCategories(c) & cat) hits.push_back(c.name);
+    }
+    resp::ArrayHeader(out, hits.size());
+    for (const char* h : hits) resp::Bulk(out, h);
+  } else if (sub == "setuser" || sub == "deluser" || sub == "load" ||
+             sub == "save" || sub == "getuser" || sub == "dryrun" ||
+             sub == "genpass" || sub == "log") {
+    std::string upper = sub;
+    for (char& c : upper)
+      c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    resp::Error(out, "ERR ACL " + upper +
+                         " is not supported: users come from --aclfile (edit "
+                         "it and restart)");
+  } else {
+    resp::Error(out,
+                "ERR unknown subcommand or wrong number of arguments for '" +
+                    EscapeBytes(args[1].substr(0, 64)) + "'. Try ACL HELP.");
+  }
+}
+
 void CommandInfo(const CommandSpec& c, std::string* out) {
-  resp::ArrayHeader(out, 6);
+  resp::ArrayHeader(out, 7);
   resp::Bulk(out, c.name);
   resp::Integer(out, c.arity);
   std::vector<const char*> flags;
@@ -190,6 +267,15 @@ void CommandInfo(const CommandSpec& c, std::string* out) {
   resp::Integer(out, has_key ? 1 : 0);
   resp::Integer(out, has_key ? 1 : 0);
   resp::Integer(out, has_key ? 1 : 0);
+  // Redis 7's seventh field: the ACL categories.
+  const auto& names = AclCategoryNames();
+  const uint32_t cats = AllCategories(c);
+  std::vector<std::string> in;
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (cats & (1u << i)) in.push_back("@" + names[i]);
+  }
+  resp::ArrayHeader(out, in.size());
+  for (const auto& n : in) resp::Simple(out, n);
 }
 
 void CmdCommand(ServerState&, ClientState&, const Args& args, std::string* out) {
@@ -298,6 +384,8 @@ void CmdInfo(ServerState& server, ClientState&, const Args& args,
     line("total_commands_processed", std::to_string(st.commands()));
     line("rejected_connections", std::to_string(st.connections_rejected.load()));
     line("protocol_errors", std::to_string(st.protocol_errors.load()));
+    line("scan_cursors", std::to_string(server.cursors.size()));
+    line("scan_cursor_bytes", std::to_string(server.cursors.bytes()));
     info += "\r\n";
   }
   if (want("persistence")) {
@@ -333,7 +421,15 @@ void CmdInfo(ServerState& server, ClientState&, const Args& args,
     line("leases_released", std::to_string(ls.releases));
     line("leases_refused", std::to_string(ls.refusals));
     line("leases_held", std::to_string(ls.held));
+    line("leases_reclaimed", std::to_string(ls.reclaimed));
     line("last_lease_token", std::to_string(ls.last_token));
+    line("highest_token_issued", std::to_string(server.db->GetIssuedToken()));
+    // Every token stored is at or below it (a restore's --fence_floor must
+    // be at least this and last_lease_token).
+    std::string hwm;
+    if (server.db->GetProperty("fencedkv.high-water-mark", &hwm)) {
+      line("high_water_mark", hwm);
+    }
     info += "\r\n";
   }
   resp::Bulk(out, info);
@@ -380,21 +476,31 @@ void CmdFlush(ServerState&, ClientState&, const Args& args, std::string* out) {
 }  // namespace
 
 void AppendAdminCommands(std::vector<CommandSpec>* t) {
-  t->push_back({"ping", CmdPing, -1, kCmdMulti});
-  t->push_back({"echo", CmdEcho, 2, 0});
-  t->push_back({"quit", CmdQuit, -1, kCmdNoAuth});
-  t->push_back({"select", CmdSelect, 2, 0});
-  t->push_back({"auth", CmdAuth, -2, kCmdNoAuth});
-  t->push_back({"hello", CmdHello, -1, kCmdNoAuth});
-  t->push_back({"client", CmdClient, -2, 0});
-  t->push_back({"command", CmdCommand, -1, 0});
-  t->push_back({"config", CmdConfig, -2, kCmdAdmin});
-  t->push_back({"info", CmdInfo, -1, 0});
-  t->push_back({"multi", CmdMulti, 1, 0});
-  t->push_back({"exec", CmdExec, 1, 0});
-  t->push_back({"discard", CmdDiscard, 1, 0});
-  t->push_back({"flushdb", CmdFlush, -1, kCmdAdmin});
-  t->push_back({"flushall", CmdFlush, -1, kCmdAdmin});
+  t->push_back({"ping", CmdPing, -1, kCmdMulti, kCatConnection});
+  t->push_back({"echo", CmdEcho, 2, 0, kCatConnection});
+  t->push_back({"quit", CmdQuit, -1, kCmdNoAuth, kCatConnection});
+  t->push_back({"select", CmdSelect, 2, 0, kCatConnection});
+  t->push_back({"auth", CmdAuth, -2, kCmdNoAuth, kCatConnection});
+  t->push_back({"hello", CmdHello, -1, kCmdNoAuth, kCatConnection});
+  // CLIENT LIST shows every connection: @admin, as in Redis.
+  t->push_back({"client", CmdClient, -2, 0, kCatConnection,
+                [](const Args& args) -> const char* {
+                  return EqualsIgnoreCase(args[1], "list")
+                             ? "'client|list' command"
+                             : nullptr;
+                },
+                kCatConnection});
+  t->push_back({"acl", CmdAcl, -2, 0, kCatConnection, AclAdminForm, 0});
+  t->push_back({"command", CmdCommand, -1, 0, kCatConnection});
+  t->push_back({"config", CmdConfig, -2, kCmdAdmin, kCatAdmin | kCatDangerous});
+  t->push_back({"info", CmdInfo, -1, 0, kCatDangerous});
+  t->push_back({"multi", CmdMulti, 1, 0, kCatTransaction});
+  t->push_back({"exec", CmdExec, 1, 0, kCatTransaction});
+  t->push_back({"discard", CmdDiscard, 1, 0, kCatTransaction});
+  t->push_back({"flushdb", CmdFlush, -1, kCmdAdmin,
+                kCatWrite | kCatKeyspace | kCatDangerous});
+  t->push_back({"flushall", CmdFlush, -1, kCmdAdmin,
+                kCatWrite | kCatKeyspace | kCatDangerous});
 }
 
 }  // namespace server

@@ -1,14 +1,16 @@
 // Copyright (c) fencedkv authors.
 //
-// FENCE.* and LEASE.*:
-//   FENCE.ADVANCE key token          -> integer: the domain's max after it
-//   FENCE.GET key                    -> integer (0 if none)
+// FENCE.* and LEASE.*. Every token in a reply is a bulk string holding its
+// decimal form (a RESP2 integer is signed: 2^64-1 would not fit); other
+// numbers (ttl_ms) are integers.
+//   FENCE.ADVANCE key token          -> token: the domain's max after it
+//   FENCE.GET key                    -> token ("0" if none)
 //   FENCE.DOMAIN key                 -> bulk: the key's fence domain
-//   FENCE.FLOOR [token]              -> integer: the floor (after raising it)
+//   FENCE.FLOOR [token]              -> token: the floor (after raising it)
 //   LEASE.ACQUIRE name holder ttl_ms -> [token, ttl_ms] | -LEASED
 //   LEASE.RENEW name holder token ttl_ms -> [token, ttl_ms] | -LEASELOST
 //   LEASE.RELEASE name holder token  -> +OK | -LEASELOST
-//   LEASE.INFO name                  -> [holder, token, ttl_ms] | nil
+//   LEASE.INFO name                  -> [holder, h, token, t, ttl_ms, n] | nil
 
 #include "command_table.h"
 #include "resp_writer.h"
@@ -25,7 +27,7 @@ void CmdFenceAdvance(ServerState& server, ClientState&, const Args& args,
   Status s = server.db->AdvanceFence(ServerWriteOptions(server), args[1], token,
                                      &after);
   if (s.ok()) {
-    resp::UInteger(out, after);
+    resp::BulkNumber(out, after);
   } else {
     ReplyStatus(s, out);
   }
@@ -36,7 +38,7 @@ void CmdFenceGet(ServerState& server, ClientState&, const Args& args,
   Token max = 0;
   Status s = server.db->GetFence(args[1], &max);
   if (s.ok()) {
-    resp::UInteger(out, max);
+    resp::BulkNumber(out, max);
   } else {
     ReplyStatus(s, out);
   }
@@ -66,7 +68,7 @@ void CmdFenceFloor(ServerState& server, ClientState&, const Args& args,
       return;
     }
   }
-  resp::UInteger(out, server.db->GetFenceFloor());
+  resp::BulkNumber(out, server.db->GetFenceFloor());
 }
 
 bool ParseTtl(std::string_view text, int64_t* ttl, std::string* out) {
@@ -80,7 +82,7 @@ bool ParseTtl(std::string_view text, int64_t* ttl, std::string* out) {
 
 void ReplyGrant(const LeaseGrant& g, std::string* out) {
   resp::ArrayHeader(out, 2);
-  resp::UInteger(out, g.token);
+  resp::BulkNumber(out, g.token);
   resp::Integer(out, g.ttl_ms);
 }
 
@@ -138,7 +140,7 @@ void CmdLeaseInfo(ServerState& server, ClientState&, const Args& args,
     resp::Bulk(out, "holder");
     resp::Bulk(out, g.holder);
     resp::Bulk(out, "token");
-    resp::UInteger(out, g.token);
+    resp::BulkNumber(out, g.token);
     resp::Bulk(out, "ttl_ms");
     resp::Integer(out, g.ttl_ms);
   }
@@ -147,14 +149,29 @@ void CmdLeaseInfo(ServerState& server, ClientState&, const Args& args,
 }  // namespace
 
 void AppendFenceCommands(std::vector<CommandSpec>* t) {
-  t->push_back({"fence.advance", CmdFenceAdvance, 3, kCmdWrite});
-  t->push_back({"fence.get", CmdFenceGet, 2, kCmdReadOnly});
-  t->push_back({"fence.domain", CmdFenceDomain, 2, kCmdReadOnly});
-  t->push_back({"fence.floor", CmdFenceFloor, -1, kCmdAdmin});
-  t->push_back({"lease.acquire", CmdLeaseAcquire, 4, kCmdWrite});
-  t->push_back({"lease.renew", CmdLeaseRenew, 5, kCmdWrite});
-  t->push_back({"lease.release", CmdLeaseRelease, 4, kCmdWrite});
-  t->push_back({"lease.info", CmdLeaseInfo, 2, kCmdReadOnly});
+  t->push_back({"fence.advance", CmdFenceAdvance, 3, kCmdWrite | kCmdKeys,
+                kCatWrite | kCatFencing});
+  t->push_back({"fence.get", CmdFenceGet, 2, kCmdReadOnly | kCmdKeys,
+                kCatRead | kCatFencing});
+  t->push_back({"fence.domain", CmdFenceDomain, 2, kCmdReadOnly | kCmdKeys,
+                kCatRead | kCatFencing});
+  // Reading the floor is for everyone; raising it refuses every older token
+  // in every domain, for good: an operator's (@admin) act.
+  t->push_back(
+      {"fence.floor", CmdFenceFloor, -1, kCmdAdmin, kCatRead | kCatFencing,
+       [](const Args& args) -> const char* {
+         return args.size() > 1 ? "'fence.floor' command with an argument"
+                                : nullptr;
+       },
+       kCatWrite | kCatFencing});
+  t->push_back(
+      {"lease.acquire", CmdLeaseAcquire, 4, kCmdWrite, kCatWrite | kCatLease});
+  t->push_back(
+      {"lease.renew", CmdLeaseRenew, 5, kCmdWrite, kCatWrite | kCatLease});
+  t->push_back(
+      {"lease.release", CmdLeaseRelease, 4, kCmdWrite, kCatWrite | kCatLease});
+  t->push_back(
+      {"lease.info", CmdLeaseInfo, 2, kCmdReadOnly, kCatRead | kCatLease});
 }
 
 }  // namespace server

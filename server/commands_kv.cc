@@ -8,9 +8,10 @@
 //   DEL key [key ...] FENCE token         one atomic batch
 //   MSET key value [key value ...] FENCE token   one atomic batch
 
-#include <glog/logging.h>
-
+#include <algorithm>
 #include <charconv>
+
+#include <glog/logging.h>
 
 #include "command_table.h"
 #include "error_mapping.h"
@@ -48,7 +49,8 @@ struct SetRequest {
   std::string_view token_text;
 };
 
-// Parses SET's arguments; on failure *error is the reply line.
+// Parses SET's arguments; on failure *error is the reply line. NX, XX and GET
+// may be repeated (Redis 7 accepts "SET k v NX NX"); FENCE may not.
 bool ParseSet(const Args& args, SetRequest* req, std::string* error) {
   req->key = args[1];
   req->value = args[2];
@@ -61,6 +63,10 @@ bool ParseSet(const Args& args, SetRequest* req, std::string* error) {
     } else if (EqualsIgnoreCase(a, "GET")) {
       req->get = true;
     } else if (EqualsIgnoreCase(a, "FENCE") && i + 1 < args.size()) {
+      if (req->has_fence) {  // which token would the write carry?
+        *error = "ERR syntax error: FENCE given more than once";
+        return false;
+      }
       req->has_fence = true;
       req->token_text = args[++i];
     } else if (EqualsIgnoreCase(a, "EX") || EqualsIgnoreCase(a, "PX") ||
@@ -258,8 +264,28 @@ void CmdMget(ServerState& server, ClientState&, const Args& args,
       ReplyStatus(s, out);
       return;
     }
+    if (ReplyTooLarge(server, reply.size(), out)) return;
   }
   out->append(reply);
+}
+
+// A bulk string's framing in a reply: "$<length>\r\n" and "\r\n".
+constexpr size_t kBulkOverhead = 16;
+// Matches `key` against `glob` into *matched. False, and the error reply,
+// if the match would cost more than its budget.
+bool MatchKey(const GlobPattern& glob, std::string_view key, bool* matched,
+              std::string* out) {
+  const GlobPattern::Result m = glob.Match(key);
+  if (m == GlobPattern::Result::kTooCostly) {
+    resp::Error(out,
+                "ERR pattern too complex: matching it against one key "
+                "took more than " +
+                    std::to_string(GlobPattern::kStepsPerByte) +
+                    " steps per byte (a long literal between two '*'?)");
+    return false;
+  }
+  *matched = m == GlobPattern::Result::kMatch;
+  return true;
 }
 
 ReadOptions ScanOptions() {
@@ -268,7 +294,15 @@ ReadOptions ScanOptions() {
   return ro;
 }
 
-void CmdScan(ServerState& server, ClientState&, const Args& args,
+// One SCAN call examines at most this many keys, or key bytes, whatever
+// its COUNT, and stops once its reply holds kScanMaxReplyBytes of keys: a
+// huge COUNT cannot make one call run (or reply) unbounded. The cursor
+// goes on from there.
+constexpr int64_t kScanMaxExamined = 10000;
+constexpr size_t kScanMaxExaminedBytes = 8 << 20;
+constexpr size_t kScanMaxReplyBytes = 1 << 20;
+
+void CmdScan(ServerState& server, ClientState& client, const Args& args,
              std::string* out) {
   std::string start;
   std::unique_ptr<Iterator> it;  // the cursor's own, if it kept one
@@ -276,7 +310,7 @@ void CmdScan(ServerState& server, ClientState&, const Args& args,
     uint64_t cursor = 0;
     auto r = std::from_chars(args[1].data(), args[1].data() + args[1].size(), cursor);
     if (r.ec != std::errc() || r.ptr != args[1].data() + args[1].size() ||
-        !server.cursors.Load(cursor, &start, &it)) {
+        !server.cursors.Load(client.id, cursor, &start, &it)) {
       resp::Error(out, "ERR invalid cursor");
       return;
     }
@@ -306,12 +340,23 @@ void CmdScan(ServerState& server, ClientState&, const Args& args,
     it = server.db->NewIterator(ScanOptions());
     it->Seek(start);
   }
+  const GlobPattern glob(pattern);
   std::vector<std::string> keys;
+  const int64_t max_examined = std::min(count, kScanMaxExamined);
   int64_t examined = 0;
-  for (; it->Valid() && examined < count; it->Next(), ++examined) {
+  size_t examined_bytes = 0, reply_bytes = 0;
+  for (; it->Valid() && examined < max_examined &&
+         examined_bytes < kScanMaxExaminedBytes &&
+         reply_bytes < kScanMaxReplyBytes;
+       it->Next(), ++examined) {
+    examined_bytes += it->key().size();
     if (!type_ok) continue;
-    if (has_pattern && !GlobMatch(pattern, it->key())) continue;
+    bool matched = true;
+    if (has_pattern && !MatchKey(glob, it->key(), &matched, out)) return;
+    if (!matched) continue;
     keys.emplace_back(it->key());
+    reply_bytes += keys.back().size() + kBulkOverhead;
+    if (ReplyTooLarge(server, reply_bytes, out)) return;
   }
   if (!it->status().ok()) {
     ReplyStatus(it->status(), out);
@@ -321,7 +366,8 @@ void CmdScan(ServerState& server, ClientState&, const Args& args,
   std::string next = "0";
   if (it->Valid()) {
     std::string key(it->key());
-    next = std::to_string(server.cursors.Save(std::move(key), std::move(it)));
+    next = std::to_string(
+        server.cursors.Save(client.id, std::move(key), std::move(it)));
   }
   resp::ArrayHeader(out, 2);
   resp::Bulk(out, next);
@@ -331,10 +377,17 @@ void CmdScan(ServerState& server, ClientState&, const Args& args,
 
 void CmdKeys(ServerState& server, ClientState&, const Args& args,
              std::string* out) {
+  const GlobPattern glob(args[1]);
   auto it = server.db->NewIterator(ScanOptions());
   std::vector<std::string> keys;
+  size_t reply_bytes = 0;
   for (it->SeekToFirst(); it->Valid(); it->Next()) {
-    if (GlobMatch(args[1], it->key())) keys.emplace_back(it->key());
+    bool matched;
+    if (!MatchKey(glob, it->key(), &matched, out)) return;
+    if (!matched) continue;
+    keys.emplace_back(it->key());
+    reply_bytes += keys.back().size() + kBulkOverhead;
+    if (ReplyTooLarge(server, reply_bytes, out)) return;
   }
   if (!it->status().ok()) {
     ReplyStatus(it->status(), out);
@@ -469,15 +522,21 @@ void ExecTransaction(ServerState& server, ClientState& client,
 }
 
 void AppendKvCommands(std::vector<CommandSpec>* t) {
-  t->push_back({"get", CmdGet, -2, kCmdReadOnly});
-  t->push_back({"set", CmdSet, -3, kCmdWrite | kCmdMulti});
-  t->push_back({"del", CmdDel, -2, kCmdWrite | kCmdMulti});
-  t->push_back({"mset", CmdMset, -3, kCmdWrite | kCmdMulti});
-  t->push_back({"exists", CmdExists, -2, kCmdReadOnly});
-  t->push_back({"mget", CmdMget, -2, kCmdReadOnly});
-  t->push_back({"scan", CmdScan, -2, kCmdReadOnly | kCmdIterates});
-  t->push_back({"keys", CmdKeys, 2, kCmdReadOnly | kCmdIterates});
-  t->push_back({"dbsize", CmdDbsize, 1, kCmdReadOnly | kCmdIterates});
+  t->push_back({"get", CmdGet, -2, kCmdReadOnly | kCmdKeys, kCatRead});
+  t->push_back(
+      {"set", CmdSet, -3, kCmdWrite | kCmdMulti | kCmdKeys, kCatWrite});
+  t->push_back(
+      {"del", CmdDel, -2, kCmdWrite | kCmdMulti | kCmdKeys, kCatWrite});
+  t->push_back(
+      {"mset", CmdMset, -3, kCmdWrite | kCmdMulti | kCmdKeys, kCatWrite});
+  t->push_back({"exists", CmdExists, -2, kCmdReadOnly | kCmdKeys, kCatRead});
+  t->push_back({"mget", CmdMget, -2, kCmdReadOnly | kCmdKeys, kCatRead});
+  t->push_back({"scan", CmdScan, -2, kCmdReadOnly | kCmdIterates,
+                kCatRead | kCatKeyspace});
+  t->push_back({"keys", CmdKeys, 2, kCmdReadOnly | kCmdIterates,
+                kCatRead | kCatKeyspace | kCatDangerous});
+  t->push_back({"dbsize", CmdDbsize, 1, kCmdReadOnly | kCmdIterates,
+                kCatRead | kCatKeyspace});
 }
 
 }  // namespace server

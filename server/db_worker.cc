@@ -2,6 +2,8 @@
 
 #include "db_worker.h"
 
+#include "util/sync_point.h"
+
 namespace fencedkv {
 namespace server {
 
@@ -13,6 +15,13 @@ constexpr size_t kMaxBatchesPerGroup = 4096;
 // worker is behind.
 constexpr size_t kMaxQueuedReads = 2;
 }  // namespace
+
+void FailUnmarkedBatches(const Status& group, Status* statuses, size_t n) {
+  if (group.ok()) return;
+  for (size_t i = 0; i < n; ++i) {
+    if (statuses[i].ok()) statuses[i] = group;
+  }
+}
 
 DbWorker::DbWorker(DB* db, const WriteOptions& options)
     : db_(db), options_(options), thread_([this] { Run(); }) {}
@@ -90,7 +99,10 @@ void DbWorker::WriteJobs(std::vector<Job>* jobs, size_t first, size_t last) {
   }
   statuses_.assign(ptrs_.size(), Status());
   if (!ptrs_.empty()) {
-    db_->WriteGroup(options_, ptrs_.data(), ptrs_.size(), statuses_.data());
+    Status s =
+        db_->WriteGroup(options_, ptrs_.data(), ptrs_.size(), statuses_.data());
+    TEST_SYNC_POINT_CALLBACK("Server::WriteGroup:Result", &s);
+    FailUnmarkedBatches(s, statuses_.data(), statuses_.size());
   }
   size_t at = 0;
   for (size_t k = first; k < last; ++k) {

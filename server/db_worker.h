@@ -14,10 +14,10 @@
 //    itself: handing it over costs more than the write.)
 //  - pipelined reads, when the worker has room: a connection's batch of GETs
 //    (one MultiGet) runs here while the loop serves its other connections,
-//    so reads use a second core even with one loop. So do commands that
-//    create an iterator (SCAN, KEYS, DBSIZE), which with the hash memtable
-//    first sort it. A long one delays the jobs queued behind it (synced
-//    writes, with --sync) as it would otherwise have stalled its loop.
+//    so reads use a second core even with one loop; and so does the EXEC of
+//    a long MULTI queue (one large write). (SCAN, KEYS and DBSIZE, which
+//    may walk the whole key space, have a thread of their own:
+//    scan_worker.h.)
 //
 // Jobs run in the order they were queued. Each job's callback runs on the
 // worker thread and must only hand the result back to the loop (post).
@@ -38,6 +38,12 @@
 
 namespace fencedkv {
 namespace server {
+
+// DB::WriteGroup's result applied to its batches: if the group failed,
+// every batch not explicitly marked failed gets its error (an engine that
+// returns an error with a batch still OK must not make the server answer
+// +OK for a write that did not happen).
+void FailUnmarkedBatches(const Status& group, Status* statuses, size_t n);
 
 class DbWorker {
  public:

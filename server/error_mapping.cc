@@ -28,6 +28,7 @@ std::string ErrorLine(const Status& s, bool with_command_index) {
       {Status::Code::kBusy, "BUSY"},
       {Status::Code::kShutdown, "SHUTDOWN"},
       {Status::Code::kIOError, "IOERR"},
+      {Status::Code::kTokenSkew, "TOKENSKEW"},
       {Status::Code::kCorruption, "CORRUPTION"},
       {Status::Code::kNotSupported, "ERR"},
       {Status::Code::kNotFound, "ERR"},

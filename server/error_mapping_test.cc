@@ -37,6 +37,8 @@ TEST(ErrorMappingTest, Table) {
   EXPECT_EQ("BUSY x", ErrorLine(Status::Busy("x")));
   EXPECT_EQ("SHUTDOWN x", ErrorLine(Status::Shutdown("x")));
   EXPECT_EQ("IOERR disk: full", ErrorLine(Status::IOError("disk", "full")));
+  EXPECT_EQ("TOKENSKEW token 9 is too high",
+            ErrorLine(Status::TokenSkew("token 9 is too high")));
   EXPECT_EQ("CORRUPTION x", ErrorLine(Status::Corruption("x")));
   EXPECT_EQ("ERR x", ErrorLine(Status::NotSupported("x")));
 }

@@ -5,12 +5,15 @@
 // taken port fails fast without touching the data.
 
 #include <signal.h>
+#include <sys/resource.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
-#include <algorithm>
 #include <memory>
+#include <sstream>
+#include <string>
 #include <thread>
 
 #include <gflags/gflags.h>
@@ -19,10 +22,13 @@
 #include "fencedkv/db.h"
 #include "fencedkv/lease.h"
 #include "fencedkv/version.h"
-#include "util/help_flags.h"
+#include "acl.h"
+#include "command_table.h"
+#include "etcd_revision.h"
 #include "metrics.h"
 #include "server.h"
 #include "server_flags.h"
+#include "util/help_flags.h"
 
 namespace {
 
@@ -62,6 +68,19 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
+  // As Redis: the soft open files limit up to the hard one, so that
+  // --maxclients fits if it can (Server::Start caps it otherwise).
+  rlimit nofile{};
+  if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 &&
+      nofile.rlim_cur < nofile.rlim_max) {
+    const rlim_t soft = nofile.rlim_cur;
+    nofile.rlim_cur = nofile.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &nofile) == 0) {
+      LOG(INFO) << "open files limit raised from " << soft << " to "
+                << nofile.rlim_max;
+    }
+  }
+
   fencedkv::server::ServerOptions so;
   so.bind = FLAGS_bind;
   so.port = FLAGS_port;
@@ -72,18 +91,33 @@ int main(int argc, char** argv) {
   so.io_threads = FLAGS_io_threads > 0
                       ? FLAGS_io_threads
                       : std::max(1u, std::thread::hardware_concurrency() / 2);
-  so.requirepass = FLAGS_requirepass;
+  fencedkv::Status s = fencedkv::server::ResolveRequirepass(&so.requirepass);
+  if (!s.ok()) return Fail("requirepass", s);
+  if (!FLAGS_aclfile.empty()) {
+    s = fencedkv::server::Acl::LoadFile(FLAGS_aclfile, so.requirepass, &so.acl);
+  } else {
+    s = fencedkv::server::Acl::Parse("", "", so.requirepass, &so.acl);
+  }
+  if (!s.ok()) return Fail("aclfile", s);
   so.maxclients = static_cast<size_t>(FLAGS_maxclients);
   so.limits.max_request_bytes = static_cast<size_t>(FLAGS_max_request_bytes);
+  so.max_reply_bytes = static_cast<size_t>(FLAGS_max_reply_bytes);
+  so.max_multi_commands = static_cast<size_t>(FLAGS_max_multi_commands);
+  so.max_multi_bytes = static_cast<size_t>(FLAGS_max_multi_bytes);
+  so.idle_timeout = std::chrono::seconds(FLAGS_timeout);
+  so.auth_timeout = std::chrono::seconds(FLAGS_auth_timeout);
   so.sync = FLAGS_sync;
   so.allow_unfenced = FLAGS_allow_unfenced;
   fencedkv::server::Server server(so);
-  fencedkv::Status s = server.Listen();
+  s = server.Listen();
   if (!s.ok()) return Fail("listen", s);
 
   fencedkv::Options options;
   options.create_if_missing = true;
   options.allow_unfenced = FLAGS_allow_unfenced;
+  options.max_token_skew = FLAGS_max_token_skew < 0
+                               ? fencedkv::kNoTokenSkewLimit
+                               : static_cast<uint64_t>(FLAGS_max_token_skew);
   options.fence_cache_bytes = static_cast<size_t>(FLAGS_fence_cache_bytes);
   options.write_buffer_size = static_cast<size_t>(FLAGS_write_buffer_size);
   options.block_cache_size = static_cast<size_t>(FLAGS_block_cache_size);
@@ -119,17 +153,48 @@ int main(int argc, char** argv) {
             << " fence_floor=" << db->GetFenceFloor();
 
   std::unique_ptr<fencedkv::LeaseService> leases;
-  s = fencedkv::LeaseService::Open(db.get(), fencedkv::LeaseOptions(), &leases);
+  fencedkv::LeaseOptions lease_options;
+  lease_options.max_leases = static_cast<size_t>(FLAGS_max_leases);
+  s = fencedkv::LeaseService::Open(db.get(), lease_options, &leases);
   if (!s.ok()) return Fail("open lease service", s);
+
+  // With etcd as the token source, the skew guard follows its revision.
+  std::unique_ptr<fencedkv::server::EtcdRevisionSource> etcd;
+  if (FLAGS_token_source == "etcd") {
+    fencedkv::server::EtcdRevisionSource::Options eo;
+    std::stringstream endpoints(FLAGS_etcd_endpoints);
+    for (std::string e; std::getline(endpoints, e, ',');) {
+      if (!e.empty()) eo.endpoints.push_back(e);
+    }
+    if (eo.endpoints.empty()) {
+      return Fail("token source",
+                  fencedkv::Status::InvalidArgument(
+                      "--token_source=etcd needs --etcd_endpoints"));
+    }
+    eo.refresh = std::chrono::milliseconds(FLAGS_etcd_refresh_ms);
+    fencedkv::Status first;
+    etcd = fencedkv::server::EtcdRevisionSource::Start(db.get(), eo, &first);
+    if (first.ok()) {
+      LOG(INFO) << "token source: etcd at revision " << etcd->revision();
+    } else {
+      LOG(WARNING) << "token source: " << first.ToString()
+                   << "; tokens above --max_token_skew are refused until "
+                      "etcd answers";
+    }
+  }
 
   std::unique_ptr<fencedkv::server::MetricsExporter> metrics;
   if (FLAGS_metrics_port > 0) {
-    s = fencedkv::server::MetricsExporter::Start(FLAGS_bind, FLAGS_metrics_port,
-                                                 db.get(), leases.get(),
+    fencedkv::server::MetricsOptions mo;
+    mo.bind = FLAGS_metrics_bind;
+    mo.port = FLAGS_metrics_port;
+    mo.password = FLAGS_requirepass;
+    s = fencedkv::server::MetricsExporter::Start(mo, db.get(), leases.get(),
                                                  &server.stats(), &metrics);
     if (!s.ok()) return Fail("metrics", s);
-    LOG(INFO) << "metrics on http://" << FLAGS_bind << ":" << metrics->port()
-              << "/metrics";
+    LOG(INFO) << "metrics on http://" << FLAGS_metrics_bind << ":"
+              << metrics->port() << "/metrics"
+              << (mo.password.empty() ? "" : " (basic auth)");
   }
 
   s = server.Start(db.get(), leases.get());
@@ -147,7 +212,9 @@ int main(int argc, char** argv) {
   sigwait(&signals, &sig);
   LOG(INFO) << "signal " << sig << ": shutting down";
   server.Stop(std::chrono::milliseconds(FLAGS_shutdown_timeout_ms));
+  fencedkv::server::StopBackupJobs();  // before the database closes
   metrics.reset();
+  etcd.reset();
   leases.reset();
   db.reset();  // closes RocksDB; everything acknowledged is in the WAL
   LOG(INFO) << "stopped cleanly";

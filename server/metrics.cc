@@ -56,11 +56,18 @@ class Collector : public prometheus::Collectable {
         T::Counter, static_cast<double>(stats_->connections_rejected.load()));
     add("fencedkv_connected_clients", "Open client connections", T::Gauge,
         static_cast<double>(stats_->connected.load()));
+    add("fencedkv_accept_errors_total",
+        "accept() failures (e.g. out of file descriptors)", T::Counter,
+        static_cast<double>(stats_->accept_errors.load()));
+    add("fencedkv_connection_timeouts_total",
+        "Connections closed by --timeout or --auth_timeout", T::Counter,
+        static_cast<double>(stats_->timeouts.load()));
     add("fencedkv_fence_floor", "The global fence floor", T::Gauge,
         static_cast<double>(db_->GetFenceFloor()));
     add("fencedkv_leases_granted_total", "Lease grants with a new token",
         T::Counter, static_cast<double>(ls.grants));
-    add("fencedkv_leases_held", "Leases currently held", T::Gauge,
+    add("fencedkv_leases_held",
+        "Leases on record (held, or expired and not yet reclaimed)", T::Gauge,
         static_cast<double>(ls.held));
     add("fencedkv_lease_last_token", "The last lease token issued", T::Gauge,
         static_cast<double>(ls.last_token));
@@ -72,6 +79,17 @@ class Collector : public prometheus::Collectable {
   LeaseService* leases_;
   const ServerStats* stats_;
 };
+
+// Compares without an early exit, so the time taken does not tell how much
+// of a guessed password was right.
+bool ConstantTimeEquals(const std::string& a, const std::string& b) {
+  unsigned diff = a.size() == b.size() ? 0 : 1;
+  for (size_t i = 0; i < a.size(); ++i) {
+    diff |= static_cast<unsigned char>(a[i]) ^
+            static_cast<unsigned char>(i < b.size() ? b[i] : 0);
+  }
+  return diff == 0;
+}
 
 class ExporterImpl final : public MetricsExporter {
  public:
@@ -87,18 +105,28 @@ class ExporterImpl final : public MetricsExporter {
 
 MetricsExporter::~MetricsExporter() = default;
 
-Status MetricsExporter::Start(const std::string& bind, int port, DB* db,
+Status MetricsExporter::Start(const MetricsOptions& options, DB* db,
                               LeaseService* leases, const ServerStats* stats,
                               std::unique_ptr<MetricsExporter>* exporter) {
   auto impl = std::make_unique<ExporterImpl>();
   impl->collector = std::make_shared<Collector>(db, leases, stats);
+  const std::string address = options.bind + ":" + std::to_string(options.port);
   try {
-    impl->exposer = std::make_unique<prometheus::Exposer>(
-        bind + ":" + std::to_string(port), 1);
+    impl->exposer =
+        std::make_unique<prometheus::Exposer>(std::vector<std::string>{
+            "listening_ports", address, "num_threads",
+            std::to_string(options.threads), "request_timeout_ms",
+            std::to_string(options.request_timeout_ms)});
   } catch (const std::exception& e) {
-    return Status::IOError("cannot serve metrics on " + bind + ":" +
-                               std::to_string(port),
-                           e.what());
+    return Status::IOError("cannot serve metrics on " + address, e.what());
+  }
+  if (!options.password.empty()) {
+    impl->exposer->RegisterAuth(
+        [password = options.password](const std::string& user,
+                                      const std::string& pass) {
+          return user == "default" && ConstantTimeEquals(pass, password);
+        },
+        "fencedkv");
   }
   impl->exposer->RegisterCollectable(impl->collector);
   *exporter = std::move(impl);

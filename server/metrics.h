@@ -1,8 +1,12 @@
 // Copyright (c) fencedkv authors.
 //
 // Prometheus text exposition at http://<bind>:<metrics_port>/metrics
-// (prometheus-cpp's pull exposer). Values are read from the live counters at
-// scrape time, so nothing is counted twice.
+// (prometheus-cpp's pull exposer, on civetweb). Values are read from the live
+// counters at scrape time, so nothing is counted twice.
+//
+// Bounded like the Redis port: its own bind address (loopback by default),
+// HTTP basic auth when the server has a password, a few workers, and a
+// request timeout so that idle connections cannot hold every worker.
 
 #ifndef FENCEDKV_SERVER_METRICS_H_
 #define FENCEDKV_SERVER_METRICS_H_
@@ -17,11 +21,24 @@
 namespace fencedkv {
 namespace server {
 
+struct MetricsOptions {
+  std::string bind = "127.0.0.1";
+  int port = 0;  // 0 = pick one
+  // If not empty, /metrics needs HTTP basic auth: user "default" and this.
+  std::string password;
+  // civetweb workers: each serves one connection at a time.
+  int threads = 8;
+  // A connection that sends no request (or takes no reply) for this long
+  // is dropped, freeing its worker (civetweb's default is 30 s).
+  int request_timeout_ms = 3000;
+};
+
+// Thread-safe (civetweb's workers call the collector concurrently).
 class MetricsExporter {
  public:
-  // Serves /metrics on bind:port (port 0 = pick one). IOError if it cannot
-  // listen. db, leases and stats must outlive the exporter.
-  static Status Start(const std::string& bind, int port, DB* db,
+  // Serves /metrics as `options` say. IOError if it cannot listen. db,
+  // leases and stats must outlive the exporter.
+  static Status Start(const MetricsOptions& options, DB* db,
                       LeaseService* leases, const ServerStats* stats,
                       std::unique_ptr<MetricsExporter>* exporter);
   virtual ~MetricsExporter();

@@ -2,7 +2,9 @@
 
 #include "resp_parser.h"
 
+#include <algorithm>
 #include <cctype>
+#include <cstdint>
 #include <cstring>
 
 namespace fencedkv {
@@ -69,8 +71,13 @@ RespParser::Result RespParser::Parse(const char* buf, size_t n,
       return Result::kNeedMore;
     }
     long long count = 0;
-    if (!ParseLineInt(buf + 1, crlf, &count) ||
-        count > static_cast<long long>(limits_.max_args)) {
+    if (!ParseLineInt(buf + 1, crlf, &count))
+      return Fail("invalid multibulk length");
+    if (!authenticated_ &&
+        count > static_cast<long long>(limits_.max_unauth_args)) {
+      return Fail("unauthenticated multibulk length");
+    }
+    if (count > static_cast<long long>(limits_.max_args)) {
       return Fail("invalid multibulk length");
     }
     pos_ = static_cast<size_t>(crlf + 2 - buf);
@@ -99,8 +106,13 @@ RespParser::Result RespParser::Parse(const char* buf, size_t n,
       return Result::kNeedMore;
     }
     long long len = 0;
-    if (!ParseLineInt(p + 1, crlf, &len) || len < 0 ||
-        static_cast<unsigned long long>(len) > limits_.max_request_bytes) {
+    if (!ParseLineInt(p + 1, crlf, &len) || len < 0)
+      return Fail("invalid bulk length");
+    if (!authenticated_ &&
+        static_cast<unsigned long long>(len) > limits_.max_unauth_bulk_bytes) {
+      return Fail("unauthenticated bulk length");
+    }
+    if (static_cast<unsigned long long>(len) > limits_.max_request_bytes) {
       return Fail("invalid bulk length");
     }
     const size_t body = static_cast<size_t>(crlf + 2 - buf);
@@ -134,6 +146,10 @@ RespParser::Result RespParser::ParseInline(const char* buf, size_t n,
     return Result::kNeedMore;
   }
   const char* line_end = static_cast<const char*>(nl);
+  // The limit holds however the line arrived (in pieces or in one read).
+  if (static_cast<size_t>(line_end - buf) > limits_.max_inline_bytes) {
+    return Fail("too big inline request");
+  }
   *consumed = static_cast<size_t>(line_end - buf) + 1;
   if (line_end > buf && line_end[-1] == '\r') --line_end;
   args->clear();
@@ -148,6 +164,10 @@ RespParser::Result RespParser::ParseInline(const char* buf, size_t n,
       if (p == line_end) return Fail("unbalanced quotes in request");
       args->emplace_back(start, static_cast<size_t>(p - start));
       ++p;
+      // As Redis: a closing quote ends the argument ("ab"cd is refused).
+      if (p < line_end && *p != ' ' && *p != '\t') {
+        return Fail("unbalanced quotes in request");
+      }
     } else {
       const char* start = p;
       while (p < line_end && *p != ' ' && *p != '\t') ++p;
@@ -157,68 +177,128 @@ RespParser::Result RespParser::ParseInline(const char* buf, size_t n,
   return Result::kCommand;  // an empty line yields no args: skipped
 }
 
-bool GlobMatch(std::string_view pattern, std::string_view text, bool nocase) {
+void RespParser::ShrinkScratch() {
+  if (!in_array_ && spans_.capacity() > 1024) {
+    std::vector<std::pair<size_t, size_t>>().swap(spans_);
+  }
+}
+
+GlobPattern::GlobPattern(std::string_view pattern, bool nocase)
+    : nocase_(nocase) {
   auto lower = [&](char c) {
-    return nocase ? static_cast<char>(std::tolower(static_cast<unsigned char>(c)))
-                  : c;
+    const auto u = static_cast<unsigned char>(c);
+    return nocase ? static_cast<unsigned char>(std::tolower(u)) : u;
   };
+  size_t p = 0;
+  while (p < pattern.size()) {
+    const char pc = pattern[p];
+    if (pc == '*') {
+      while (p < pattern.size() && pattern[p] == '*') ++p;  // one is enough
+      last_star_ = items_.size();
+      items_.push_back({Kind::kStar, 0, 0});
+    } else if (pc == '?') {
+      items_.push_back({Kind::kAny, 0, 0});
+      ++p;
+    } else if (pc == '[') {
+      // [abc] [^abc] [a-z] [\]]; an unterminated class ends the pattern.
+      size_t q = p + 1;
+      const bool negate = q < pattern.size() && pattern[q] == '^';
+      if (negate) ++q;
+      std::vector<std::pair<unsigned char, unsigned char>> ranges;
+      while (q < pattern.size() && pattern[q] != ']') {
+        if (pattern[q] == '\\' && q + 1 < pattern.size()) {
+          ++q;
+          ranges.emplace_back(lower(pattern[q]), lower(pattern[q]));
+        } else if (q + 2 < pattern.size() && pattern[q + 1] == '-' &&
+                   pattern[q + 2] != ']') {
+          unsigned char lo = lower(pattern[q]), hi = lower(pattern[q + 2]);
+          if (lo > hi) std::swap(lo, hi);
+          ranges.emplace_back(lo, hi);
+          q += 2;
+        } else {
+          ranges.emplace_back(lower(pattern[q]), lower(pattern[q]));
+        }
+        ++q;
+      }
+      std::bitset<256> set;
+      for (int c = 0; c < 256; ++c) {
+        const unsigned char lc = lower(static_cast<char>(c));
+        bool found = false;
+        for (const auto& [lo, hi] : ranges) found |= lc >= lo && lc <= hi;
+        set[c] = negate ? !found : found;
+      }
+      items_.push_back({Kind::kClass, 0, static_cast<uint32_t>(sets_.size())});
+      sets_.push_back(set);
+      p = q < pattern.size() ? q + 1 : q;
+    } else if (pc == '\\' && p + 1 < pattern.size()) {
+      items_.push_back({Kind::kLiteral, lower(pattern[p + 1]), 0});
+      p += 2;
+    } else {
+      items_.push_back({Kind::kLiteral, lower(pc), 0});
+      ++p;
+    }
+  }
+}
+
+bool GlobPattern::Matches(const Item& item, unsigned char c) const {
+  switch (item.kind) {
+    case Kind::kAny:
+      return true;
+    case Kind::kLiteral:
+      return item.c ==
+             (nocase_ ? static_cast<unsigned char>(std::tolower(c)) : c);
+    case Kind::kClass:
+      return sets_[item.set][c];
+    case Kind::kStar:
+      break;
+  }
+  return false;
+}
+
+GlobPattern::Result GlobPattern::Match(std::string_view text) const {
+  // Greedy, left to right; on a mismatch the last '*' takes one more byte
+  // and the rest of the pattern is tried again from there.
+  // After the last '*' every item takes one byte: that tail can only match
+  // the text's last bytes, so it is tried there once (a "*suffix" pattern
+  // costs O(text), not O(text x suffix)).
+  const size_t n = items_.size();
+  const uint64_t budget = kStepsPerByte * (text.size() + 1) + n;
+  uint64_t steps = 0;
   size_t p = 0, t = 0;
-  size_t star_p = std::string_view::npos, star_t = 0;
+  size_t star_p = SIZE_MAX, star_t = 0;
+  bool anchored = false;  // matching the tail against the text's end
   while (t < text.size()) {
-    if (p < pattern.size()) {
-      const char pc = pattern[p];
-      if (pc == '*') {
-        while (p < pattern.size() && pattern[p] == '*') ++p;
-        if (p == pattern.size()) return true;
+    if (++steps > budget) return Result::kTooCostly;
+    if (p < n) {
+      if (items_[p].kind == Kind::kStar) {
+        if (++p == n) return Result::kMatch;
+        if (p >= last_star_ + 1) {
+          const size_t tail = n - p;
+          if (text.size() - t < tail) return Result::kNoMatch;
+          t = text.size() - tail;
+          anchored = true;
+        }
         star_p = p;
         star_t = t;
         continue;
       }
-      bool matched = false;
-      size_t next_p = p + 1;
-      if (pc == '?') {
-        matched = true;
-      } else if (pc == '[') {
-        size_t q = p + 1;
-        const bool negate = q < pattern.size() && pattern[q] == '^';
-        if (negate) ++q;
-        bool found = false;
-        while (q < pattern.size() && pattern[q] != ']') {
-          if (pattern[q] == '\\' && q + 1 < pattern.size()) {
-            ++q;
-            if (lower(pattern[q]) == lower(text[t])) found = true;
-          } else if (q + 2 < pattern.size() && pattern[q + 1] == '-' &&
-                     pattern[q + 2] != ']') {
-            char lo = lower(pattern[q]), hi = lower(pattern[q + 2]);
-            if (lo > hi) std::swap(lo, hi);
-            const char c = lower(text[t]);
-            if (c >= lo && c <= hi) found = true;
-            q += 2;
-          } else if (lower(pattern[q]) == lower(text[t])) {
-            found = true;
-          }
-          ++q;
-        }
-        matched = negate ? !found : found;
-        next_p = q < pattern.size() ? q + 1 : q;
-      } else if (pc == '\\' && p + 1 < pattern.size()) {
-        matched = lower(pattern[p + 1]) == lower(text[t]);
-        next_p = p + 2;
-      } else {
-        matched = lower(pc) == lower(text[t]);
-      }
-      if (matched) {
-        p = next_p;
+      if (Matches(items_[p], static_cast<unsigned char>(text[t]))) {
+        ++p;
         ++t;
         continue;
       }
     }
-    if (star_p == std::string_view::npos) return false;
+    if (star_p == SIZE_MAX || anchored) return Result::kNoMatch;
     p = star_p;
     t = ++star_t;
   }
-  while (p < pattern.size() && pattern[p] == '*') ++p;
-  return p == pattern.size();
+  while (p < n && items_[p].kind == Kind::kStar) ++p;
+  return p == n ? Result::kMatch : Result::kNoMatch;
+}
+
+bool GlobMatch(std::string_view pattern, std::string_view text, bool nocase) {
+  return GlobPattern(pattern, nocase).Match(text) ==
+         GlobPattern::Result::kMatch;
 }
 
 }  // namespace server

@@ -5,15 +5,19 @@
 // ("GET k\r\n", as telnet users type). Pure: no I/O, no DB -- fuzzable.
 //
 // Every size is bounded: a request larger than max_request_bytes, an array
-// of more than max_args elements or a malformed frame is an error (the
-// server answers "-ERR Protocol error: ..." and closes that connection).
+// of more than max_args elements, an inline line over max_inline_bytes or a
+// malformed frame is an error (the server answers "-ERR Protocol error: ..."
+// and closes that connection). Before AUTH the bounds are Redis 7's: at most
+// 10 arguments of at most 16 KiB each (set_authenticated).
 //
 // Not thread-safe; one parser per connection.
 
 #ifndef FENCEDKV_SERVER_RESP_PARSER_H_
 #define FENCEDKV_SERVER_RESP_PARSER_H_
 
+#include <bitset>
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -27,6 +31,11 @@ class RespParser {
     size_t max_request_bytes = 64 << 20;  // one command, all arguments
     size_t max_args = 1 << 20;
     size_t max_inline_bytes = 64 << 10;   // inline commands
+    // Until set_authenticated(true): "unauthenticated multibulk length"
+    // past max_unauth_args, "unauthenticated bulk length" past
+    // max_unauth_bulk_bytes.
+    size_t max_unauth_args = 10;
+    size_t max_unauth_bulk_bytes = 16 << 10;
   };
   enum class Result { kNeedMore, kCommand, kError };
 
@@ -42,6 +51,13 @@ class RespParser {
 
   const std::string& error() const { return error_; }
 
+  // Whether the connection has authenticated (the default): the limits of
+  // the commands parsed from now on.
+  void set_authenticated(bool authenticated) { authenticated_ = authenticated; }
+
+  // Frees scratch memory a large request left behind. Call between commands.
+  void ShrinkScratch();
+
  private:
   Result ParseInline(const char* buf, size_t n,
                      std::vector<std::string_view>* args, size_t* consumed);
@@ -49,6 +65,7 @@ class RespParser {
   void Reset();
 
   const Limits limits_;
+  bool authenticated_ = true;
   std::string error_;
   // Progress through a partially received array.
   bool in_array_ = false;
@@ -57,7 +74,40 @@ class RespParser {
   std::vector<std::pair<size_t, size_t>> spans_;  // (offset, length)
 };
 
-// Redis glob matching (stringmatchlen): *, ?, [abc], [^a], [a-z], \x.
+// A Redis glob pattern (stringmatchlen): *, ?, [abc], [^a], [a-z], \x.
+// Compiled once (a class is a 256-bit set), then matched against many keys
+// with bounded work: one Match takes at most kStepsPerByte steps per byte of
+// the text, plus the pattern's length, whatever the pattern (the greedy
+// two-pointer match with '*' backtracking is O(pattern x text) at worst: a
+// 16 KB pattern on a 64 KiB key took 4 s). Past that budget Match gives up
+// with kTooCostly: commands then refuse the pattern with a clear error.
+//
+// Immutable once built; Match is safe to call concurrently.
+class GlobPattern {
+ public:
+  enum class Result { kMatch, kNoMatch, kTooCostly };
+  static constexpr size_t kStepsPerByte = 32;
+
+  explicit GlobPattern(std::string_view pattern, bool nocase = false);
+  Result Match(std::string_view text) const;
+
+ private:
+  enum class Kind : uint8_t { kLiteral, kAny, kStar, kClass };
+  struct Item {
+    Kind kind;
+    unsigned char c;  // kLiteral (lower case with nocase)
+    uint32_t set;     // kClass: index into sets_
+  };
+  bool Matches(const Item& item, unsigned char c) const;
+
+  const bool nocase_;
+  std::vector<Item> items_;
+  size_t last_star_ = SIZE_MAX;  // index of the last kStar item
+  std::vector<std::bitset<256>> sets_;
+};
+
+// GlobPattern(pattern, nocase).Match(text) == kMatch: false when the match
+// would cost more than its budget.
 bool GlobMatch(std::string_view pattern, std::string_view text,
                bool nocase = false);
 

@@ -2,6 +2,11 @@
 
 #include "resp_parser.h"
 
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <random>
+
 #include <gtest/gtest.h>
 
 namespace fencedkv {
@@ -77,6 +82,53 @@ TEST(RespParserTest, InlineCommands) {
             ParseAll(std::string(100, 'a'), small));
 }
 
+// Issue 11.13: a closing quote must be followed by a space or the end of
+// the line (Redis refuses "ab"cd), and the inline limit holds even when the
+// whole line arrives in one read.
+TEST(RespParserTest, InlineQuotesAndLimitAsRedis) {
+  EXPECT_EQ("ERROR: Protocol error: unbalanced quotes in request",
+            ParseAll("ECHO \"ab\"cd\r\n"));
+  EXPECT_EQ("ERROR: Protocol error: unbalanced quotes in request",
+            ParseAll("ECHO 'ab'cd\r\n"));
+  EXPECT_EQ("ECHO ab cd|", ParseAll("ECHO \"ab\" cd\r\n"));
+  EXPECT_EQ("ECHO ab|", ParseAll("ECHO \"ab\"\r\n"));
+  EXPECT_EQ("ECHO ab|", ParseAll("ECHO 'ab'\t\n"));
+  RespParser::Limits small;
+  small.max_inline_bytes = 16;
+  EXPECT_EQ("ERROR: Protocol error: too big inline request",
+            ParseAll("ECHO " + std::string(100, 'a') + "\r\n", small));
+  EXPECT_EQ("ECHO aaaaaaaaaa|",
+            ParseAll("ECHO " + std::string(10, 'a') + "\r\n", small));
+}
+
+// Issue 11.4: before AUTH, Redis 7's limits (10 arguments, 16 KiB bulks).
+TEST(RespParserTest, UnauthenticatedLimits) {
+  RespParser p({});
+  p.set_authenticated(false);
+  std::vector<std::string_view> args;
+  size_t consumed = 0;
+  const std::string many = "*1048576\r\n";
+  EXPECT_EQ(RespParser::Result::kError,
+            p.Parse(many.data(), many.size(), &args, &consumed));
+  EXPECT_EQ("Protocol error: unauthenticated multibulk length", p.error());
+  const std::string big = "*2\r\n$4\r\nAUTH\r\n$60000000\r\n";
+  EXPECT_EQ(RespParser::Result::kError,
+            p.Parse(big.data(), big.size(), &args, &consumed));
+  EXPECT_EQ("Protocol error: unauthenticated bulk length", p.error());
+  // At the limits is fine.
+  std::string ok = "*10\r\n";
+  for (int i = 0; i < 9; ++i) ok += "$1\r\nx\r\n";
+  ok += "$16384\r\n" + std::string(16384, 'y') + "\r\n";
+  ASSERT_EQ(RespParser::Result::kCommand,
+            p.Parse(ok.data(), ok.size(), &args, &consumed));
+  EXPECT_EQ(10u, args.size());
+  // Once authenticated, the ordinary limits.
+  p.set_authenticated(true);
+  const std::string after = "*11\r\n$70000\r\n";
+  EXPECT_EQ(RespParser::Result::kNeedMore,
+            p.Parse(after.data(), after.size(), &args, &consumed));
+}
+
 TEST(RespParserTest, MalformedFramesAreErrors) {
   EXPECT_EQ("ERROR: Protocol error: invalid multibulk length", ParseAll("*x\r\n"));
   EXPECT_EQ("ERROR: Protocol error: expected '$', got '+'",
@@ -106,6 +158,120 @@ TEST(RespParserTest, SizeLimits) {
   // At the limit is fine.
   std::string ok = "*1\r\n$50\r\n" + std::string(50, 'z') + "\r\n";
   EXPECT_EQ(std::string(50, 'z') + "|", ParseAll(ok, limits));
+}
+
+// The matcher before patterns were compiled (O(pattern x text) worst case):
+// the compiled one must agree with it on every pattern.
+bool ReferenceGlobMatch(std::string_view pattern, std::string_view text,
+                        bool nocase) {
+  auto lower = [&](char c) {
+    return nocase
+               ? static_cast<char>(std::tolower(static_cast<unsigned char>(c)))
+               : c;
+  };
+  size_t p = 0, t = 0;
+  size_t star_p = std::string_view::npos, star_t = 0;
+  while (t < text.size()) {
+    if (p < pattern.size()) {
+      const char pc = pattern[p];
+      if (pc == '*') {
+        while (p < pattern.size() && pattern[p] == '*') ++p;
+        if (p == pattern.size()) return true;
+        star_p = p;
+        star_t = t;
+        continue;
+      }
+      bool matched = false;
+      size_t next_p = p + 1;
+      if (pc == '?') {
+        matched = true;
+      } else if (pc == '[') {
+        size_t q = p + 1;
+        const bool negate = q < pattern.size() && pattern[q] == '^';
+        if (negate) ++q;
+        bool found = false;
+        while (q < pattern.size() && pattern[q] != ']') {
+          if (pattern[q] == '\\' && q + 1 < pattern.size()) {
+            ++q;
+            if (lower(pattern[q]) == lower(text[t])) found = true;
+          } else if (q + 2 < pattern.size() && pattern[q + 1] == '-' &&
+                     pattern[q + 2] != ']') {
+            char lo = lower(pattern[q]), hi = lower(pattern[q + 2]);
+            if (lo > hi) std::swap(lo, hi);
+            const char c = lower(text[t]);
+            if (c >= lo && c <= hi) found = true;
+            q += 2;
+          } else if (lower(pattern[q]) == lower(text[t])) {
+            found = true;
+          }
+          ++q;
+        }
+        matched = negate ? !found : found;
+        next_p = q < pattern.size() ? q + 1 : q;
+      } else if (pc == '\\' && p + 1 < pattern.size()) {
+        matched = lower(pattern[p + 1]) == lower(text[t]);
+        next_p = p + 2;
+      } else {
+        matched = lower(pc) == lower(text[t]);
+      }
+      if (matched) {
+        p = next_p;
+        ++t;
+        continue;
+      }
+    }
+    if (star_p == std::string_view::npos) return false;
+    p = star_p;
+    t = ++star_t;
+  }
+  while (p < pattern.size() && pattern[p] == '*') ++p;
+  return p == pattern.size();
+}
+
+TEST(GlobMatchTest, AgreesWithTheReferenceMatcher) {
+  std::mt19937 rng(42);
+  const std::string pattern_chars = "aAb*?[]^-\\";
+  const std::string text_chars = "aAbB-]^\\*[";
+  for (int i = 0; i < 200000; ++i) {
+    std::string pattern, text;
+    const size_t pn = rng() % 12, tn = rng() % 14;
+    for (size_t j = 0; j < pn; ++j)
+      pattern += pattern_chars[rng() % pattern_chars.size()];
+    for (size_t j = 0; j < tn; ++j)
+      text += text_chars[rng() % text_chars.size()];
+    const bool nocase = rng() % 2;
+    ASSERT_EQ(ReferenceGlobMatch(pattern, text, nocase),
+              GlobMatch(pattern, text, nocase))
+        << "pattern '" << pattern << "' text '" << text << "' nocase "
+        << nocase;
+  }
+}
+
+// A match costs O(text) steps, not O(pattern x text): a 16 KB pattern on a
+// 64 KiB key took 3 s, and four of them stalled the server. Past its budget
+// a match gives up and says so.
+TEST(GlobMatchTest, CostIsBounded) {
+  const std::string suffix = "*" + std::string(16 << 10, 'a') + "b";
+  const std::string middle = suffix + "*";
+  const std::string key(64 << 10, 'a');
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_FALSE(GlobMatch(suffix, key));
+  EXPECT_FALSE(GlobMatch(middle, key));
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                      std::chrono::steady_clock::now() - start)
+                      .count();
+  EXPECT_LT(ms, 100);
+  // A suffix is matched once, at the end; a long segment between stars
+  // would be O(pattern x text): it gives up.
+  EXPECT_EQ(GlobPattern::Result::kNoMatch, GlobPattern(suffix).Match(key));
+  EXPECT_EQ(GlobPattern::Result::kTooCostly, GlobPattern(middle).Match(key));
+  // Ordinary patterns on long keys stay well within the budget.
+  EXPECT_EQ(GlobPattern::Result::kMatch, GlobPattern("*a*a*a*").Match(key));
+  EXPECT_EQ(GlobPattern::Result::kNoMatch, GlobPattern("*a*b*a*").Match(key));
+  EXPECT_EQ(GlobPattern::Result::kMatch,
+            GlobPattern("a*" + std::string(1000, 'a')).Match(key));
+  EXPECT_EQ(GlobPattern::Result::kMatch,
+            GlobPattern(std::string(16 << 10, '?') + "*").Match(key));
 }
 
 TEST(GlobMatchTest, RedisPatterns) {

@@ -34,6 +34,11 @@ void Error(std::string* out, std::string_view line) {
 }
 void Integer(std::string* out, int64_t v) { AppendNumberLine(out, ':', v); }
 void UInteger(std::string* out, uint64_t v) { AppendNumberLine(out, ':', v); }
+void BulkNumber(std::string* out, uint64_t v) {
+  char buf[24];
+  auto r = std::to_chars(buf, buf + sizeof(buf), v);
+  Bulk(out, std::string_view(buf, static_cast<size_t>(r.ptr - buf)));
+}
 void Bulk(std::string* out, std::string_view s) {
   AppendNumberLine(out, '$', s.size());
   out->append(s);

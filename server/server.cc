@@ -6,15 +6,22 @@
 #include <asio.hpp>
 #include <glog/logging.h>
 
+#include <sys/resource.h>
+
+#include <filesystem>
 #include <mutex>
 #include <optional>
 #include <thread>
 #include <unordered_map>
 
+#include "acl.h"
 #include "command_table.h"
+#include "db_worker.h"
 #include "error_mapping.h"
 #include "resp_writer.h"
-#include "db_worker.h"
+#include "util/mutexlock.h"
+#include "util/sync_point.h"
+#include "util/thread_annotations.h"
 
 namespace fencedkv {
 namespace server {
@@ -25,11 +32,43 @@ constexpr size_t kInitialReadBuffer = 16 << 10;
 // client's memory to this plus one command's reply (or one MultiGet's: at
 // most kMaxGets values).
 constexpr size_t kMaxPendingOutput = 4 << 20;
+// An idle connection frees buffers and scratch vectors larger than these
+// (a large request or reply grew them).
+constexpr size_t kKeepBufferBytes = 64 << 10;
+constexpr size_t kKeepScratchItems = 1024;
+// accept() failing (e.g. EMFILE: out of file descriptors) is retried after
+// kAcceptBackoff instead of at once, and logged at most once an interval.
+constexpr auto kAcceptBackoff = std::chrono::milliseconds(100);
+constexpr auto kAcceptLogInterval = std::chrono::seconds(10);
+// File descriptors kept for the server's own use (logs, the metrics port,
+// new database files) beyond those open at Start: Redis reserves 32 too.
+constexpr size_t kReservedFds = 32;
+// An EXEC of at least this many queued commands runs on the DbWorker, so
+// the loop serves its other connections meanwhile.
+constexpr size_t kOffloadExecCommands = 64;
 
 int64_t NowMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::system_clock::now().time_since_epoch())
       .count();
+}
+
+// Monotonic milliseconds, for idle times and deadlines.
+int64_t SteadyMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// File descriptors this process has open now.
+size_t OpenFds() {
+  std::error_code ec;
+  size_t n = 0;
+  for (std::filesystem::directory_iterator it("/proc/self/fd", ec), end;
+       !ec && it != end; it.increment(ec)) {
+    ++n;
+  }
+  return n;
 }
 }  // namespace
 
@@ -64,8 +103,13 @@ struct Loop {
   // Connections with grouped writes for this iteration's flush.
   std::vector<std::shared_ptr<Connection>> writers;
   bool flush_posted = false;
-  // Loop 0 only: releases SCAN iterators parked too long. (After `io`, so
-  // it is destroyed first.)
+  // This loop's connections, for the timeout checks (expired entries are
+  // dropped as they are met).
+  std::vector<std::weak_ptr<Connection>> conns;
+  // Closes connections past idle_timeout or auth_timeout, if either is set.
+  // (Timers after `io`, so they are destroyed first.)
+  std::optional<asio::steady_timer> timeouts;
+  // Loop 0 only: releases SCAN iterators parked too long.
   std::optional<asio::steady_timer> sweep;
 };
 
@@ -81,8 +125,11 @@ class Server::Impl {
   ~Impl() {
     // Connections still referenced by queued writes or handlers unregister
     // themselves from conns_ when those go: before the rest of Impl, and
-    // the worker's before the io_contexts their sockets belong to.
+    // the worker's before the io_contexts their sockets belong to. The
+    // acceptor and its timer go before their io_context too.
     worker_.reset();
+    accept_retry_.reset();
+    acceptor_.reset();
     loops_.clear();
   }
 
@@ -117,10 +164,22 @@ class Server::Impl {
   void Flush(Loop* loop);
   // Every few seconds on loop 0: parked SCAN iterators past their time go.
   void ScheduleSweep();
+  // On each loop, if a timeout is set: closes the connections past it.
+  void ScheduleTimeouts(Loop* loop);
+  // Whether idle_timeout or auth_timeout (with a password) applies; only
+  // then do the loops keep their connections in Loop::conns.
+  bool timeouts_enabled() const {
+    return options_.idle_timeout.count() > 0 ||
+           (!options_.requirepass.empty() && options_.auth_timeout.count() > 0);
+  }
+  // Caps options_.maxclients to what RLIMIT_NOFILE leaves (see Start).
+  void CapMaxClients();
 
   void Register(uint64_t id, const std::shared_ptr<Connection>& c);
   void Unregister(uint64_t id);
-  std::string ListClients();
+  // CLIENT LIST's reply: one line per connection, or an error past
+  // max_reply_bytes.
+  void ListClients(std::string* out);
 
   ServerOptions options_;
   ServerStats stats_;
@@ -135,11 +194,21 @@ class Server::Impl {
   std::unique_ptr<DbWorker> worker_;
   std::vector<std::unique_ptr<Loop>> loops_;
   std::optional<asio::ip::tcp::acceptor> acceptor_;  // on loops_[0]
+  // accept() failures (loop 0 only): the retry timer, and what was logged.
+  std::optional<asio::steady_timer> accept_retry_;
+  std::chrono::steady_clock::time_point accept_logged_;
+  uint64_t accept_errors_unlogged_ = 0;
 
  private:
   void DoAccept();
+  // After a failed accept: logs (rate-limited) and retries after a pause.
+  void AcceptFailed(const asio::error_code& ec);
 };
 
+// One client connection. Every handler runs on the connection's loop thread,
+// except a command handed to the DbWorker (OffloadCommand), which runs there
+// while the loop leaves this connection alone (reads_pending_). What other
+// threads may read (CLIENT LIST) is published under info_mu_.
 class Connection : public std::enable_shared_from_this<Connection> {
  public:
   Connection(Server::Impl* server, Loop* loop, asio::ip::tcp::socket socket,
@@ -148,10 +217,13 @@ class Connection : public std::enable_shared_from_this<Connection> {
         loop_(loop),
         socket_(std::move(socket)),
         parser_(server->options_.limits),
-        in_(kInitialReadBuffer) {
+        in_(kInitialReadBuffer),
+        connected_ms_(SteadyMs()),
+        last_command_ms_(connected_ms_) {
     client_.id = id;
     client_.created_ms = NowMs();
-    client_.authed = server->options_.requirepass.empty();
+    StartSession(server->state_, &client_);
+    parser_.set_authenticated(client_.authed);
     asio::error_code ec;
     auto ep = socket_.remote_endpoint(ec);
     if (!ec) client_.addr = ep.address().to_string() + ":" + std::to_string(ep.port());
@@ -160,26 +232,71 @@ class Connection : public std::enable_shared_from_this<Connection> {
     socket_.non_blocking(true, ec);
   }
   ~Connection() {
+    server_->state_.cursors.DropOwner(client_.id);  // its SCAN cursors go
     server_->stats_.connected.fetch_sub(1);
     server_->Unregister(client_.id);
   }
 
   void Start() {
     auto self = shared_from_this();
-    asio::post(loop_->io, [self] { self->DoRead(); });
+    asio::post(loop_->io, [self] {
+      if (self->server_->timeouts_enabled()) self->loop_->conns.push_back(self);
+      self->DoRead();
+    });
   }
 
-  // Closes the socket on the connection's loop (thread-safe).
+  // Sends what replies are ready (if the socket takes them now), then
+  // closes the socket, on the connection's loop (thread-safe).
   void Close() {
     auto self = shared_from_this();
-    asio::post(loop_->io, [self] { self->CloseNow(); });
+    asio::post(loop_->io, [self] { self->CloseNow(/*flush=*/true); });
   }
 
-  std::string Describe() const {
-    return "id=" + std::to_string(client_.id) + " addr=" + client_.addr +
-           " name=" + client_.name +
-           " age=" + std::to_string((NowMs() - client_.created_ms) / 1000) +
-           " db=0 multi=" + (client_.in_multi ? std::to_string(client_.queued.size()) : "-1");
+  // CLIENT LIST's line. Thread-safe: reads only what is immutable or
+  // published.
+  void Describe(int64_t now_ms, int64_t now_steady_ms, std::string* out) const {
+    std::string name;
+    int64_t multi;
+    const AclUser* user;  // the ACL's users live as long as the server
+    {
+      MutexLock lock(&info_mu_);
+      name = shown_name_;
+      multi = shown_multi_;
+      user = shown_user_;
+    }
+    const int64_t idle_ms =
+        now_steady_ms - last_command_ms_.load(std::memory_order_relaxed);
+    out->append(
+        "id=" + std::to_string(client_.id) + " addr=" + client_.addr +
+        " name=" + name +
+        " age=" + std::to_string((now_ms - client_.created_ms) / 1000) +
+        " idle=" + std::to_string(std::max<int64_t>(0, idle_ms) / 1000) +
+        " db=0 multi=" + std::to_string(multi) +
+        " user=" + (user != nullptr ? user->name() : std::string()) + "\n");
+  }
+
+  // On the loop's timeout sweep: closes the connection if it has not
+  // authenticated within auth_timeout, or sent no complete command for
+  // idle_timeout. A connection whose command is still running is left alone.
+  void CheckTimeouts(int64_t now_ms) {
+    if (closed_ || reads_pending_ || job_n_ > 0) return;
+    const ServerOptions& o = server_->options_;
+    const auto auth_ms = static_cast<int64_t>(o.auth_timeout.count());
+    const auto idle_ms = static_cast<int64_t>(o.idle_timeout.count());
+    if (!client_.authed && auth_ms > 0 && now_ms - connected_ms_ >= auth_ms) {
+      server_->stats_.timeouts.fetch_add(1);
+      if (!writing_) {
+        resp::Error(&out_, "NOAUTH authentication timeout: no AUTH within " +
+                               std::to_string(auth_ms) +
+                               " ms of connecting (auth_timeout)");
+      }
+      CloseNow(/*flush=*/true);
+    } else if (idle_ms > 0 &&
+               now_ms - last_command_ms_.load(std::memory_order_relaxed) >=
+                   idle_ms) {
+      server_->stats_.timeouts.fetch_add(1);
+      CloseNow(/*flush=*/false);  // as Redis: silently
+    }
   }
 
   // The grouped writes waiting for the loop's flush.
@@ -206,9 +323,15 @@ class Connection : public std::enable_shared_from_this<Connection> {
   }
 
  private:
-  void CloseNow() {
+  // With `flush`, first sends what of out_ the socket takes now (no
+  // waiting), unless an asynchronous write is under way.
+  void CloseNow(bool flush = false) {
+    if (closed_) return;
     closed_ = true;
     asio::error_code ec;
+    if (flush && !writing_ && !out_.empty()) {
+      socket_.write_some(asio::buffer(out_), ec);
+    }
     socket_.shutdown(asio::ip::tcp::socket::shutdown_both, ec);
     socket_.close(ec);
   }
@@ -266,6 +389,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
       if (client_.close_after_reply) {
         CloseNow();
       } else {
+        if (in_begin_ == in_end_) ShrinkIdle();
         DoRead();
       }
       return;
@@ -273,6 +397,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   }
 
   void Process() {
+    const size_t begin = in_begin_;
     while (in_begin_ < in_end_ && !client_.close_after_reply &&
            out_.size() < kMaxPendingOutput) {
       size_t consumed = 0;
@@ -309,12 +434,15 @@ class Connection : public std::enable_shared_from_this<Connection> {
         if (Groupable(batch)) {
           // Plain fenced writes join the loop's next group commit.
           if (!server_->BeginCommand()) {
-            RefuseShuttingDown();
+            // Shutting down. The writes grouped before this one are answered
+            // first; this command is parsed again after their replies.
+            if (job_n_ == 0) RefuseShuttingDown();
             break;
           }
           ++job_n_;
           job_bytes_ += consumed;
           in_begin_ += consumed;
+          TEST_SYNC_POINT("Connection::Process:Grouped");
           if (job_n_ >= kMaxJob || job_bytes_ >= kMaxJobBytes) break;
           continue;
         }
@@ -325,16 +453,63 @@ class Connection : public std::enable_shared_from_this<Connection> {
           break;
         }
         in_begin_ += consumed;
-        // A scan may first sort the memtable: on the DbWorker if it has room.
-        if (Iterates() && OffloadIterating()) break;  // OnOffloadDone continues
+        // A walk of the key space runs on the scan thread, a long EXEC's
+        // one large write on the DbWorker if it has room.
+        if (Iterates() && OffloadCommand(/*to_scans=*/true)) break;
+        if (LongExec() && OffloadCommand(/*to_scans=*/false)) break;
         Dispatch(server_->state_, client_, args_, &out_);
         server_->EndCommand();
+        AfterDispatch();
         continue;
       }
       in_begin_ += consumed;  // an empty command
     }
     if (!reads_pending_) FlushGets();
+    if (in_begin_ != begin) {
+      last_command_ms_.store(SteadyMs(), std::memory_order_relaxed);
+    }
     if (in_begin_ == in_end_) in_begin_ = in_end_ = 0;
+  }
+
+  // After a command ran: the parser's limits follow AUTH, and what CLIENT
+  // LIST shows follows the name and the MULTI queue.
+  void AfterDispatch() {
+    parser_.set_authenticated(client_.authed);
+    const int64_t multi =
+        client_.in_multi ? static_cast<int64_t>(client_.queued.size()) : -1;
+    if (multi == published_multi_ && client_.name == published_name_ &&
+        client_.user == published_user_) {
+      return;
+    }
+    published_multi_ = multi;
+    published_name_ = client_.name;
+    published_user_ = client_.user;
+    MutexLock lock(&info_mu_);
+    shown_multi_ = multi;
+    shown_name_ = client_.name;
+    shown_user_ = client_.user;
+  }
+
+  // Frees what a large request or reply left behind; called when nothing is
+  // buffered and nothing waits (so that memory per idle client stays small).
+  void ShrinkIdle() {
+    if (in_.size() > kInitialReadBuffer) {
+      std::vector<char>(kInitialReadBuffer).swap(in_);
+      in_begin_ = in_end_ = 0;
+    }
+    if (out_.capacity() > kKeepBufferBytes) std::string().swap(out_);
+    if (args_.capacity() > kKeepScratchItems)
+      std::vector<std::string_view>().swap(args_);
+    if (offload_args_.capacity() > kKeepScratchItems) {
+      std::vector<std::string>().swap(offload_args_);
+    }
+    if (offload_out_.capacity() > kKeepBufferBytes)
+      std::string().swap(offload_out_);
+    if (get_keys_.capacity() > kKeepBufferBytes) std::string().swap(get_keys_);
+    if (!client_.in_multi && client_.queued.capacity() > kKeepScratchItems) {
+      std::vector<std::vector<std::string>>().swap(client_.queued);
+    }
+    parser_.ShrinkScratch();
   }
 
   // The reply to a command that arrives once shutdown has begun.
@@ -343,43 +518,61 @@ class Connection : public std::enable_shared_from_this<Connection> {
     client_.close_after_reply = true;
   }
 
-  // SCAN, KEYS or DBSIZE from an authenticated client outside MULTI.
+  // SCAN, KEYS or DBSIZE from a client allowed to run it, outside MULTI.
   bool Iterates() const {
-    if (!client_.authed || client_.in_multi) return false;
+    if (client_.in_multi) return false;
     const CommandSpec* cmd = LookupCommand(args_[0]);
-    return cmd != nullptr && (cmd->flags & kCmdIterates) != 0;
+    return cmd != nullptr && (cmd->flags & kCmdIterates) != 0 &&
+           MayRun(client_, *cmd, args_);
   }
 
-  // Runs the command in args_ on the DbWorker, if it has room: a new
-  // iterator may first sort the memtable (--memtable=hash), and this loop's
-  // other connections should not wait for that. True if handed over: then
-  // nothing more is processed until OnOffloadDone. (The handler reads
-  // client_, which the loop leaves alone meanwhile.)
-  bool OffloadIterating() {
+  // An EXEC of a long queue (its one large write runs on the DbWorker).
+  bool LongExec() const {
+    static const CommandSpec& kExec = *LookupCommand("exec");
+    return client_.in_multi && client_.queued.size() >= kOffloadExecCommands &&
+           EqualsIgnoreCase(args_[0], "EXEC") && MayRun(client_, kExec, args_);
+  }
+
+  // Runs the command in args_ elsewhere, so this loop's other connections
+  // do not wait for it: on the scan thread (to_scans: a walk of the key
+  // space may take long and first sort the memtable, --memtable=hash), else
+  // on the DbWorker if it has room. True if handed over: then nothing more
+  // is processed until OnOffloadDone. (The handler reads client_, which the
+  // loop leaves alone meanwhile.)
+  bool OffloadCommand(bool to_scans) {
     offload_args_.assign(args_.begin(), args_.end());  // in_ may move on
     auto self = shared_from_this();
-    const bool queued = server_->worker_->TrySubmitRead([self] {
-      // On the worker thread; this connection waits (reads_pending_).
+    auto job = [self] {
+      // Off the loop; this connection waits (reads_pending_).
       const Args args(self->offload_args_.begin(), self->offload_args_.end());
       Dispatch(self->server_->state_, self->client_, args, &self->offload_out_);
       asio::post(self->loop_->io, [self] { self->OnOffloadDone(); });
-    });
+    };
+    const bool queued = to_scans ? server_->state_.scans.Submit(job)
+                                 : server_->worker_->TrySubmitRead(job);
     if (queued) reads_pending_ = true;
     return queued;
   }
 
   void OnOffloadDone() {
     reads_pending_ = false;
-    out_.append(offload_out_);
-    offload_out_.clear();
+    if (out_.empty()) {
+      out_.swap(offload_out_);
+    } else {
+      out_.append(offload_out_);
+      offload_out_.clear();
+    }
+    offload_args_.clear();
     server_->EndCommand();
+    AfterDispatch();
     Continue();
   }
 
-  // GET key from an authenticated client outside MULTI.
+  // GET key from a client allowed to run it, outside MULTI.
   bool PlainGet() const {
-    return args_.size() == 2 && client_.authed && !client_.in_multi &&
-           EqualsIgnoreCase(args_[0], "GET");
+    static const CommandSpec& kGet = *LookupCommand("get");
+    return args_.size() == 2 && !client_.in_multi &&
+           EqualsIgnoreCase(args_[0], "GET") && MayRun(client_, kGet, args_);
   }
 
   // Answers the GETs collected by Process: here if few, else with one
@@ -446,21 +639,25 @@ class Connection : public std::enable_shared_from_this<Connection> {
     get_ends_.clear();
   }
 
-  // SET k v FENCE t and MSET k v ... FENCE t with a valid token, from an
-  // authenticated client outside MULTI: everything else (options, errors,
-  // NOFENCE, unfenced writes) takes the ordinary path through Dispatch.
+  // SET k v FENCE t and MSET k v ... FENCE t with a valid token, from a
+  // client allowed to run them, outside MULTI: everything else (options,
+  // errors, NOFENCE, unfenced writes) takes the ordinary path through
+  // Dispatch.
   bool Groupable(WriteBatch* batch) const {
-    if (!client_.authed || client_.in_multi) return false;
+    static const CommandSpec& kSet = *LookupCommand("set");
+    static const CommandSpec& kMset = *LookupCommand("mset");
+    if (client_.in_multi) return false;
     const auto& a = args_;
     const size_t n = a.size();
     if (n < 5 || !EqualsIgnoreCase(a[n - 2], "FENCE")) return false;
     Token token;
     if (!ParseToken(a[n - 1], &token)) return false;
-    if (n == 5 && EqualsIgnoreCase(a[0], "SET")) {
+    if (n == 5 && EqualsIgnoreCase(a[0], "SET") && MayRun(client_, kSet, a)) {
       batch->Put(a[1], a[2], token);
       return true;
     }
-    if ((n - 1) % 2 == 0 && EqualsIgnoreCase(a[0], "MSET")) {
+    if ((n - 1) % 2 == 0 && EqualsIgnoreCase(a[0], "MSET") &&
+        MayRun(client_, kMset, a)) {
       for (size_t i = 1; i + 2 < n; i += 2) batch->Put(a[i], a[i + 1], token);
       return true;
     }
@@ -489,8 +686,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
     }
     out_.erase(0, sent);
     auto self = shared_from_this();
+    writing_ = true;
     asio::async_write(socket_, asio::buffer(out_),
                       [self](const asio::error_code& wec, size_t) {
+                        self->writing_ = false;
                         if (wec) {
                           self->CloseNow();
                           return;
@@ -505,12 +704,27 @@ class Connection : public std::enable_shared_from_this<Connection> {
   Loop* const loop_;  // every handler of this connection runs on its thread
   asio::ip::tcp::socket socket_;
   bool closed_ = false;
+  bool writing_ = false;  // an asynchronous write of out_ is under way
   ClientState client_;
   RespParser parser_;
   std::vector<char> in_;
   size_t in_begin_ = 0, in_end_ = 0;
   std::string out_;
   std::vector<std::string_view> args_;
+  // Steady-clock ms: when the connection was accepted, and when its last
+  // complete command was parsed (relaxed: CLIENT LIST reads it elsewhere).
+  const int64_t connected_ms_;
+  std::atomic<int64_t> last_command_ms_;
+  // What CLIENT LIST shows: the name and MULTI queue length as of the last
+  // command, copied here by AfterDispatch (published_* are the loop's own
+  // copies, so an unchanged state costs no lock).
+  mutable Mutex info_mu_;
+  std::string shown_name_ GUARDED_BY(info_mu_);
+  int64_t shown_multi_ GUARDED_BY(info_mu_) = -1;
+  const AclUser* shown_user_ GUARDED_BY(info_mu_) = nullptr;
+  std::string published_name_;
+  int64_t published_multi_ = -1;
+  const AclUser* published_user_ = nullptr;
   // Grouped writes waiting for the loop's flush: job_[0, job_n_). The
   // batches are reused from one group to the next.
   std::vector<WriteBatch> job_;
@@ -523,7 +737,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::vector<std::string> get_values_;
   std::vector<Status> get_statuses_;
   bool reads_pending_ = false;  // a MultiGet or command of ours is on the DbWorker
-  // An iterating command run on the DbWorker: its words and its reply.
+  // A command run on the scan thread or the DbWorker: its words and reply.
   std::vector<std::string> offload_args_;
   std::string offload_out_;
   static constexpr size_t kMaxGets = 16;
@@ -553,8 +767,10 @@ void Server::Impl::Flush(Loop* loop) {
   if (!options_.sync) {
     // Nothing to wait for but the write itself: do it here.
     std::vector<Status> statuses(batches.size());
-    state_.db->WriteGroup(ServerWriteOptions(state_), batches.data(), batches.size(),
-                          statuses.data());
+    Status s = state_.db->WriteGroup(ServerWriteOptions(state_), batches.data(),
+                                     batches.size(), statuses.data());
+    TEST_SYNC_POINT_CALLBACK("Server::WriteGroup:Result", &s);
+    FailUnmarkedBatches(s, statuses.data(), statuses.size());
     complete(statuses);
     return;
   }
@@ -593,18 +809,68 @@ Status Server::Impl::Start(DB* db, LeaseService* leases) {
   state_.leases = leases;
   state_.port = port_;
   state_.started = std::chrono::steady_clock::now();
-  state_.list_clients = [this] { return ListClients(); };
+  state_.list_clients = [this](std::string* out) { ListClients(out); };
+  CapMaxClients();
   worker_ = std::make_unique<DbWorker>(db, ServerWriteOptions(state_));
+  accept_retry_.emplace(loops_[0]->io);
   DoAccept();
   loops_[0]->sweep.emplace(loops_[0]->io);
   ScheduleSweep();
   for (auto& loop : loops_) {
     Loop* l = loop.get();
+    l->timeouts.emplace(l->io);
+    ScheduleTimeouts(l);
     l->work.emplace(l->io.get_executor());
     l->thread = std::thread([l] { l->io.run(); });
   }
   started_ = true;
   return Status::OK();
+}
+
+void Server::Impl::CapMaxClients() {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY)
+    return;
+  const size_t budget = static_cast<size_t>(limit.rlim_cur);
+  const size_t reserved = OpenFds() + kReservedFds;
+  const size_t allowed = budget > reserved ? budget - reserved : 1;
+  if (options_.maxclients <= allowed) return;
+  LOG(WARNING) << "maxclients " << options_.maxclients << " lowered to "
+               << allowed << ": the open files limit (ulimit -n) is " << budget
+               << " and " << reserved
+               << " are kept for the database and the server itself; raise "
+               << "the hard limit to serve more clients";
+  options_.maxclients = allowed;
+}
+
+void Server::Impl::ScheduleTimeouts(Loop* loop) {
+  if (!timeouts_enabled()) return;
+  const auto idle = options_.idle_timeout;
+  const auto auth = options_.requirepass.empty() ? std::chrono::milliseconds(0)
+                                                 : options_.auth_timeout;
+  // Checked a few times per timeout, at most once a second.
+  auto period = std::chrono::milliseconds(1000);
+  for (auto t : {idle, auth}) {
+    if (t.count() > 0)
+      period = std::min(period, std::max(t / 4, std::chrono::milliseconds(10)));
+  }
+  loop->timeouts->expires_after(period);
+  loop->timeouts->async_wait([this, loop](const asio::error_code& ec) {
+    if (ec || stopping_.load()) return;
+    const int64_t now = SteadyMs();
+    auto& conns = loop->conns;
+    size_t kept = 0;
+    for (size_t i = 0; i < conns.size(); ++i) {
+      auto c = conns[i].lock();
+      if (c == nullptr) continue;
+      c->CheckTimeouts(now);
+      if (kept != i)
+        conns[kept] = std::move(conns[i]);  // (a self-move empties)
+      ++kept;
+    }
+    conns.resize(kept);
+    ScheduleTimeouts(loop);
+  });
 }
 
 void Server::Impl::ScheduleSweep() {
@@ -641,8 +907,33 @@ void Server::Impl::DoAccept() {
     } else if (ec == asio::error::operation_aborted) {
       return;
     } else {
-      LOG(WARNING) << "accept: " << ec.message();
+      AcceptFailed(ec);
+      return;
     }
+    DoAccept();
+  });
+}
+
+void Server::Impl::AcceptFailed(const asio::error_code& ec) {
+  // Out of file descriptors (or memory), the pending connection stays in
+  // the backlog and accept() fails again at once: retrying straight away
+  // would spin a core and flood the log.
+  stats_.accept_errors.fetch_add(1);
+  ++accept_errors_unlogged_;
+  const auto now = std::chrono::steady_clock::now();
+  if (now - accept_logged_ >= kAcceptLogInterval) {
+    LOG(WARNING) << "accept: " << ec.message() << " ("
+                 << accept_errors_unlogged_
+                 << " failure(s) since the last such line; retrying every "
+                 << kAcceptBackoff.count()
+                 << " ms; connected clients: " << stats_.connected.load()
+                 << ", maxclients " << options_.maxclients << ")";
+    accept_logged_ = now;
+    accept_errors_unlogged_ = 0;
+  }
+  accept_retry_->expires_after(kAcceptBackoff);
+  accept_retry_->async_wait([this](const asio::error_code& tec) {
+    if (tec || stopping_.load()) return;
     DoAccept();
   });
 }
@@ -657,7 +948,7 @@ void Server::Impl::Unregister(uint64_t id) {
   conns_.erase(id);
 }
 
-std::string Server::Impl::ListClients() {
+void Server::Impl::ListClients(std::string* out) {
   std::vector<std::shared_ptr<Connection>> live;
   {
     std::lock_guard<std::mutex> lock(conns_mu_);
@@ -665,9 +956,13 @@ std::string Server::Impl::ListClients() {
       if (auto c = w.lock()) live.push_back(std::move(c));
     }
   }
-  std::string out;
-  for (const auto& c : live) out += c->Describe() + "\n";
-  return out;
+  const int64_t now = NowMs(), now_steady = SteadyMs();
+  std::string list;
+  for (const auto& c : live) {
+    c->Describe(now, now_steady, &list);
+    if (ReplyTooLarge(state_, list.size(), out)) return;
+  }
+  resp::Bulk(out, list);
 }
 
 void Server::Impl::Stop(std::chrono::milliseconds deadline) {
@@ -686,7 +981,7 @@ void Server::Impl::Stop(std::chrono::milliseconds deadline) {
     LOG(WARNING) << stats_.executing()
                  << " command(s) still running at the shutdown deadline";
   }
-  // 4. Close every connection and stop the io threads.
+  // 4. Send what is ready, close every connection and stop the io threads.
   std::vector<std::shared_ptr<Connection>> live;
   {
     std::lock_guard<std::mutex> lock(conns_mu_);
@@ -705,6 +1000,7 @@ void Server::Impl::Stop(std::chrono::milliseconds deadline) {
   }
   // Jobs still queued run now; their replies go nowhere.
   if (worker_) worker_->Stop();
+  state_.scans.Stop();
   // Parked SCAN iterators go before the database closes.
   state_.cursors.Clear();
 }
@@ -724,6 +1020,8 @@ void Server::Stop(std::chrono::milliseconds deadline) {
   impl_->Stop(deadline);
 }
 const ServerStats& Server::stats() const { return impl_->stats_; }
+size_t Server::maxclients() const { return impl_->options_.maxclients; }
+bool Server::stopping() const { return impl_->stopping_.load(); }
 
 }  // namespace server
 }  // namespace fencedkv

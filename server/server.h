@@ -14,11 +14,20 @@
 // meanwhile into one write and one fsync. Pipelined GETs are read with one
 // MultiGet, on the DbWorker when it has room (see db_worker.h).
 //
+// Connections: CLIENT LIST reads another connection's state only through
+// what that connection publishes under its own mutex. Buffers grown by a
+// large request or reply are freed once the connection is idle; every
+// bound a client can meet is in ServerOptions.
+//
 // Shutdown contract (Stop):
 //   1. stop accepting connections;
-//   2. answer new commands with "-SHUTDOWN ..." and close those connections;
+//   2. answer new commands with "-SHUTDOWN ..." -- in order: after the
+//      replies of the commands before them, which still complete -- and
+//      close those connections. A command answered -SHUTDOWN did nothing;
+//      an +OK was durable (to the configured level) before it was sent;
 //   3. let commands already executing finish, until the deadline;
-//   4. close every connection and stop the io threads;
+//   4. send what replies are ready, close every connection and stop the io
+//      threads;
 //   5. the caller then closes the DB (which flushes nothing it has not
 //      already written to the WAL) and exits 0.
 
@@ -38,15 +47,38 @@
 namespace fencedkv {
 namespace server {
 
+// Every bound a client meets (README "Limits" lists them with their flags
+// and errors).
+class Acl;
+
 struct ServerOptions {
   std::string bind = "127.0.0.1";
   int port = 7379;             // 0 = pick a free port (see Server::port())
   int io_threads = 1;          // event loops
   std::string requirepass;     // empty = no AUTH needed
+  // Capped at Start to what RLIMIT_NOFILE allows (see Server::Start).
   size_t maxclients = 10000;
-  RespParser::Limits limits;   // max_request_bytes etc.
+  RespParser::Limits limits;  // max_request_bytes, limits before AUTH etc.
+  // One reply: a command whose reply would be larger is refused with
+  // "-ERR reply of more than N bytes (max_reply_bytes)", checked while the
+  // reply is built. (A GET's value is never refused: it was accepted as a
+  // request.)
+  size_t max_reply_bytes = 64 << 20;
+  // MULTI: a transaction queuing more commands, or more argument bytes,
+  // gets an error and is discarded (EXEC answers -EXECABORT).
+  size_t max_multi_commands = 10000;
+  size_t max_multi_bytes = 64 << 20;
+  // Close a connection that sent no complete command for this long; 0 =
+  // never (Redis' `timeout`).
+  std::chrono::milliseconds idle_timeout{0};
+  // With requirepass: close a connection not authenticated this long after
+  // it connected; 0 = never.
+  std::chrono::milliseconds auth_timeout{10000};
   bool sync = false;           // fsync every write before its reply
   bool allow_unfenced = false; // writes without FENCE (logged and counted)
+  // The users (--aclfile, acl.h); null: only the built-in 'default' user,
+  // with requirepass.
+  std::shared_ptr<const Acl> acl;
 };
 
 // Counters shared by the connections (INFO, /metrics). The per-command
@@ -59,6 +91,8 @@ struct ServerStats {
   std::atomic<uint64_t> nofence_rejections{0};
   std::atomic<uint64_t> unfenced_writes{0};
   std::atomic<uint64_t> protocol_errors{0};
+  std::atomic<uint64_t> accept_errors{0};  // accept() failed (e.g. EMFILE)
+  std::atomic<uint64_t> timeouts{0};  // closed by idle_timeout/auth_timeout
 
   static constexpr size_t kShards = 16;
   struct alignas(64) Shard {
@@ -86,13 +120,19 @@ class Server {
   int port() const;
 
   // Starts accepting and serving with `db` and `leases` (both must outlive
-  // the server until Stop() has returned).
+  // the server until Stop() has returned). First caps maxclients so that
+  // the clients, the files open now (the database's) and 32 more fit under
+  // RLIMIT_NOFILE's soft limit, with a warning (as Redis does).
   Status Start(DB* db, LeaseService* leases);
 
   // Graceful shutdown (see the contract above). Idempotent.
   void Stop(std::chrono::milliseconds deadline);
 
   const ServerStats& stats() const;
+  // maxclients after Start's cap.
+  size_t maxclients() const;
+  // True once Stop has begun.
+  bool stopping() const;
 
   class Impl;
 

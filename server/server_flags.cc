@@ -4,6 +4,9 @@
 
 #include <cinttypes>
 #include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
 
 #include "fencedkv/fence_domain.h"
 #include "fencedkv/options.h"
@@ -28,12 +31,72 @@ DEFINE_string(fence_mode, "",
 DEFINE_bool(sync, false, "fsync the WAL before replying to each write (a "
             "machine crash then loses nothing acknowledged). Fence advances, "
             "floors and lease grants are always synced");
-DEFINE_string(requirepass, "", "If set, clients must AUTH with this password");
-DEFINE_int32(maxclients, 10000, "Maximum simultaneous client connections; "
-             "more are refused with '-ERR max number of clients reached'");
-DEFINE_int64(max_request_bytes, 64 << 20,
-             "Largest request (one command with all its arguments), in bytes; "
-             "a larger one gets a protocol error and its connection is closed");
+DEFINE_string(requirepass, "",
+              "If set, clients must AUTH with this password (the 'default' "
+              "user's). Visible in ps: prefer --requirepass_file or the "
+              "FENCEDKV_REQUIREPASS environment variable");
+DEFINE_string(requirepass_file, "",
+              "A file holding the password (one line; the newline is not part "
+              "of it). At most one of --requirepass, --requirepass_file and "
+              "FENCEDKV_REQUIREPASS may be set");
+DEFINE_string(aclfile, "",
+              "Users and their permissions, one per line in Redis ACL syntax "
+              "(user NAME on >password ~* +@all -@admin; see README). Without "
+              "it, or if it does not define 'default', the default user runs "
+              "every command but @admin (FENCE.FLOOR with an argument, "
+              "CONFIG, CLIENT LIST, ACL LIST): operators are users with "
+              "@admin");
+DEFINE_int64(max_token_skew, -1,
+             "The token skew guard: refuse (-TOKENSKEW) a write or "
+             "FENCE.ADVANCE whose token is more than this above the highest "
+             "token issued (INFO fencing: highest_token_issued): with "
+             "--token_source=builtin the last token LEASE.ACQUIRE granted "
+             "(persisted, so it holds across restarts); with "
+             "--token_source=etcd etcd's current revision, learnt every "
+             "--etcd_refresh_ms (cover the revisions etcd issues meanwhile). "
+             "0 admits only tokens already issued. -1 = off");
+DEFINE_string(token_source, "builtin",
+              "Where fencing tokens come from, for the skew guard: builtin "
+              "(LEASE.ACQUIRE) or etcd (revisions, e.g. etcdctl lock's "
+              "ETCD_LOCK_REV; needs --etcd_endpoints)");
+DEFINE_string(etcd_endpoints, "",
+              "With --token_source=etcd: etcd client URLs, comma-separated "
+              "(http://127.0.0.1:2379); asked in turn");
+DEFINE_int32(etcd_refresh_ms, 100,
+             "With --token_source=etcd: how often the server asks etcd for "
+             "its revision (on a thread of its own)");
+DEFINE_int64(max_leases, 100000,
+             "Most leases on record (held, or expired and not yet reclaimed; "
+             "expired ones are reclaimed every second). LEASE.ACQUIRE of a "
+             "new name past it gets '-BUSY too many leases'. Each costs about "
+             "100 bytes plus its name and holder (1 KiB each at most)");
+DEFINE_int32(maxclients, 10000,
+             "Maximum simultaneous client connections; "
+             "more are refused with '-ERR max number of clients reached'. "
+             "Lowered at start (with a warning) to what the open files limit "
+             "allows: ulimit -n minus the files open then minus 32");
+DEFINE_int64(
+    max_request_bytes, 64 << 20,
+    "Largest request (one command with all its arguments), in bytes; "
+    "a larger one gets a protocol error and its connection is closed. "
+    "Before AUTH (with --requirepass): at most 10 arguments of 16 KiB");
+DEFINE_int64(max_reply_bytes, 64 << 20,
+             "Largest reply to MGET, KEYS, SCAN or CLIENT LIST, in bytes: a "
+             "command whose reply would be larger gets '-ERR reply of more "
+             "than N bytes (max_reply_bytes)' instead");
+DEFINE_int32(max_multi_commands, 10000,
+             "Most commands one MULTI may queue; one more gets an error and "
+             "the transaction is discarded (EXEC answers -EXECABORT)");
+DEFINE_int64(
+    max_multi_bytes, 64 << 20,
+    "Most argument bytes one MULTI may queue (as --max_multi_commands)");
+DEFINE_int32(timeout, 0,
+             "Close a connection that sent no complete command "
+             "for this many seconds (Redis' timeout); 0 = never");
+DEFINE_int32(auth_timeout, 10,
+             "With --requirepass: close a connection that "
+             "has not authenticated this many seconds after connecting; "
+             "0 = never");
 DEFINE_int32(io_threads, 0, "Event loops serving connections, each a thread "
              "(commands run on them; a database thread beside them takes "
              "--sync group commits and pipelined reads when it is free). "
@@ -41,8 +104,13 @@ DEFINE_int32(io_threads, 0, "Event loops serving connections, each a thread "
 DEFINE_bool(allow_unfenced, false,
             "Accept writes without FENCE <token>. Each is logged and counted "
             "(INFO fencing: unfenced_writes). Off: they get -NOFENCE");
-DEFINE_int32(metrics_port, 0, "If > 0, serve Prometheus metrics at "
-             "http://<bind>:<port>/metrics");
+DEFINE_int32(metrics_port, 0,
+             "If > 0, serve Prometheus metrics at "
+             "http://<metrics_bind>:<port>/metrics (HTTP basic auth, user "
+             "'default' and --requirepass, when a password is set)");
+DEFINE_string(metrics_bind, "127.0.0.1",
+              "Address the metrics port listens "
+              "on (apart from --bind: metrics stay local unless exposed)");
 DEFINE_int32(shutdown_timeout_ms, 5000, "On SIGTERM/SIGINT, how long running "
              "commands may take to finish before connections are closed");
 DEFINE_int64(fence_cache_bytes, fencedkv::Options().fence_cache_bytes,
@@ -92,8 +160,36 @@ bool ValidateClients(const char* flag, int32_t v) {
 bool ValidateRequestBytes(const char* flag, int64_t v) {
   return InRange(flag, v, 1024, int64_t{1} << 30);
 }
+bool ValidateSkew(const char* flag, int64_t v) {
+  return InRange(flag, v, -1, INT64_MAX);
+}
+bool ValidateLeases(const char* flag, int64_t v) {
+  return InRange(flag, v, 1, int64_t{1} << 32);
+}
+bool ValidateTokenSource(const char* flag, const std::string& v) {
+  if (v == "builtin" || v == "etcd") return true;
+  std::fprintf(stderr,
+               "Invalid value for --%s: \"%s\" (expected builtin or etcd)\n",
+               flag, v.c_str());
+  return false;
+}
+bool ValidateRefresh(const char* flag, int32_t v) {
+  return InRange(flag, v, 10, 60000);
+}
 bool ValidateTimeout(const char* flag, int32_t v) {
   return InRange(flag, v, 0, 3600 * 1000);
+}
+bool ValidateReplyBytes(const char* flag, int64_t v) {
+  return InRange(flag, v, 1024, int64_t{4} << 30);
+}
+bool ValidateMultiCommands(const char* flag, int32_t v) {
+  return InRange(flag, v, 1, 10000000);
+}
+bool ValidateMultiBytes(const char* flag, int64_t v) {
+  return InRange(flag, v, 1024, int64_t{4} << 30);
+}
+bool ValidateSeconds(const char* flag, int32_t v) {
+  return InRange(flag, v, 0, 365 * 24 * 3600);
 }
 bool ValidateCache(const char* flag, int64_t v) {
   return InRange(flag, v, 0, int64_t{1} << 40);
@@ -130,7 +226,17 @@ const bool kRegistered = [] {
   gflags::RegisterFlagValidator(&FLAGS_io_threads, &ValidateThreads);
   gflags::RegisterFlagValidator(&FLAGS_maxclients, &ValidateClients);
   gflags::RegisterFlagValidator(&FLAGS_max_request_bytes, &ValidateRequestBytes);
+  gflags::RegisterFlagValidator(&FLAGS_max_reply_bytes, &ValidateReplyBytes);
+  gflags::RegisterFlagValidator(&FLAGS_max_multi_commands,
+                                &ValidateMultiCommands);
+  gflags::RegisterFlagValidator(&FLAGS_max_multi_bytes, &ValidateMultiBytes);
+  gflags::RegisterFlagValidator(&FLAGS_timeout, &ValidateSeconds);
+  gflags::RegisterFlagValidator(&FLAGS_auth_timeout, &ValidateSeconds);
   gflags::RegisterFlagValidator(&FLAGS_shutdown_timeout_ms, &ValidateTimeout);
+  gflags::RegisterFlagValidator(&FLAGS_max_token_skew, &ValidateSkew);
+  gflags::RegisterFlagValidator(&FLAGS_max_leases, &ValidateLeases);
+  gflags::RegisterFlagValidator(&FLAGS_token_source, &ValidateTokenSource);
+  gflags::RegisterFlagValidator(&FLAGS_etcd_refresh_ms, &ValidateRefresh);
   gflags::RegisterFlagValidator(&FLAGS_fence_cache_bytes, &ValidateCache);
   gflags::RegisterFlagValidator(&FLAGS_write_buffer_size, &ValidateWriteBuffer);
   gflags::RegisterFlagValidator(&FLAGS_block_cache_size, &ValidateCache);
@@ -141,3 +247,44 @@ const bool kRegistered = [] {
 }();
 
 }  // namespace
+
+namespace fencedkv {
+namespace server {
+
+Status ResolveRequirepass(std::string* password) {
+  const char* env = std::getenv("FENCEDKV_REQUIREPASS");
+  const int sources = (FLAGS_requirepass.empty() ? 0 : 1) +
+                      (FLAGS_requirepass_file.empty() ? 0 : 1) +
+                      (env != nullptr && *env != '\0' ? 1 : 0);
+  if (sources > 1) {
+    return Status::InvalidArgument(
+        "the password is given more than once",
+        "set one of --requirepass, --requirepass_file, FENCEDKV_REQUIREPASS");
+  }
+  if (!FLAGS_requirepass_file.empty()) {
+    std::ifstream in(FLAGS_requirepass_file, std::ios::binary);
+    if (!in) {
+      return Status::IOError("cannot read --requirepass_file " +
+                             FLAGS_requirepass_file);
+    }
+    std::stringstream text;
+    text << in.rdbuf();
+    std::string pass = text.str();
+    if (!pass.empty() && pass.back() == '\n') pass.pop_back();
+    if (!pass.empty() && pass.back() == '\r') pass.pop_back();
+    if (pass.empty() || pass.find('\n') != std::string::npos) {
+      return Status::InvalidArgument("--requirepass_file " +
+                                     FLAGS_requirepass_file +
+                                     " must hold exactly one non-empty line");
+    }
+    *password = std::move(pass);
+  } else if (env != nullptr && *env != '\0') {
+    *password = env;
+  } else {
+    *password = FLAGS_requirepass;
+  }
+  return Status::OK();
+}
+
+}  // namespace server
+}  // namespace fencedkv

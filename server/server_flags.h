@@ -5,7 +5,11 @@
 #ifndef FENCEDKV_SERVER_SERVER_FLAGS_H_
 #define FENCEDKV_SERVER_SERVER_FLAGS_H_
 
+#include <string>
+
 #include <gflags/gflags.h>
+
+#include "fencedkv/status.h"
 
 DECLARE_string(bind);
 DECLARE_int32(port);
@@ -15,15 +19,40 @@ DECLARE_string(fence_domain);
 DECLARE_string(fence_mode);
 DECLARE_bool(sync);
 DECLARE_string(requirepass);
+DECLARE_string(requirepass_file);
+DECLARE_string(aclfile);
 DECLARE_int32(maxclients);
+DECLARE_int64(max_token_skew);
+DECLARE_string(token_source);
+DECLARE_string(etcd_endpoints);
+DECLARE_int32(etcd_refresh_ms);
+DECLARE_int64(max_leases);
 DECLARE_int64(max_request_bytes);
+DECLARE_int64(max_reply_bytes);
+DECLARE_int32(max_multi_commands);
+DECLARE_int64(max_multi_bytes);
+DECLARE_int32(timeout);
+DECLARE_int32(auth_timeout);
 DECLARE_int32(io_threads);
 DECLARE_bool(allow_unfenced);
 DECLARE_int32(metrics_port);
+DECLARE_string(metrics_bind);
 DECLARE_int32(shutdown_timeout_ms);
 DECLARE_int64(fence_cache_bytes);
 DECLARE_int64(write_buffer_size);
 DECLARE_int64(block_cache_size);
 DECLARE_string(memtable);
+
+namespace fencedkv {
+namespace server {
+
+// The 'default' user's password: from --requirepass, --requirepass_file (one
+// line; its newline is dropped) or the FENCEDKV_REQUIREPASS environment
+// variable, at most one of them; empty if none. InvalidArgument if several
+// are set or the file is empty, IOError if it cannot be read.
+Status ResolveRequirepass(std::string* password);
+
+}  // namespace server
+}  // namespace fencedkv
 
 #endif  // FENCEDKV_SERVER_SERVER_FLAGS_H_

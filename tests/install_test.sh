@@ -11,6 +11,11 @@ cmake --install "$build" --prefix "$work/prefix" >/dev/null
 # Installed headers: ours only, and none of them includes RocksDB.
 test -f "$work/prefix/include/fencedkv/db.h"
 test -f "$work/prefix/include/fencedkv/version.h"
+test -f "$work/prefix/include/fencedkv/backup.h"
+# The operator's tool comes with the package.
+if [ -f "$build/tools/fencedkv-admin" ]; then
+  "$work/prefix/bin/fencedkv-admin" --help | grep '^usage: fencedkv-admin' >/dev/null
+fi
 if grep -rl '#include <rocksdb' "$work/prefix/include"; then
   echo "FAIL: a public header includes RocksDB" >&2
   exit 1

@@ -7,8 +7,12 @@ FENCEDKV_SERVER=$1
 source "$(dirname "$0")/lib.sh"
 command -v redis-cli >/dev/null || { echo "redis-cli not installed (apt-get install redis-tools)" >&2; exit 1; }
 
-start_server main
+# An operator (@admin) for FENCE.FLOOR <t> and CONFIG; everyone else is the
+# default user.
+printf 'user op on >oppw ~* +@all\n' > "$E2E_TMP/users.acl"
+start_server main --aclfile="$E2E_TMP/users.acl"
 cli() { redis-cli -h 127.0.0.1 -p "$PORT_main" "$@" 2>&1 || true; }
+op() { redis-cli -h 127.0.0.1 -p "$PORT_main" --user op --pass oppw --no-auth-warning "$@" 2>&1 || true; }
 
 # --- The seed: A (token 7) writes, pauses; B (token 8) fences it out. ---
 check "A acquires lease"        "1
@@ -62,15 +66,22 @@ check "FENCE.GET none"          "0"   "$(cli FENCE.GET never)"
 check "FENCE.ADVANCE lower"     "3"   "$(cli FENCE.ADVANCE k 1)"
 check "FENCE.DOMAIN"            "user:{x}:1" "$(cli FENCE.DOMAIN user:{x}:1)"
 check "FENCE.FLOOR get"         "0"   "$(cli FENCE.FLOOR)"
-check "FENCE.FLOOR set"         "2"   "$(cli FENCE.FLOOR 2)"
-check "FENCE.FLOOR lower"       "ERR" "$(cli FENCE.FLOOR 1 | cut -d' ' -f1)"
+check "FENCE.FLOOR set: @admin" "NOPERM" "$(cli FENCE.FLOOR 2 | cut -d' ' -f1)"
+check "FENCE.FLOOR set"         "2"   "$(op FENCE.FLOOR 2)"
+check "FENCE.FLOOR lower"       "ERR" "$(op FENCE.FLOOR 1 | cut -d' ' -f1)"
 check "below floor"             'STALE token 1 < floor 2 (domain "fresh")' "$(cli SET fresh v FENCE 1)"
+# Tokens go out as bulk strings: RESP2 integers are signed, and redis-cli
+# cannot print one above 2^63-1 ("Bad integer value").
+check "SET near 2^64"           "OK"  "$(cli SET big v FENCE 18446744073709551615)"
+check "FENCE.GET near 2^64"     "18446744073709551615" "$(cli FENCE.GET big)"
+check "FENCE.ADVANCE near 2^64" "18446744073709551615" "$(cli FENCE.ADVANCE big2 18446744073709551614 >/dev/null; cli FENCE.ADVANCE big2 18446744073709551615)"
+check "FENCE.GET is a bulk string" '"3"' "$(redis-cli -h 127.0.0.1 -p "$PORT_main" --no-raw FENCE.GET k)"
 
 # --- Scans ---
 for i in $(seq 1 25); do cli SET "scan:$i" v FENCE 3 >/dev/null; done
 check "SCAN via --scan"         "25"  "$(redis-cli -h 127.0.0.1 -p "$PORT_main" --scan --pattern 'scan:*' | wc -l)"
 check "KEYS"                    "10"  "$(cli KEYS 'scan:1?' | wc -l | tr -d ' ')"
-check "DBSIZE"                  "27"  "$(cli DBSIZE)"   # orders:next, k, 25 scan:*
+check "DBSIZE"                  "28"  "$(cli DBSIZE)"   # orders:next, k, big, 25 scan:*
 
 # --- Transactions (one connection, via stdin) ---
 tx=$(printf 'MULTI\nSET t1 1 FENCE 3\nSET t2 2 FENCE 3\nEXEC\n' | cli)
@@ -101,7 +112,7 @@ check "HELLO 2 server"          "server
 fencedkv" "$(cli HELLO 2 | head -2)"
 check "COMMAND COUNT"           "true"  "$( [ "$(cli COMMAND COUNT)" -gt 20 ] && echo true)"
 check "CONFIG GET appendonly"   "appendonly
-yes" "$(cli CONFIG GET appendonly)"
+yes" "$(op CONFIG GET appendonly)"
 check "INFO sections"           "# Server # Clients # Stats # Persistence # Fencing" \
       "$(cli INFO | tr -d '\r' | grep '^#' | tr '\n' ' ' | sed 's/ $//')"
 check "QUIT"                    "OK"    "$(cli QUIT)"

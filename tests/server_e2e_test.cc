@@ -5,21 +5,26 @@
 // limits, graceful shutdown, crash durability with --sync, and leases across
 // kill -9.
 
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <thread>
+
 #include <arpa/inet.h>
+#include <fcntl.h>
+#include <gtest/gtest.h>
 #include <netinet/in.h>
-#include <signal.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <fcntl.h>
-
 #include <chrono>
-#include <fstream>
 #include <thread>
 
 #include <gtest/gtest.h>
 
+#include "server_test_util.h"
 #include "util/testutil.h"
 
 #ifndef FENCEDKV_SERVER_BIN
@@ -29,168 +34,13 @@
 namespace fencedkv {
 namespace {
 
-class ServerProcess {
+// The server as a child process and a raw RESP client
+// (tests/server_test_util.h).
+class ServerProcess : public test::ServerProcess {
  public:
-  // Starts the server with `flags` (plus --port=0 and --port_file).
-  bool Start(const std::string& dir, std::vector<std::string> flags) {
-    const std::string port_file = dir + "/port";
-    unlink(port_file.c_str());
-    flags.push_back("--bind=127.0.0.1");
-    flags.push_back("--port=0");
-    flags.push_back("--port_file=" + port_file);
-    flags.push_back("--logtostderr=false");
-    flags.push_back("--log_dir=" + dir);
-    pid_ = fork();
-    if (pid_ == 0) {
-      std::vector<char*> argv;
-      argv.push_back(const_cast<char*>(FENCEDKV_SERVER_BIN));
-      for (auto& f : flags) argv.push_back(f.data());
-      argv.push_back(nullptr);
-      const int devnull = open("/dev/null", O_WRONLY);
-      dup2(devnull, STDOUT_FILENO);
-      execv(FENCEDKV_SERVER_BIN, argv.data());
-      _exit(127);
-    }
-    for (int i = 0; i < 400; ++i) {
-      std::ifstream in(port_file);
-      if (in >> port_) return true;
-      int status;
-      if (waitpid(pid_, &status, WNOHANG) == pid_) {
-        pid_ = -1;
-        return false;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(25));
-    }
-    return false;
-  }
-  // SIGTERM; returns the exit status (-1 if it did not exit in 10 s).
-  int Stop() {
-    if (pid_ <= 0) return -1;
-    kill(pid_, SIGTERM);
-    return Wait();
-  }
-  void Kill9() {
-    if (pid_ <= 0) return;
-    kill(pid_, SIGKILL);
-    Wait();
-  }
-  int port() const { return port_; }
-  ~ServerProcess() { Kill9(); }
-
- private:
-  int Wait() {
-    for (int i = 0; i < 1000; ++i) {
-      int status = 0;
-      if (waitpid(pid_, &status, WNOHANG) == pid_) {
-        pid_ = -1;
-        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    return -1;
-  }
-  pid_t pid_ = -1;
-  int port_ = 0;
+  ServerProcess() : test::ServerProcess(FENCEDKV_SERVER_BIN) {}
 };
-
-// A blocking RESP client.
-class Client {
- public:
-  explicit Client(int port) {
-    fd_ = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(static_cast<uint16_t>(port));
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    connected_ = connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
-    timeval tv{10, 0};
-    setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-  }
-  ~Client() { close(fd_); }
-  bool connected() const { return connected_; }
-
-  void SendRaw(const std::string& bytes) {
-    size_t off = 0;
-    while (off < bytes.size()) {
-      ssize_t n = send(fd_, bytes.data() + off, bytes.size() - off, MSG_NOSIGNAL);
-      if (n <= 0) return;
-      off += static_cast<size_t>(n);
-    }
-  }
-  static std::string Encode(const std::vector<std::string>& words) {
-    std::string out = "*" + std::to_string(words.size()) + "\r\n";
-    for (const auto& w : words) {
-      out += "$" + std::to_string(w.size()) + "\r\n" + w + "\r\n";
-    }
-    return out;
-  }
-  void Send(const std::vector<std::string>& words) { SendRaw(Encode(words)); }
-
-  // One reply, rendered: "+OK" "-ERR x" ":3" "$v" "$nil" "*[a,b]" or "EOF".
-  std::string Read() {
-    std::string line;
-    if (!ReadLine(&line)) return "EOF";
-    const char t = line[0];
-    const std::string rest = line.substr(1);
-    if (t == '+' || t == '-' || t == ':') return line;
-    if (t == '$') {
-      const long len = std::stol(rest);
-      if (len < 0) return "$nil";
-      std::string body;
-      if (!ReadN(static_cast<size_t>(len) + 2, &body)) return "EOF";
-      return "$" + body.substr(0, static_cast<size_t>(len));
-    }
-    if (t == '*') {
-      const long n = std::stol(rest);
-      if (n < 0) return "*nil";
-      std::string out = "*[";
-      for (long i = 0; i < n; ++i) out += (i ? "," : "") + Read();
-      return out + "]";
-    }
-    return "?" + line;
-  }
-  // Everything until the peer closes (for HTTP).
-  std::string ReadAll() {
-    while (Fill()) {
-    }
-    std::string out;
-    out.swap(buf_);
-    return out;
-  }
-  std::string Call(const std::vector<std::string>& words) {
-    Send(words);
-    return Read();
-  }
-
- private:
-  bool Fill() {
-    char buf[65536];
-    ssize_t n = recv(fd_, buf, sizeof(buf), 0);
-    if (n <= 0) return false;
-    buf_.append(buf, static_cast<size_t>(n));
-    return true;
-  }
-  bool ReadLine(std::string* line) {
-    size_t pos;
-    while ((pos = buf_.find("\r\n")) == std::string::npos) {
-      if (!Fill()) return false;
-    }
-    *line = buf_.substr(0, pos);
-    buf_.erase(0, pos + 2);
-    return true;
-  }
-  bool ReadN(size_t n, std::string* out) {
-    while (buf_.size() < n) {
-      if (!Fill()) return false;
-    }
-    *out = buf_.substr(0, n);
-    buf_.erase(0, n);
-    return true;
-  }
-  int fd_ = -1;
-  bool connected_ = false;
-  std::string buf_;
-};
+using Client = test::RespTestClient;
 
 class ServerE2ETest : public testing::Test {
  protected:
@@ -315,7 +165,7 @@ TEST_F(ServerE2ETest, OversizedRequestIsRefused) {
   EXPECT_EQ("EOF", c.Read());
   Client d(server_.port());
   EXPECT_EQ("$" + std::string(3000, 'x'), d.Call({"GET", "k"}));
-  EXPECT_EQ(":1", d.Call({"FENCE.GET", "k"}));
+  EXPECT_EQ("$1", d.Call({"FENCE.GET", "k"}));
   EXPECT_EQ(0, server_.Stop());
 }
 
@@ -335,13 +185,13 @@ TEST_F(ServerE2ETest, SigtermShutsDownCleanlyAndDataSurvives) {
   {
     Client c(server_.port());
     ASSERT_EQ("+OK", c.Call({"SET", "k", "v", "FENCE", "9"}));
-    ASSERT_EQ(":12", c.Call({"FENCE.ADVANCE", "k", "12"}));
+    ASSERT_EQ("$12", c.Call({"FENCE.ADVANCE", "k", "12"}));
   }
   EXPECT_EQ(0, server_.Stop());
   ASSERT_TRUE(StartServer());
   Client c(server_.port());
   EXPECT_EQ("$v", c.Call({"GET", "k"}));
-  EXPECT_EQ(":12", c.Call({"FENCE.GET", "k"}));
+  EXPECT_EQ("$12", c.Call({"FENCE.GET", "k"}));
   EXPECT_EQ(0u, c.Call({"SET", "k", "w", "FENCE", "11"}).rfind("-STALE", 0));
   EXPECT_EQ(0, server_.Stop());
 }
@@ -360,7 +210,8 @@ TEST_F(ServerE2ETest, SyncWritesSurviveKill9) {
   Client c(server_.port());
   for (int i = 0; i < 200; ++i) {
     ASSERT_EQ("$v" + std::to_string(i), c.Call({"GET", "k" + std::to_string(i)}));
-    ASSERT_EQ(":" + std::to_string(100 + i), c.Call({"FENCE.GET", "k" + std::to_string(i)}));
+    ASSERT_EQ("$" + std::to_string(100 + i),
+              c.Call({"FENCE.GET", "k" + std::to_string(i)}));
   }
   EXPECT_EQ(0, server_.Stop());
 }
@@ -371,7 +222,7 @@ TEST_F(ServerE2ETest, LeaseTokensStayIncreasingAcrossKill9) {
   {
     Client c(server_.port());
     first = c.Call({"LEASE.ACQUIRE", "a", "holder-1", "60000"});
-    ASSERT_EQ(0u, first.rfind("*[:", 0)) << first;
+    ASSERT_EQ(0u, first.rfind("*[$1,:", 0)) << first;
   }
   server_.Kill9();
   ASSERT_TRUE(StartServer());
@@ -379,10 +230,266 @@ TEST_F(ServerE2ETest, LeaseTokensStayIncreasingAcrossKill9) {
   // The held lease is honoured: same holder, same token; others are refused.
   EXPECT_EQ(0u, c.Call({"LEASE.ACQUIRE", "a", "holder-2", "60000"}).rfind("-LEASED", 0));
   const std::string info = c.Call({"LEASE.INFO", "a"});
-  EXPECT_EQ(0u, info.rfind("*[$holder,$holder-1,$token,:1,", 0)) << info;
+  EXPECT_EQ(0u, info.rfind("*[$holder,$holder-1,$token,$1,", 0)) << info;
   // A new grant gets a strictly greater token.
   const std::string second = c.Call({"LEASE.ACQUIRE", "b", "holder-3", "60000"});
-  EXPECT_EQ(0u, second.rfind("*[:2,", 0)) << second;
+  EXPECT_EQ(0u, second.rfind("*[$2,", 0)) << second;
+  EXPECT_EQ(0, server_.Stop());
+}
+
+// --max_token_skew: with the built-in lease service, a token more than S
+// above the last token it granted is refused, on every write path (grouped
+// SET, SET with options, MSET, DEL, MULTI, FENCE.ADVANCE), and the ceiling
+// is the persisted counter again after kill -9.
+TEST_F(ServerE2ETest, TokenSkewGuard) {
+  ASSERT_TRUE(StartServer({"--max_token_skew=10"}));
+  {
+    Client c(server_.port());
+    EXPECT_EQ("+OK", c.Call({"SET", "k", "v", "FENCE", "10"}));
+    // The same line from the grouped path and from SET with options.
+    const std::string refused =
+        "-TOKENSKEW token 11 is more than 10 above the highest token issued "
+        "(0): a holder can only have a token its lease service issued";
+    EXPECT_EQ(refused, c.Call({"SET", "k", "v", "FENCE", "11"}));
+    EXPECT_EQ(refused, c.Call({"SET", "k", "v", "XX", "FENCE", "11"}));
+    EXPECT_EQ(0u, c.Call({"FENCE.ADVANCE", "k", "18446744073709551615"})
+                      .rfind("-TOKENSKEW", 0));
+    EXPECT_EQ("$10", c.Call({"FENCE.GET", "k"}));  // nothing changed
+    EXPECT_EQ(0u,
+              c.Call({"LEASE.ACQUIRE", "a", "h", "60000"}).rfind("*[$1,", 0));
+    EXPECT_EQ("+OK", c.Call({"MSET", "a", "1", "b", "2", "FENCE", "11"}));
+    EXPECT_EQ(0u,
+              c.Call({"MSET", "a", "1", "FENCE", "12"}).rfind("-TOKENSKEW", 0));
+    EXPECT_EQ(
+        0u,
+        c.Call({"SET", "a", "1", "GET", "FENCE", "12"}).rfind("-TOKENSKEW", 0));
+    EXPECT_EQ(0u, c.Call({"DEL", "a", "FENCE", "12"}).rfind("-TOKENSKEW", 0));
+    EXPECT_EQ("+OK", c.Call({"MULTI"}));
+    EXPECT_EQ("+QUEUED", c.Call({"SET", "x", "1", "FENCE", "12"}));
+    EXPECT_EQ(0u, c.Call({"EXEC"}).rfind("-TOKENSKEW", 0));
+    EXPECT_EQ("$nil", c.Call({"GET", "x"}));
+  }
+  server_.Kill9();
+  ASSERT_TRUE(StartServer({"--max_token_skew=10"}));
+  Client c(server_.port());
+  EXPECT_EQ("+OK", c.Call({"SET", "k", "v", "FENCE", "11"}));
+  EXPECT_EQ(0u,
+            c.Call({"SET", "k", "v", "FENCE", "12"}).rfind("-TOKENSKEW", 0));
+  EXPECT_EQ(0, server_.Stop());
+  // Off by default.
+  ASSERT_TRUE(StartServer());
+  Client d(server_.port());
+  EXPECT_EQ("+OK", d.Call({"SET", "k", "v", "FENCE", "18446744073709551615"}));
+  EXPECT_EQ(0, server_.Stop());
+}
+
+// The fast paths (pipelined GETs read together, SET/MSET grouped) check
+// the same permissions as every other command.
+TEST_F(ServerE2ETest, AclHoldsOnTheFastPaths) {
+  const std::string file = dir_.Sub("users.acl");
+  std::ofstream(file) << "user reader on >r ~* +@read +@connection\n"
+                         "user writer on >w ~* +set +mset +auth\n";
+  ASSERT_TRUE(StartServer({"--aclfile=" + file}));
+  Client c(server_.port());
+  ASSERT_EQ("+OK", c.Call({"AUTH", "reader", "r"}));
+  std::string batch;
+  for (int i = 0; i < 8; ++i) {
+    batch +=
+        Client::Encode({"SET", "k" + std::to_string(i), "v", "FENCE", "1"});
+  }
+  batch += Client::Encode({"MSET", "a", "1", "b", "2", "FENCE", "1"});
+  c.SendRaw(batch);
+  for (int i = 0; i < 8; ++i) {
+    EXPECT_EQ("-NOPERM this user has no permissions to run the 'set' command",
+              c.Read())
+        << i;
+  }
+  EXPECT_EQ("-NOPERM this user has no permissions to run the 'mset' command",
+            c.Read());
+  EXPECT_EQ(":0", c.Call({"EXISTS", "k0", "a"}));
+  Client w(server_.port());
+  ASSERT_EQ("+OK", w.Call({"AUTH", "writer", "w"}));
+  ASSERT_EQ("+OK", w.Call({"SET", "k", "v", "FENCE", "1"}));
+  batch.clear();
+  for (int i = 0; i < 20; ++i) batch += Client::Encode({"GET", "k"});
+  w.SendRaw(batch);
+  for (int i = 0; i < 20; ++i) {
+    EXPECT_EQ("-NOPERM this user has no permissions to run the 'get' command",
+              w.Read())
+        << i;
+  }
+  EXPECT_EQ("-NOPERM this user has no permissions to run the 'scan' command",
+            w.Call({"SCAN", "0"}));
+  EXPECT_EQ(0, server_.Stop());
+}
+
+// Expired leases are reclaimed (INFO's count drops without anyone asking),
+// and the number on record is bounded: past --max_leases a new name takes
+// an expired lease's place, or gets -BUSY if all are held.
+TEST_F(ServerE2ETest, LeasesAreReclaimedAndBounded) {
+  ASSERT_TRUE(StartServer({"--max_leases=20"}));
+  Client c(server_.port());
+  for (int i = 0; i < 20; ++i) {
+    ASSERT_EQ(0u,
+              c.Call({"LEASE.ACQUIRE", "short" + std::to_string(i), "h", "1"})
+                  .rfind("*[", 0));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  // At the limit, but expired: a new name reclaims one's place.
+  ASSERT_EQ(0u,
+            c.Call({"LEASE.ACQUIRE", "long0", "h", "60000"}).rfind("*[", 0));
+  std::string held;
+  for (int i = 0; i < 100; ++i) {  // the reclaimer runs every second
+    const std::string info = c.Call({"INFO", "fencing"});
+    held = info.substr(info.find("leases_held:"));
+    held = held.substr(0, held.find('\r'));
+    if (held == "leases_held:1") break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ("leases_held:1", held);
+  for (int i = 1; i < 20; ++i) {
+    ASSERT_EQ(
+        0u, c.Call({"LEASE.ACQUIRE", "long" + std::to_string(i), "h", "60000"})
+                .rfind("*[", 0));
+  }
+  EXPECT_EQ(
+      "-BUSY too many leases: 20 held (max_leases); release some or wait "
+      "for one to expire",
+      c.Call({"LEASE.ACQUIRE", "one-more", "h", "60000"}));
+  // A held name is renewed, not counted twice.
+  EXPECT_EQ(0u,
+            c.Call({"LEASE.ACQUIRE", "long0", "h", "60000"}).rfind("*[", 0));
+  EXPECT_EQ(0, server_.Stop());
+}
+
+// The server's resident memory, in KiB.
+long RssKiB(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::stol(line.substr(6));
+  }
+  return -1;
+}
+
+// SCAN cursors are bounded (count, bytes, per connection), belong to the
+// connection that got them, and go with it. 10,000 SCAN 0 MATCH nomatch
+// COUNT 1 over 60 KiB keys once held 630 MB for good.
+TEST_F(ServerE2ETest, ScanCursorsAreBoundedAndPrivate) {
+  ASSERT_TRUE(StartServer({"--memtable=skiplist"}));  // cheap new iterators
+  Client a(server_.port());
+  const std::string big(60 << 10, 'k');
+  for (int i = 0; i < 20; ++i) {
+    ASSERT_EQ("+OK",
+              a.Call({"SET", big + std::to_string(i), "v", "FENCE", "1"}));
+  }
+  const long before = RssKiB(server_.pid());
+  std::string cursor;
+  for (int round = 0; round < 10; ++round) {
+    std::string batch;
+    for (int i = 0; i < 1000; ++i) {
+      batch += Client::Encode({"SCAN", "0", "MATCH", "nomatch", "COUNT", "1"});
+    }
+    a.SendRaw(batch);
+    for (int i = 0; i < 1000; ++i) {
+      const std::string r = a.Read();
+      ASSERT_EQ("*[$", r.substr(0, 3));
+      cursor = r.substr(3, r.find(',') - 3);
+    }
+  }
+  const long grown_mib = (RssKiB(server_.pid()) - before) / 1024;
+  EXPECT_LT(grown_mib, 100) << "RSS grew by " << grown_mib << " MiB";
+  // Another connection cannot resume it; its owner can.
+  Client b(server_.port());
+  EXPECT_EQ("-ERR invalid cursor", b.Call({"SCAN", cursor}).substr(0, 40));
+  EXPECT_EQ("*[$", a.Call({"SCAN", cursor}).substr(0, 3));
+  std::string info = b.Call({"INFO", "stats"});
+  EXPECT_NE(std::string::npos, info.find("scan_cursors:16\r\n")) << info;
+  a.Call({"QUIT"});
+  for (int i = 0; i < 100; ++i) {  // the connection's cursors go with it
+    info = b.Call({"INFO", "stats"});
+    if (info.find("scan_cursors:0\r\n") != std::string::npos) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_NE(std::string::npos, info.find("scan_cursors:0\r\n")) << info;
+  EXPECT_NE(std::string::npos, info.find("scan_cursor_bytes:0\r\n")) << info;
+  EXPECT_EQ(0, server_.Stop());
+}
+
+// KEYS, SCAN and DBSIZE run on the scan thread, never on an io loop: while
+// four clients loop over KEYS on 100k keys, another client's PING is not
+// held up by them (it used to wait for whole KEYS calls).
+TEST_F(ServerE2ETest, KeysDoNotStallOtherClients) {
+  ASSERT_TRUE(StartServer({"--io_threads=1"}));
+  {
+    Client c(server_.port());
+    std::string batch;
+    for (int b = 0; b < 100; ++b) {
+      std::vector<std::string> words = {"MSET"};
+      for (int i = 0; i < 1000; ++i) {
+        words.push_back("key:" + std::to_string(b * 1000 + i));
+        words.push_back("v");
+      }
+      words.push_back("FENCE");
+      words.push_back("1");
+      batch += Client::Encode(words);
+    }
+    c.SendRaw(batch);
+    for (int b = 0; b < 100; ++b) ASSERT_EQ("+OK", c.Read());
+  }
+  using Clock = std::chrono::steady_clock;
+  auto ms = [](Clock::duration d) {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(d).count();
+  };
+  Client probe(server_.port());
+  auto t0 = Clock::now();
+  ASSERT_EQ("*[]", probe.Call({"KEYS", "nomatch*"}));
+  const auto keys_ms = ms(Clock::now() - t0);
+  std::atomic<bool> done{false};
+  std::vector<std::thread> loops;
+  for (int i = 0; i < 4; ++i) {
+    loops.emplace_back([&] {
+      Client c(server_.port());
+      while (!done) c.Call({"KEYS", "nomatch*"});
+    });
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  long worst = 0;
+  for (auto end = Clock::now() + std::chrono::seconds(2); Clock::now() < end;) {
+    t0 = Clock::now();
+    ASSERT_EQ("+PONG", probe.Call({"PING"}));
+    worst = std::max<long>(worst, ms(Clock::now() - t0));
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  done = true;
+  for (auto& t : loops) t.join();
+  std::printf(
+      "one KEYS over 100k keys: %ld ms; worst PING beside 4 KEYS loops: %ld "
+      "ms\n",
+      static_cast<long>(keys_ms), worst);
+  EXPECT_LT(worst, std::max<long>(50, keys_ms / 2));
+  EXPECT_EQ(0, server_.Stop());
+}
+
+// A pattern whose match would cost O(pattern x key) is refused, fast: one
+// KEYS with a 16 KB pattern on a 64 KiB key took 3 s.
+TEST_F(ServerE2ETest, CostlyPatternsAreRefused) {
+  ASSERT_TRUE(StartServer());
+  Client c(server_.port());
+  ASSERT_EQ("+OK",
+            c.Call({"SET", std::string(64 << 10, 'a'), "v", "FENCE", "1"}));
+  const std::string pattern = "*" + std::string(16 << 10, 'a') + "b*";
+  const std::string refused =
+      "-ERR pattern too complex: matching it against one key took more than "
+      "32 steps per byte (a long literal between two '*'?)";
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(refused, c.Call({"KEYS", pattern}));
+  EXPECT_EQ(refused, c.Call({"SCAN", "0", "MATCH", pattern}));
+  // (The old matcher took 4.4 s per call; the bound leaves room for
+  // sanitizer builds.)
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(2));
+  EXPECT_EQ("*[]", c.Call({"KEYS", "*" + std::string(16 << 10, 'a') + "b"}));
+  EXPECT_EQ(65536u + 4, c.Call({"KEYS", "*a"}).size());  // "*[$" key "]"
   EXPECT_EQ(0, server_.Stop());
 }
 
@@ -394,6 +501,37 @@ TEST_F(ServerE2ETest, RequirePass) {
   EXPECT_EQ("+OK", c.Call({"AUTH", "s3cret"}));
   EXPECT_EQ("$nil", c.Call({"GET", "k"}));
   EXPECT_EQ(0, server_.Stop());
+}
+
+// The password need not be on the command line (where `ps` shows it): from
+// a file, or from the environment. /proc/PID/cmdline must not hold it.
+TEST_F(ServerE2ETest, RequirePassFromFileOrEnvironment) {
+  const std::string file = dir_.Sub("pass");
+  std::ofstream(file) << "from-file\n";
+  ASSERT_TRUE(StartServer({"--requirepass_file=" + file}));
+  {
+    std::ifstream in("/proc/" + std::to_string(server_.pid()) + "/cmdline");
+    const std::string cmdline((std::istreambuf_iterator<char>(in)),
+                              std::istreambuf_iterator<char>());
+    EXPECT_EQ(std::string::npos, cmdline.find("from-file")) << cmdline;
+    Client c(server_.port());
+    EXPECT_EQ("-NOAUTH Authentication required.", c.Call({"GET", "k"}));
+    EXPECT_EQ(0u, c.Call({"AUTH", "from-file\n"}).rfind("-WRONGPASS", 0));
+    EXPECT_EQ("+OK", c.Call({"AUTH", "from-file"}));  // without the newline
+  }
+  EXPECT_EQ(0, server_.Stop());
+  setenv("FENCEDKV_REQUIREPASS", "from-env", 1);
+  const bool started = StartServer();
+  unsetenv("FENCEDKV_REQUIREPASS");
+  ASSERT_TRUE(started);
+  {
+    Client c(server_.port());
+    EXPECT_EQ("-NOAUTH Authentication required.", c.Call({"GET", "k"}));
+    EXPECT_EQ("+OK", c.Call({"AUTH", "from-env"}));
+  }
+  EXPECT_EQ(0, server_.Stop());
+  // Two sources at once are refused: which one would hold?
+  EXPECT_FALSE(StartServer({"--requirepass=a", "--requirepass_file=" + file}));
 }
 
 TEST_F(ServerE2ETest, PrometheusMetrics) {

@@ -6,38 +6,50 @@
 //
 //   fencedkv-lock [--server host:port] [--ttl_ms N] [--holder ID]
 //                 [--fence_advance KEY] [--wait_ms N] NAME -- CMD [ARGS...]
+//   fencedkv-lock [flags] --hold NAME
 //
 // 1. Acquires lease NAME (waiting while another holder has it, up to
 //    --wait_ms; -1 waits forever).
 // 2. If --fence_advance KEY: FENCE.ADVANCE KEY token, so holders of older
 //    tokens are fenced out before CMD writes anything.
-// 3. Runs CMD with FENCEDKV_TOKEN, FENCEDKV_HOLDER and FENCEDKV_LEASE set,
-//    renewing the lease every ttl/3.
+// 3. Runs CMD in a process group of its own, with FENCEDKV_TOKEN,
+//    FENCEDKV_HOLDER and FENCEDKV_LEASE set, renewing the lease every ttl/3.
+//    (This process is a child subreaper: what CMD leaves behind stays its
+//    child, in that group.)
 // 4. If a renewal is refused (the lease was lost: this process was paused,
-//    the network failed) it sends CMD SIGTERM (SIGKILL 2 s later) and exits
-//    3. CMD's writes with the old token are refused by the store anyway --
-//    this only stops it early.
-// 5. When CMD ends, releases the lease and exits with CMD's status (128+N if
-//    it died of signal N).
+//    the network failed) it sends the whole group SIGTERM (SIGKILL after
+//    --kill_grace_ms) and exits 3. CMD's writes with the old token are
+//    refused by the store anyway -- this only stops it early.
+// 5. When CMD ends, stops what is left of its group the same way (nothing
+//    it started may outlive the lease), releases the lease and exits with
+//    CMD's status (128+N if it died of signal N).
+// SIGINT / SIGTERM to fencedkv-lock are passed to CMD's group.
+//
+// --hold: no command. Prints the token on stdout, renews until SIGINT or
+// SIGTERM (then releases and exits 0) or until the lease is lost (exit 3).
+//
 // Exit codes: CMD's status; 2 usage error; 3 lease lost; 4 lease not
 // acquired within --wait_ms; 5 server unreachable or refusing.
 
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include <gflags/gflags.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "fencedkv/version.h"
-#include "util/help_flags.h"
+
 #include "resp_client.h"
+#include "util/help_flags.h"
 
 DEFINE_string(server, "127.0.0.1:7379", "fencedkv-server address, host:port");
 DEFINE_int64(ttl_ms, 10000, "Lease TTL in ms; renewed every ttl/3 while CMD runs");
@@ -46,7 +58,19 @@ DEFINE_string(fence_advance, "", "If set, FENCE.ADVANCE this key (or {tag}) to "
               "the new token before CMD starts");
 DEFINE_int64(wait_ms, -1, "How long to wait for a lease held by someone else; "
              "-1 = forever, 0 = fail at once");
-DEFINE_string(password, "", "AUTH password, if the server has --requirepass");
+DEFINE_string(user, "",
+              "ACL user to AUTH as (with --password); default: the "
+              "default user");
+DEFINE_string(password, "",
+              "AUTH password, if the server needs one. Visible "
+              "in ps: prefer the REDISCLI_AUTH environment variable (also "
+              "read by redis-cli)");
+DEFINE_bool(hold, false,
+            "No command: print the token, hold the lease until "
+            "SIGINT/SIGTERM (exit 0, released) or until it is lost (exit 3)");
+DEFINE_int64(kill_grace_ms, 2000,
+             "When stopping CMD's process group: how long "
+             "after SIGTERM before SIGKILL");
 
 namespace {
 
@@ -58,10 +82,12 @@ constexpr int kExitLeaseLost = 3;
 constexpr int kExitNotAcquired = 4;
 constexpr int kExitServer = 5;
 
-volatile sig_atomic_t g_child = 0;
+volatile sig_atomic_t g_group = 0;   // CMD's process group, once it runs
+volatile sig_atomic_t g_signal = 0;  // SIGINT / SIGTERM received
 
-void Forward(int sig) {
-  if (g_child > 0) kill(g_child, sig);
+void OnSignal(int sig) {
+  g_signal = sig;
+  if (g_group > 0) kill(-g_group, sig);
 }
 
 int64_t NowMs() {
@@ -70,17 +96,27 @@ int64_t NowMs() {
       .count();
 }
 
+std::string Password() {
+  if (!FLAGS_password.empty()) return FLAGS_password;
+  const char* env = std::getenv("REDISCLI_AUTH");
+  return env != nullptr ? env : "";
+}
+
 // Calls the server, reconnecting once if the connection dropped.
 bool Call(RespClient* c, const std::vector<std::string>& args, Reply* r,
           std::string* error) {
   for (int attempt = 0; attempt < 2; ++attempt) {
     if (!c->connected()) {
       if (!c->Connect(FLAGS_server, 2000, error)) continue;
-      if (!FLAGS_password.empty()) {
-        Reply auth;
-        if (!c->Call({"AUTH", FLAGS_password}, &auth, error)) continue;
-        if (auth.type == Reply::kError) {
-          *error = auth.str;
+      const std::string password = Password();
+      if (!password.empty()) {
+        std::vector<std::string> auth = {"AUTH"};
+        if (!FLAGS_user.empty()) auth.push_back(FLAGS_user);
+        auth.push_back(password);
+        Reply reply;
+        if (!c->Call(auth, &reply, error)) continue;
+        if (reply.type == Reply::kError) {
+          *error = reply.str;
           return false;
         }
       }
@@ -96,15 +132,100 @@ void Log(const char* fmt, const std::string& a, const std::string& b = "") {
   std::fprintf(stderr, "\n");
 }
 
+// Reaps every exited child (this process is a subreaper: CMD's orphans are
+// its children too); stores CMD's status in *status when it goes. True once
+// CMD is gone.
+bool Reap(pid_t cmd, bool* cmd_done, int* status) {
+  int st = 0;
+  pid_t pid;
+  while ((pid = waitpid(-1, &st, WNOHANG)) > 0) {
+    if (pid == cmd) {
+      *cmd_done = true;
+      *status = st;
+    }
+  }
+  return *cmd_done;
+}
+
+// True while a process of `group` is left.
+bool GroupAlive(pid_t group) { return kill(-group, 0) == 0 || errno != ESRCH; }
+
+// Stops every process of CMD's group: SIGTERM, then SIGKILL after
+// --kill_grace_ms; reaps them (and CMD, into *status).
+void StopGroup(pid_t group, pid_t cmd, bool* cmd_done, int* status) {
+  Reap(cmd, cmd_done, status);
+  if (!GroupAlive(group)) return;
+  kill(-group, SIGTERM);
+  const int64_t kill_at = NowMs() + FLAGS_kill_grace_ms;
+  while (true) {
+    Reap(cmd, cmd_done, status);
+    if (!GroupAlive(group)) return;
+    if (NowMs() >= kill_at) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  kill(-group, SIGKILL);
+  for (int i = 0; i < 500 && GroupAlive(group); ++i) {
+    Reap(cmd, cmd_done, status);
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  Reap(cmd, cmd_done, status);
+}
+
+// Renews the lease every ttl/3 while `keep_going` says so; false once it is
+// lost (a renewal refused, or the server unreachable past the TTL).
+template <typename KeepGoing>
+bool HoldWhile(RespClient* client, const std::string& name,
+               const std::string& holder, const std::string& token,
+               KeepGoing keep_going) {
+  const std::string ttl = std::to_string(FLAGS_ttl_ms);
+  const int64_t every = std::max<int64_t>(10, FLAGS_ttl_ms / 3);
+  int64_t next_renew = NowMs() + every;
+  int64_t expires = NowMs() + FLAGS_ttl_ms;
+  Reply r;
+  std::string error;
+  while (keep_going()) {
+    const int64_t now = NowMs();
+    if (now >= next_renew) {
+      if (Call(client, {"LEASE.RENEW", name, holder, token, ttl}, &r, &error)) {
+        if (r.type != Reply::kArray) {
+          Log("lease %s lost: %s", name, r.str);
+          return false;
+        }
+        expires = now + FLAGS_ttl_ms;
+        next_renew = now + every;
+      } else if (now >= expires) {
+        Log("lease %s lost: server unreachable past the TTL (%s)", name, error);
+        return false;
+      } else {
+        next_renew = now + 50;  // retry soon, while the lease may still hold
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return true;
+}
+
+void Release(RespClient* client, const std::string& name,
+             const std::string& holder, const std::string& token) {
+  Reply r;
+  std::string error;
+  if (Call(client, {"LEASE.RELEASE", name, holder, token}, &r, &error) &&
+      r.type == Reply::kError) {
+    Log("LEASE.RELEASE %s: %s", name, r.str);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   gflags::SetUsageMessage(
       "run a command while holding a fencedkv lease\n"
       "  fencedkv-lock [flags] NAME -- CMD [ARGS...]\n"
+      "  fencedkv-lock [flags] --hold NAME\n"
       "CMD gets FENCEDKV_TOKEN (its fencing token), FENCEDKV_HOLDER and "
-      "FENCEDKV_LEASE.\nExit: CMD's status; 2 usage; 3 lease lost; 4 not "
-      "acquired in --wait_ms; 5 server error.");
+      "FENCEDKV_LEASE; it runs in a process group of its own, stopped whole "
+      "when the lease is lost or CMD ends.\nExit: CMD's status; 2 usage; 3 "
+      "lease lost; 4 not acquired in --wait_ms; 5 server error.");
   gflags::SetVersionString(FENCEDKV_VERSION_STRING);
   fencedkv::NarrowHelpToModule(argc, argv, "fencedkv_lock");
   // Split at the first "--" ourselves: gflags would reorder what follows it.
@@ -119,8 +240,10 @@ int main(int argc, char** argv) {
   int flag_argc = split;
   gflags::ParseCommandLineFlags(&flag_argc, &argv, true);
   std::vector<std::string> names(argv + 1, argv + flag_argc);
-  if (names.size() != 1 || cmd.empty()) {
-    std::fprintf(stderr, "usage: fencedkv-lock [flags] NAME -- CMD [ARGS...] (see --help)\n");
+  if (names.size() != 1 || cmd.empty() == !FLAGS_hold) {
+    std::fprintf(stderr,
+                 "usage: fencedkv-lock [flags] NAME -- CMD [ARGS...] | "
+                 "fencedkv-lock [flags] --hold NAME (see --help)\n");
     return kExitUsage;
   }
   if (FLAGS_ttl_ms < 30) {
@@ -163,25 +286,41 @@ int main(int argc, char** argv) {
     std::this_thread::sleep_for(std::chrono::milliseconds(
         std::min<int64_t>(200, std::max<int64_t>(10, FLAGS_ttl_ms / 10))));
   }
-  // 2. Fence out older holders before CMD writes anything.
+  // 2. Fence out older holders before anything is written.
   if (!FLAGS_fence_advance.empty()) {
-    if (!Call(&client, {"FENCE.ADVANCE", FLAGS_fence_advance, token}, &r, &error) ||
-        r.type != Reply::kInteger) {
+    if (!Call(&client, {"FENCE.ADVANCE", FLAGS_fence_advance, token}, &r,
+              &error) ||
+        r.type != Reply::kBulk) {
       Log("FENCE.ADVANCE %s failed: %s", FLAGS_fence_advance,
           r.type == Reply::kError ? r.str : error);
-      Call(&client, {"LEASE.RELEASE", name, holder, token}, &r, &error);
+      Release(&client, name, holder, token);
       return kExitServer;
     }
   }
-  // 3. Run CMD with the token, renewing.
-  signal(SIGINT, Forward);
-  signal(SIGTERM, Forward);
+  signal(SIGINT, OnSignal);
+  signal(SIGTERM, OnSignal);
+
+  if (FLAGS_hold) {
+    std::printf("%s\n", token.c_str());
+    std::fflush(stdout);
+    if (!HoldWhile(&client, name, holder, token,
+                   [] { return g_signal == 0; })) {
+      return kExitLeaseLost;
+    }
+    Release(&client, name, holder, token);
+    return 0;
+  }
+
+  // 3. Run CMD in a group of its own, with the token, renewing.
+  prctl(PR_SET_CHILD_SUBREAPER, 1);  // its orphans stay ours, to stop
   const pid_t child = fork();
   if (child < 0) {
     Log("fork: %s", std::strerror(errno));
+    Release(&client, name, holder, token);
     return kExitServer;
   }
   if (child == 0) {
+    setpgid(0, 0);
     setenv("FENCEDKV_TOKEN", token.c_str(), 1);
     setenv("FENCEDKV_HOLDER", holder.c_str(), 1);
     setenv("FENCEDKV_LEASE", name.c_str(), 1);
@@ -195,55 +334,20 @@ int main(int argc, char** argv) {
                  std::strerror(errno));
     _exit(127);
   }
-  g_child = child;
-  const int64_t every = std::max<int64_t>(10, FLAGS_ttl_ms / 3);
-  int64_t next_renew = NowMs() + every;
-  int64_t expires = NowMs() + FLAGS_ttl_ms;
+  setpgid(child, child);  // as the child does: whichever runs first
+  g_group = child;
+  if (g_signal != 0) kill(-child, g_signal);  // came before g_group was set
   int status = 0;
-  bool lost = false;
-  while (true) {
-    const pid_t done = waitpid(child, &status, WNOHANG);
-    if (done == child) break;
-    const int64_t now = NowMs();
-    if (!lost && now >= next_renew) {
-      if (Call(&client, {"LEASE.RENEW", name, holder, token, ttl}, &r, &error)) {
-        if (r.type == Reply::kArray) {
-          expires = now + FLAGS_ttl_ms;
-          next_renew = now + every;
-        } else {
-          Log("lease %s lost: %s; stopping the command", name, r.str);
-          lost = true;
-        }
-      } else if (now >= expires) {
-        Log("lease %s lost: server unreachable past the TTL (%s); stopping the command",
-            name, error);
-        lost = true;
-      } else {
-        next_renew = now + 50;  // retry soon, while the lease may still hold
-      }
-      if (lost) {
-        kill(child, SIGTERM);
-        const int64_t kill_at = NowMs() + 2000;
-        while (waitpid(child, &status, WNOHANG) != child) {
-          if (NowMs() >= kill_at) {
-            kill(child, SIGKILL);
-            waitpid(child, &status, 0);
-            break;
-          }
-          std::this_thread::sleep_for(std::chrono::milliseconds(10));
-        }
-        break;
-      }
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  g_child = 0;
-  if (lost) return kExitLeaseLost;
-  // 5. Release and pass CMD's status on.
-  if (Call(&client, {"LEASE.RELEASE", name, holder, token}, &r, &error) &&
-      r.type == Reply::kError) {
-    Log("LEASE.RELEASE %s: %s", name, r.str);
-  }
+  bool done = false;
+  const bool held = HoldWhile(&client, name, holder, token,
+                              [&] { return !Reap(child, &done, &status); });
+  if (!held)
+    Log("stopping the command (process group %s)", std::to_string(child));
+  // 4-5. Nothing of CMD's group outlives the lease.
+  StopGroup(child, child, &done, &status);
+  g_group = 0;
+  if (!held) return kExitLeaseLost;
+  Release(&client, name, holder, token);
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
   return 1;

@@ -3,23 +3,24 @@
 // DBImpl: the RocksDB-backed implementation of fencedkv::DB. It owns the
 // rocksdb::DB and its column family handles and is the ONLY code that calls
 // rocksdb::DB::Write. Every data or fence mutation (Put, Delete, Write,
-// WriteGroup, AdvanceFence) reaches WriteOps(), which writes one
-// rocksdb::WriteBatch holding the data and the new max tokens together; the
+// WriteGroup, AdvanceFence) is a WriteRequest that reaches WriteOps()
+// (db_impl_write.cc), which writes one rocksdb::WriteBatch holding the data,
+// the raised maxima and the raised high-water marks together; the
 // metadata-only writes (SetFenceFloor, lease records via PutMetaSynced /
 // DeleteMetaSynced) are synced single batches of the meta column family.
 //
-// Why the check is race-free: a writer locks the FenceTable stripes of all
-// the domains it touches, finds the current maxima (the high-water-mark
-// shortcut, else the exact cache, else one RocksDB read), decides, records
-// the new maxima in the cache, writes (rolling the cache back if the write
-// fails) and only then unlocks. Per domain, checks and applies are
+// Why the check is race-free (docs/concurrency.md has the whole argument): a
+// writer locks the FenceTable stripes of all the domains it touches, finds
+// the current maxima (the high-water-mark shortcut, else the exact cache,
+// else one RocksDB read), decides, writes, and only then records the new
+// maxima in the cache and unlocks. Per domain, checks and applies are
 // therefore serialized in one order; writers on different stripes run in
 // parallel and RocksDB group-commits them.
 //
-// The high-water mark (hwm_) is an upper bound of every stored domain max:
-// it is raised (persisted with a max() merge in the same batch) whenever a
-// write raises a max above it. A token that passes against the hwm passes
-// against every domain, so such writes need no read at all.
+// The high-water mark of a stripe is an upper bound of every stored max of
+// the stripe's domains (fence_format.h says how it is persisted). A token
+// that passes against it passes against every domain of the stripe, so such
+// writes need no lookup at all.
 
 #ifndef FENCEDKV_ENGINE_DB_DB_IMPL_H_
 #define FENCEDKV_ENGINE_DB_DB_IMPL_H_
@@ -31,9 +32,12 @@
 
 #include <rocksdb/db.h>
 
+#include "db/fence_format.h"
 #include "db/fence_gc_filter.h"
 #include "db/fence_table.h"
 #include "fencedkv/db.h"
+#include "util/mutexlock.h"
+#include "util/thread_annotations.h"
 
 namespace fencedkv {
 
@@ -42,6 +46,10 @@ class DBImpl final : public DB {
   DBImpl(const Options& options, const FenceDomainSpec& spec,
          std::string path);
   ~DBImpl() override;
+
+  // Checks every field of `options` (DB::Open calls it before touching the
+  // disk). InvalidArgument naming the field, or OK.
+  static Status ValidateOptions(const Options& options);
 
   // Opens or creates the database (called by DB::Open).
   Status OpenImpl();
@@ -70,6 +78,10 @@ class DBImpl final : public DB {
   Status SetFenceFloor(const WriteOptions& options, Token floor) override;
   Token GetFenceFloor() override;
   std::unique_ptr<Iterator> NewIterator(const ReadOptions& options) override;
+  void NoteIssuedToken(Token token) override;
+  Token GetIssuedToken() const override {
+    return issued_.load(std::memory_order_acquire);
+  }
   FenceDomainSpec GetFenceDomain() const override { return spec_; }
   FenceMode GetFenceMode() const override { return mode_; }
   FenceStats GetFenceStats() const override;
@@ -77,25 +89,40 @@ class DBImpl final : public DB {
   Status Flush() override;
   Status CompactRange(const std::string* begin,
                       const std::string* end) override;
+  // Copies (db_impl_backup.cc).
+  Status Checkpoint(const std::string& dir) override;
+  Status Backup(const std::string& backup_dir, const BackupOptions& options,
+                BackupInfo* info) override;
 
   // ---- For the embedded lease service (same process, same write path) ----
   // Reads a meta record; NotFound if absent.
   Status GetMeta(std::string_view key, std::string* value);
   // Writes meta records atomically and synced, serialized with every other
   // meta commit by meta_mu_ (callers hold their own higher-level lock).
-  Status PutMetaSynced(const std::vector<std::pair<std::string, std::string>>&
-                           records);
+  Status PutMetaSynced(
+      const std::vector<std::pair<std::string, std::string>>& records)
+      LOCKS_EXCLUDED(meta_mu_);
   // Deletes a meta record, synced, serialized like PutMetaSynced.
-  Status DeleteMetaSynced(const std::string& key);
+  Status DeleteMetaSynced(const std::string& key) LOCKS_EXCLUDED(meta_mu_);
+  // Puts and deletes meta records in one atomic synced write, serialized
+  // like PutMetaSynced.
+  Status WriteMetaSynced(
+      const std::vector<std::pair<std::string, std::string>>& puts,
+      const std::vector<std::string>& deletes) LOCKS_EXCLUDED(meta_mu_);
   // Lists meta records whose key starts with `prefix`.
   Status ScanMeta(std::string_view prefix,
                   std::vector<std::pair<std::string, std::string>>* out);
 
-  // An upper bound of every token ever stored (see the class comment).
+  // One LeaseService per DB: two would each keep a counter and issue the
+  // same tokens. TryClaimLeaseService is false while another holds the
+  // claim; the service gives it back when destroyed.
+  bool TryClaimLeaseService() { return !lease_service_open_.exchange(true); }
+  void ReleaseLeaseService() { lease_service_open_.store(false); }
+
+  // An upper bound of every token ever stored: the largest stripe mark.
   Token HighWaterMark() const { return hwm_.load(std::memory_order_acquire); }
 
   // ---- Test hooks ----
-  Token TEST_HighWaterMark() const { return hwm_.load(); }
   // Number of physical fence-state records: fence CF records plus no-value
   // data records (what floor GC may drop).
   size_t TEST_CountFenceStateRecords();
@@ -103,16 +130,36 @@ class DBImpl final : public DB {
 
  private:
   enum class OpKind : uint8_t { kPut, kDelete, kAdvance };
+  // One validated operation of a write request.
   struct PendingOp {
     OpKind kind;
     std::string_view key;
     std::string_view value;
-    Token token;             // 0 = unfenced (only with allow_unfenced)
-    uint32_t domain_index;   // into the scratch domain states
-    Token record_token;      // the token stored in the data record
+    Token token;  // 0 = unfenced (only with allow_unfenced)
     WriteCondition condition = WriteCondition::kNone;
-    uint32_t group = 0;  // WriteGroup: the batch this op belongs to
-    bool skip = false;   // its batch was refused: not written
+    uint32_t group = 0;  // kGroup: the batch this op belongs to
+    // Filled in by the write path:
+    uint32_t domain_index = 0;  // into Scratch::states
+    Token record_token = 0;     // the token stored in the data record
+    bool skip = false;          // kGroup: its batch was refused
+  };
+
+  // What one call of the write path asks for.
+  struct WriteRequest {
+    enum class Kind : uint8_t {
+      kSingle,   // Put / Delete: one op; a stale error has no op index
+      kBatch,    // Write: every op or none; a stale error names its op
+      kGroup,    // WriteGroup: independent batches (PendingOp::group), each
+                 // all or nothing, outcomes in group_statuses
+      kAdvance,  // AdvanceFence: one kAdvance op, always synced
+    };
+    Kind kind;
+    bool sync;
+    PendingOp* ops;
+    size_t n;  // >= 1
+    WriteResult* result = nullptr;     // kBatch: per-op outcomes, conditions
+    Status* group_statuses = nullptr;  // kGroup: one per batch, preset OK
+    Token* max_after = nullptr;        // kAdvance: the reported max after it
   };
   struct DomainState;
   struct Scratch;
@@ -120,27 +167,56 @@ class DBImpl final : public DB {
   Status ValidateKey(std::string_view key) const;
   Status ValidateWriteOp(OpKind kind, std::string_view key,
                          std::string_view value, Token token) const;
-  // The single write path. `ops` are validated. Locks, checks, builds one
-  // rocksdb::WriteBatch, commits, updates the cache.
-  // `is_batch`: stale errors carry the op's index (DB::Write). `result`
-  // (optional) receives per-op outcomes; conditions need it. With
-  // `group_statuses` (WriteGroup), ops carry their batch in op.group, the
-  // batches are checked independently in order, a refused batch gets its
-  // status there and is skipped, and the others commit together.
-  Status WriteOps(const WriteOptions& options, PendingOp* ops, size_t n,
-                  bool is_batch, Token* max_after, WriteResult* result,
-                  Status* group_statuses = nullptr);
-  // Evaluates conditions and fills *result, reading each key's state under
-  // the held locks. Returns false if a condition failed.
-  Status EvaluateConditions(const PendingOp* ops, size_t n,
-                            WriteResult* result, bool* all_hold);
+  // TokenSkew if `token` is past the skew guard's ceiling (0 passes).
+  Status CheckTokenSkew(Token token) const;
+  // Validates batch's ops and appends them to *ops as group `group`. On a
+  // bad op returns its error (naming the op) and appends nothing.
+  Status AppendBatchOps(const WriteBatch& batch, uint32_t group,
+                        std::vector<PendingOp>* ops) const;
+
+  // The single write path: locks the stripes of every domain `req` touches,
+  // checks, builds one rocksdb::WriteBatch, commits, publishes the new
+  // maxima. Its phases, in order, each below:
+  Status WriteOps(const WriteRequest& req);
+  // 1. Which domain each op belongs to, and the sorted, de-duplicated
+  //    stripes to lock.
+  void LocateDomains(const WriteRequest& req, Scratch* sc);
+  // 2. The fence check of every op against its domain's current max (the
+  //    rule itself is CheckWrite in fence_check.h). Raises the domain states
+  //    and fills each op's record_token. kGroup: a refused batch gets its
+  //    status and its ops are skipped; an error reading a max fails that
+  //    batch alone. Otherwise returns the first refusal or error.
+  //    REQUIRES: the stripes of sc are locked.
+  Status CheckFences(const WriteRequest& req, Token floor, Scratch* sc);
+  // 3. (kBatch with a result) Conditions and old values, read under the
+  //    locks. *all_hold is false if a condition failed.
+  Status EvaluateConditions(const WriteRequest& req, bool* all_hold);
+  // 4. Encodes the data records, raised domain maxima and raised stripe
+  //    marks of the ops not skipped into sc->batch.
+  Status BuildBatch(const WriteRequest& req, Scratch* sc);
+  // 5. Writes sc->batch (or, for a synced advance that writes nothing,
+  //    syncs the WAL so the max it reports is durable).
+  Status Commit(const WriteRequest& req, Scratch* sc);
+  // 6. Records the new maxima and marks in memory. REQUIRES: stripes locked.
+  void Publish(const Scratch& sc);
+
   // Reads the stored max of `domain` from RocksDB (0 if none).
   Status ReadStoredMax(std::string_view domain, Token* max);
-  // Reads the raw data record of `key`; NotFound if absent.
+  // Reads and decodes the data record of `key`: NotFound if absent,
+  // Corruption naming the key if it does not decode. record->value points
+  // into *raw.
   Status ReadDataRecord(const rocksdb::ReadOptions& ro, std::string_view key,
-                        rocksdb::PinnableSlice* raw);
+                        rocksdb::PinnableSlice* raw,
+                        format::DataRecord* record);
 
+  // Opening, in order (db_impl_open.cc).
+  struct StoredConfig;
+  Status ReadStoredConfig(rocksdb::DB* db,
+                          const std::vector<rocksdb::ColumnFamilyHandle*>& cfs,
+                          StoredConfig* config);
+  Status CheckStoredConfig(const StoredConfig& config);
   Status InitializeNewDatabase();
+  Status UpgradeFromMergedHwm(Token hwm);
   Status LoadMeta();
 
   const Options options_;
@@ -152,8 +228,13 @@ class DBImpl final : public DB {
 
   std::unique_ptr<FenceTable> table_;
   std::atomic<Token> floor_{0};
-  std::atomic<Token> hwm_{0};
-  std::mutex meta_mu_;  // serializes meta-only commits (floor, leases)
+  std::atomic<Token> hwm_{0};     // the largest stripe mark
+  std::atomic<Token> issued_{0};  // NoteIssuedToken (the skew guard)
+  std::atomic<bool> lease_service_open_{false};
+  // Serializes the meta-only commits (the floor, lease records) with each
+  // other; the data path never takes it. It guards no member: the records
+  // it orders live in RocksDB.
+  Mutex meta_mu_;
 
   std::unique_ptr<FenceGcFilter> data_gc_;
   std::unique_ptr<FenceGcFilter> fence_gc_;
@@ -163,9 +244,8 @@ class DBImpl final : public DB {
   rocksdb::ColumnFamilyHandle* meta_cf_ = nullptr;
 
   // Counters, sharded by thread: each thread bumps its own shard, whose line
-  // stays in its core's cache. (Shards by stripe were random lines that the
-  // other core had written last: at 2 writer threads the `lock add` was half
-  // of WriteOps' own time.) Summed on read.
+  // stays in its core's cache (shards by stripe were random lines the other
+  // core had written last). Summed on read.
   struct alignas(64) StatShard {
     std::atomic<uint64_t> accepted{0};
     std::atomic<uint64_t> rejected{0};

@@ -54,19 +54,16 @@ class DBIter final : public Iterator {
   Token token() const override { return record_.token; }
   Status status() const override {
     if (!corruption_.ok()) return corruption_;
-    if (!iter_->status().ok()) return Status::IOError(iter_->status().ToString());
-    return Status::OK();
+    return FromRocksDB(iter_->status());
   }
 
  private:
   // Decodes the current record; true if it is a visible value.
   bool Visible() {
     const rocksdb::Slice raw = iter_->value();
-    if (!format::DecodeDataRecord({raw.data(), raw.size()}, &record_)) {
-      corruption_ = Status::Corruption("bad data record for key",
-                                       EscapeBytes(key()));
-      return true;  // stop here; Valid() becomes false below
-    }
+    corruption_ =
+        format::DecodeDataRecordOf(key(), {raw.data(), raw.size()}, &record_);
+    if (!corruption_.ok()) return true;  // stop here; Valid() becomes false
     return record_.kind == format::RecordKind::kValue;
   }
   void SkipForward() {

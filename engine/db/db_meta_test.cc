@@ -4,6 +4,9 @@
 // directories that are not fencedkv databases. Each refusal is a clear
 // Status and changes nothing.
 
+#include <sys/mman.h>
+
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -11,8 +14,15 @@
 #include <gtest/gtest.h>
 #include <rocksdb/db.h>
 
+#include "db/db_impl.h"
+#include "db/fence_format.h"
 #include "fencedkv/db.h"
+#include "util/coding.h"
 #include "util/testutil.h"
+
+#ifndef FENCEDKV_TESTDATA_DIR
+#error "FENCEDKV_TESTDATA_DIR must name engine/db/testdata"
+#endif
 
 namespace fencedkv {
 
@@ -31,6 +41,37 @@ std::map<std::string, std::pair<uintmax_t, fs::file_time_type>> Snapshot(
   }
   return out;
 }
+
+// Opens `dir` with plain RocksDB (all three families) to look at or damage
+// the raw records. (With format version 1's merge operator on the meta
+// family: without it, RocksDB's recovery stops replaying the WAL at the
+// first merge record and silently drops the rest.)
+struct RawDB {
+  explicit RawDB(const std::string& dir) {
+    rocksdb::DBOptions o;
+    rocksdb::ColumnFamilyOptions meta;
+    meta.merge_operator = NewMaxTokenMergeOperator();
+    std::vector<rocksdb::ColumnFamilyDescriptor> cfs = {
+        {"default", {}}, {"fence", {}}, {"meta", meta}};
+    rocksdb::DB* raw = nullptr;
+    rocksdb::Status s = rocksdb::DB::Open(o, dir, cfs, &handles, &raw);
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    db.reset(raw);
+  }
+  ~RawDB() {
+    for (auto* h : handles) db->DestroyColumnFamilyHandle(h);
+  }
+  std::string Meta(const std::string& key) {
+    std::string v;
+    rocksdb::Status s = db->Get(rocksdb::ReadOptions(), handles[2], key, &v);
+    return s.ok() ? v : "<" + s.ToString() + ">";
+  }
+  std::vector<rocksdb::ColumnFamilyHandle*> handles;
+  std::unique_ptr<rocksdb::DB> db;
+};
+
+// Runs a shell command; its exit status.
+int Shell(const std::string& cmd) { return std::system(cmd.c_str()); }
 
 Options CreateOptions(const char* domain = "key",
                       FenceMode mode = FenceMode::kMonotonic) {
@@ -223,9 +264,230 @@ TEST(DBMetaTest, SecondOpenWhileOpenIsBusy) {
   test::TempDir dir;
   std::unique_ptr<DB> db, db2;
   ASSERT_FENCEDKV_OK(DB::Open(CreateOptions(), dir.path(), &db));
+  const auto before = Snapshot(dir.path());
   Status s = DB::Open(CreateOptions(), dir.path(), &db2);
-  EXPECT_FALSE(s.ok());
-  EXPECT_TRUE(s.IsBusy() || s.IsIOError()) << s.ToString();
+  EXPECT_TRUE(s.IsBusy()) << s.ToString();
+  // Nothing touched: RocksDB used to rotate the holder's LOG first.
+  EXPECT_EQ(before, Snapshot(dir.path()));
+}
+
+// A refused reopen must not touch the directory: before, RocksDB had
+// already replayed and flushed the WAL (a new SST, MANIFEST and OPTIONS,
+// the old WAL deleted) when the stored configuration was compared.
+TEST(DBMetaTest, ARefusedReopenLeavesTheDirectoryUntouched) {
+  test::TempDir dir;
+  std::unique_ptr<DB> db;
+  ASSERT_FENCEDKV_OK(DB::Open(CreateOptions("hashtag"), dir.path(), &db));
+  for (int i = 0; i < 50; ++i) {
+    ASSERT_FENCEDKV_OK(
+        db->Put(WriteOptions(), "{s}:" + std::to_string(i), "v", 5 + i));
+  }
+  db.reset();  // closed with everything still in the WAL
+  const auto before = Snapshot(dir.path());
+  Status s = DB::Open(CreateOptions("key"), dir.path(), &db);
+  ASSERT_TRUE(s.IsInvalidArgument()) << s.ToString();
+  EXPECT_EQ(before, Snapshot(dir.path()));
+  s = DB::Open(CreateOptions("hashtag", FenceMode::kStrict), dir.path(), &db);
+  ASSERT_TRUE(s.IsInvalidArgument()) << s.ToString();
+  EXPECT_EQ(before, Snapshot(dir.path()));
+  ASSERT_FENCEDKV_OK(DB::Open(CreateOptions("hashtag"), dir.path(), &db));
+  Token t = 0;
+  ASSERT_FENCEDKV_OK(db->GetFence("{s}:x", &t));
+  EXPECT_EQ(54u, t);
+}
+
+// Every option is checked before anything is created: a fence_mode outside
+// the enum used to be stored, and every later Open failed with Corruption.
+TEST(DBMetaTest, InvalidOptionsAreRefusedBeforeAnythingIsWritten) {
+  test::TempDir dir;
+  std::vector<std::pair<const char*, Options>> cases;
+  Options o = CreateOptions();
+  o.fence_mode = static_cast<FenceMode>(7);
+  cases.emplace_back("fence_mode", o);
+  o = CreateOptions();
+  o.max_key_size = 0;
+  cases.emplace_back("max_key_size", o);
+  o = CreateOptions();
+  o.max_key_size = kMaxKeySizeLimit + 1;
+  cases.emplace_back("max_key_size", o);
+  o = CreateOptions();
+  o.max_value_size = kMaxValueSizeLimit + 1;
+  cases.emplace_back("max_value_size", o);
+  o = CreateOptions();
+  o.write_buffer_size = 1000;
+  cases.emplace_back("write_buffer_size", o);
+  o = CreateOptions();
+  o.max_background_jobs = 0;
+  cases.emplace_back("max_background_jobs", o);
+  o = CreateOptions();
+  o.max_open_files = 0;
+  cases.emplace_back("max_open_files", o);
+  for (const auto& [field, options] : cases) {
+    std::unique_ptr<DB> db;
+    Status s = DB::Open(options, dir.Sub("db"), &db);
+    EXPECT_TRUE(s.IsInvalidArgument()) << field << ": " << s.ToString();
+    EXPECT_NE(std::string::npos, s.ToString().find(field)) << s.ToString();
+    EXPECT_FALSE(fs::exists(dir.Sub("db"))) << field;
+  }
+  // The largest limits RocksDB can store are accepted.
+  o = CreateOptions();
+  o.max_key_size = kMaxKeySizeLimit;
+  o.max_value_size = kMaxValueSizeLimit;
+  std::unique_ptr<DB> db;
+  ASSERT_FENCEDKV_OK(DB::Open(o, dir.Sub("db"), &db));
+}
+
+// A value over max_value_size is refused before it is copied anywhere, and
+// nothing is raised. (The value is an untouched mapping: no memory used.)
+TEST(DBMetaTest, AnOversizedValueIsRefusedAndRaisesNothing) {
+  test::TempDir dir;
+  Options o = CreateOptions();
+  o.max_value_size = kMaxValueSizeLimit;
+  std::unique_ptr<DB> db;
+  ASSERT_FENCEDKV_OK(DB::Open(o, dir.path(), &db));
+  const size_t n = kMaxValueSizeLimit + 1;
+  void* p = mmap(nullptr, n, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS |
+                 MAP_NORESERVE, -1, 0);
+  ASSERT_NE(MAP_FAILED, p);
+  const std::string_view huge(static_cast<const char*>(p), n);
+  Status s = db->Put(WriteOptions(), "k", huge, 7);
+  EXPECT_TRUE(s.IsInvalidArgument()) << s.ToString();
+  WriteBatch batch;  // (copies; so a small one, against a small limit)
+  munmap(p, n);
+  Token t = 1;
+  ASSERT_FENCEDKV_OK(db->GetFence("k", &t));
+  EXPECT_EQ(0u, t);
+  EXPECT_EQ(0u, static_cast<DBImpl*>(db.get())->HighWaterMark());
+}
+
+// Format version 1 kept the high-water mark as merge operands; such a
+// database opens, keeps every value and max, and is rewritten to version 2
+// (plain records only) so RocksDB's tools can work on it afterwards.
+TEST(DBMetaTest, FormatVersion1IsUpgradedInPlace) {
+  test::TempDir dir;
+  ASSERT_EQ(0, Shell("tar xzf " FENCEDKV_TESTDATA_DIR "/format_v1.tar.gz -C " +
+                   dir.path()));
+  struct Case {
+    const char* name;
+    const char* domain;
+    FenceMode mode;
+  };
+  for (const Case& c : {Case{"v1_key", "key", FenceMode::kMonotonic},
+                        Case{"v1_prefix", "prefix:2", FenceMode::kStrict}}) {
+    SCOPED_TRACE(c.name);
+    const std::string path = dir.Sub(c.name);
+    {
+      RawDB raw(path);  // (without the merge operator: operands unread)
+      std::string v = raw.Meta(std::string(format::kMetaFormatVersion));
+      ASSERT_EQ(4u, v.size());
+      ASSERT_EQ(1u, DecodeFixed32(v.data()));
+    }
+    std::unique_ptr<DB> db;
+    Options o = CreateOptions(c.domain, c.mode);
+    o.create_if_missing = false;
+    ASSERT_FENCEDKV_OK(DB::Open(o, path, &db));
+    std::string v;
+    ASSERT_FENCEDKV_OK(db->Get(ReadOptions(), "k1", &v));
+    EXPECT_EQ("value1", v);
+    ASSERT_FENCEDKV_OK(db->Get(ReadOptions(), "k25", &v));
+    EXPECT_EQ("value25", v);
+    EXPECT_TRUE(db->Get(ReadOptions(), "k5", &v).IsNotFound());
+    EXPECT_EQ(3u, db->GetFenceFloor());
+    EXPECT_EQ(51u, static_cast<DBImpl*>(db.get())->HighWaterMark());
+    Token t = 0;
+    ASSERT_FENCEDKV_OK(db->GetFence("adv", &t));
+    EXPECT_EQ(40u, t);
+    ASSERT_FENCEDKV_OK(db->GetFence("bb", &t));
+    EXPECT_EQ(51u, t);
+    if (c.mode == FenceMode::kMonotonic) {
+      ASSERT_FENCEDKV_OK(db->GetFence("k5", &t));
+      EXPECT_EQ(31u, t);
+      EXPECT_TRUE(db->Put(WriteOptions(), "k25", "x", 44).IsStaleToken());
+    } else {
+      ASSERT_FENCEDKV_OK(db->GetFence("k1z", &t));  // k10..k19 share "k1"
+      EXPECT_EQ(29u, t);
+      EXPECT_TRUE(db->Put(WriteOptions(), "k1z", "x", 29).IsStaleToken());
+    }
+    ASSERT_FENCEDKV_OK(db->Put(WriteOptions(), "k25", "new", 52));
+    db.reset();
+    RawDB raw(path);
+    v = raw.Meta(std::string(format::kMetaFormatVersion));
+    ASSERT_EQ(4u, v.size());
+    EXPECT_EQ(format::kFormatVersion, DecodeFixed32(v.data()));
+    EXPECT_EQ("<NotFound: >",
+              raw.Meta(std::string(format::kMetaLegacyHighWaterMark)));
+  }
+}
+
+// RocksDB's own ldb may write to and compact a fencedkv directory: it must
+// still open with every max intact (version 1's merge records made it
+// refuse with "Could not perform merge"). A record ldb wrote in the data
+// family is reported, naming its key, when read.
+TEST(DBMetaTest, RocksDBToolsCanWriteAndCompactTheDirectory) {
+  if (Shell("command -v ldb >/dev/null 2>&1") != 0) {
+    GTEST_SKIP() << "RocksDB's ldb is not installed (Debian: rocksdb-tools)";
+  }
+  for (const char* domain : {"key", "prefix:2"}) {
+    SCOPED_TRACE(domain);
+    test::TempDir dir;
+    std::unique_ptr<DB> db;
+    ASSERT_FENCEDKV_OK(DB::Open(CreateOptions(domain), dir.path(), &db));
+    for (int i = 0; i < 30; ++i) {
+      ASSERT_FENCEDKV_OK(db->Put(WriteOptions(), "k" + std::to_string(i),
+                                 "v" + std::to_string(i), 100 + i));
+    }
+    ASSERT_FENCEDKV_OK(db->AdvanceFence(WriteOptions(), "adv", 500, nullptr));
+    db.reset();
+    const std::string ldb = "ldb --db=" + dir.path() + " ";
+    ASSERT_EQ(0, Shell(ldb + "put foo bar >/dev/null"));
+    ASSERT_EQ(0, Shell(ldb + "compact >/dev/null"));
+    ASSERT_EQ(0, Shell(ldb + "--column_family=meta compact >/dev/null"));
+    ASSERT_EQ(0, Shell(ldb + "--column_family=fence compact >/dev/null"));
+    ASSERT_FENCEDKV_OK(DB::Open(CreateOptions(domain), dir.path(), &db));
+    Token t = 0;
+    ASSERT_FENCEDKV_OK(db->GetFence("k29", &t));
+    EXPECT_EQ(129u, t);
+    ASSERT_FENCEDKV_OK(db->GetFence("adv", &t));
+    EXPECT_EQ(500u, t);
+    EXPECT_EQ(500u, static_cast<DBImpl*>(db.get())->HighWaterMark());
+    EXPECT_TRUE(db->Put(WriteOptions(), "k29", "x", 128).IsStaleToken());
+    std::string v;
+    ASSERT_FENCEDKV_OK(db->Get(ReadOptions(), "k7", &v));
+    EXPECT_EQ("v7", v);
+    Status s = db->Get(ReadOptions(), "foo", &v);
+    EXPECT_TRUE(s.IsCorruption()) << s.ToString();
+    EXPECT_NE(std::string::npos, s.ToString().find("\"foo\"")) << s.ToString();
+  }
+}
+
+// An open that fails on a meta record names the record.
+TEST(DBMetaTest, AMissingOrBadMetaRecordIsNamed) {
+  for (const char* record : {"fence_mode", "fence_floor", "fence_domain"}) {
+    test::TempDir dir;
+    std::unique_ptr<DB> db;
+    ASSERT_FENCEDKV_OK(DB::Open(CreateOptions(), dir.path(), &db));
+    db.reset();
+    {
+      RawDB raw(dir.path());
+      ASSERT_TRUE(
+          raw.db->Delete(rocksdb::WriteOptions(), raw.handles[2], record).ok());
+    }
+    Status s = DB::Open(CreateOptions(), dir.path(), &db);
+    EXPECT_TRUE(s.IsCorruption()) << s.ToString();
+    EXPECT_NE(std::string::npos, s.ToString().find(record)) << s.ToString();
+  }
+  test::TempDir dir;
+  std::unique_ptr<DB> db;
+  ASSERT_FENCEDKV_OK(DB::Open(CreateOptions(), dir.path(), &db));
+  db.reset();
+  {
+    RawDB raw(dir.path());
+    ASSERT_TRUE(raw.db->Put(rocksdb::WriteOptions(), raw.handles[2],
+                            "hwm/0007", "short").ok());
+  }
+  Status s = DB::Open(CreateOptions(), dir.path(), &db);
+  EXPECT_TRUE(s.IsCorruption()) << s.ToString();
+  EXPECT_NE(std::string::npos, s.ToString().find("hwm/0007")) << s.ToString();
 }
 
 }  // namespace fencedkv

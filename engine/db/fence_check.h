@@ -56,6 +56,15 @@ inline Token ReportedMax(FenceMode mode, Token max, Token floor) {
   return max > from_floor ? max : from_floor;
 }
 
+// The stored max that AdvanceFence(token) raises a domain to: the largest
+// max that refuses every token below `token` and still admits `token`, so
+// the new holder that advanced can write with its own token. Monotonic:
+// `token` (accept t >= max). Strict: `token - 1` (accept t > max). 0 means
+// nothing to raise (a strict advance to 1 refuses nothing).
+inline Token AdvanceTarget(FenceMode mode, Token token) {
+  return mode == FenceMode::kStrict ? token - 1 : token;
+}
+
 // A StaleToken status for a refused verdict (verdict != kAccept).
 Status StaleStatus(Verdict verdict, Token offered, Token max, Token floor,
                    std::string_view domain, int64_t batch_index);

@@ -122,12 +122,14 @@ TEST(TokenTest, ParseToken) {
   EXPECT_EQ(1u, t);
   EXPECT_TRUE(ParseToken("18446744073709551615", &t));
   EXPECT_EQ(kMaxToken, t);
-  EXPECT_TRUE(ParseToken("007", &t));
-  EXPECT_EQ(7u, t);
   t = 99;
-  for (const char* bad : {"", "0", "00", "-1", "+1", " 1", "1 ", "1.0", "1e3",
-                          "0x10", "abc", "18446744073709551616",
-                          "99999999999999999999", "123456789012345678901"}) {
+  // One rule: a token is written in canonical decimal, without leading
+  // zeros (as Redis reads integers), whatever its length.
+  for (const char* bad :
+       {"", "0", "00", "-1", "+1", " 1", "1 ", "1.0", "1e3", "0x10", "abc",
+        "18446744073709551616", "99999999999999999999", "123456789012345678901",
+        "007", "01", "00000000000000000001", "000000000000000000001",
+        "018446744073709551615"}) {
     EXPECT_FALSE(ParseToken(bad, &t)) << bad;
     EXPECT_EQ(99u, t) << bad;
   }

@@ -66,8 +66,12 @@ TEST(FenceFormatTest, NamesAreStable) {
   EXPECT_STREQ("default", kDataColumnFamily);
   EXPECT_STREQ("fence", kFenceColumnFamily);
   EXPECT_STREQ("meta", kMetaColumnFamily);
-  EXPECT_EQ("hwm", kMetaHighWaterMark);
-  EXPECT_EQ(1u, kFormatVersion);
+  EXPECT_EQ("hwm/", kMetaHighWaterMarkPrefix);
+  EXPECT_EQ("hwm/0000", HighWaterMarkKey(0));
+  EXPECT_EQ("hwm/03ff", HighWaterMarkKey(1023));
+  EXPECT_EQ("hwm/abcd", HighWaterMarkKey(0xabcd));
+  EXPECT_EQ("hwm", kMetaLegacyHighWaterMark);
+  EXPECT_EQ(2u, kFormatVersion);
 }
 
 }  // namespace format

@@ -1,7 +1,8 @@
 // Copyright (c) fencedkv authors.
 //
 // Compaction-time garbage collection of fence state the floor subsumes, and
-// the max() merge operator of the high-water mark.
+// the max() merge operator of format version 1's high-water mark (only to
+// read a version-1 database while upgrading it; see fence_format.h).
 
 #ifndef FENCEDKV_ENGINE_DB_FENCE_GC_FILTER_H_
 #define FENCEDKV_ENGINE_DB_FENCE_GC_FILTER_H_
@@ -46,6 +47,7 @@ class FenceGcFilter : public rocksdb::CompactionFilter {
 };
 
 // Merge operator: operands and values are fixed64; the result is their max.
+// Format version 1 only (see above).
 std::shared_ptr<rocksdb::MergeOperator> NewMaxTokenMergeOperator();
 
 }  // namespace fencedkv

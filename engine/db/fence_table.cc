@@ -56,11 +56,11 @@ uint64_t FenceTable::Hash(std::string_view domain) {
 }
 
 void FenceTable::LockAll() NO_THREAD_SAFETY_ANALYSIS {
-  for (size_t i = 0; i <= stripe_mask_; ++i) stripes_[i].mu.lock();
+  for (size_t i = 0; i <= stripe_mask_; ++i) stripes_[i].mu.Lock();
 }
 
 void FenceTable::UnlockAll() NO_THREAD_SAFETY_ANALYSIS {
-  for (size_t i = stripe_mask_ + 1; i-- > 0;) stripes_[i].mu.unlock();
+  for (size_t i = stripe_mask_ + 1; i-- > 0;) stripes_[i].mu.Unlock();
 }
 
 FenceTable::Bucket* FenceTable::BucketOf(uint64_t hash) const {
@@ -157,12 +157,30 @@ void FenceTable::Insert(uint64_t hash, std::string_view domain,
 size_t FenceTable::ApproximateMemoryUsage() NO_THREAD_SAFETY_ANALYSIS {
   size_t used = 0;
   for (size_t i = 0; i <= stripe_mask_; ++i) {
-    std::lock_guard<std::mutex> lock(stripes_[i].mu);
+    MutexLock lock(&stripes_[i].mu);
     used += stripes_[i].used_bytes;
   }
   return used;
 }
 
 size_t FenceTable::capacity_bytes() const { return buckets_bytes_; }
+
+// The stripe is chosen at run time: callers hold its lock (REQUIRES above),
+// which the analysis cannot name.
+Token FenceTable::StripeHwm(size_t stripe) const NO_THREAD_SAFETY_ANALYSIS {
+  return stripes_[stripe].hwm;
+}
+
+void FenceTable::SetStripeHwm(size_t stripe,
+                              Token hwm) NO_THREAD_SAFETY_ANALYSIS {
+  if (hwm > stripes_[stripe].hwm) stripes_[stripe].hwm = hwm;
+}
+
+void FenceTable::InitHwm(Token hwm) {
+  for (size_t i = 0; i <= stripe_mask_; ++i) {
+    MutexLock lock(&stripes_[i].mu);
+    stripes_[i].hwm = hwm;
+  }
+}
 
 }  // namespace fencedkv

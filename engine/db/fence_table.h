@@ -30,10 +30,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string_view>
 
 #include "fencedkv/token.h"
+#include "util/mutexlock.h"
 #include "util/thread_annotations.h"
 
 namespace fencedkv {
@@ -54,7 +54,7 @@ class FenceTable {
   static uint64_t Hash(std::string_view domain);
   size_t num_stripes() const { return stripe_mask_ + 1; }
   size_t StripeOf(uint64_t hash) const { return hash & stripe_mask_; }
-  std::mutex& mutex(size_t stripe) { return stripes_[stripe].mu; }
+  Mutex& mutex(size_t stripe) { return stripes_[stripe].mu; }
 
   // Locks / unlocks every stripe (in index order), e.g. to change the floor.
   void LockAll();
@@ -72,6 +72,14 @@ class FenceTable {
   // it only after its RocksDB write succeeded, so the cache never holds a max
   // that is not durable, and a failed write leaves nothing to undo.
   void Insert(uint64_t hash, std::string_view domain, Token max);
+
+  // The stripe's high-water mark: an upper bound of the stored max of every
+  // domain in the stripe (see fence_format.h). REQUIRES: mutex(stripe) held.
+  Token StripeHwm(size_t stripe) const;
+  // REQUIRES: mutex(stripe) held; only ever raises it.
+  void SetStripeHwm(size_t stripe, Token hwm);
+  // Sets every stripe's mark, at open, before any writer runs.
+  void InitHwm(Token hwm);
 
   // Bytes of entries in use (takes every lock).
   size_t ApproximateMemoryUsage();
@@ -95,9 +103,10 @@ class FenceTable {
   static constexpr uint8_t kLongTag = kMaxShortDomain + 2;  // first long tag
 
   struct alignas(64) Stripe {
-    std::mutex mu;
+    Mutex mu;
     uint32_t clock GUARDED_BY(mu) = 0;  // round-robin victim choice
     size_t used_bytes GUARDED_BY(mu) = 0;
+    Token hwm GUARDED_BY(mu) = 0;  // StripeHwm
   };
 
   Bucket* BucketOf(uint64_t hash) const;

@@ -17,13 +17,13 @@ namespace fencedkv {
 namespace {
 Token LookupOr(FenceTable& t, const std::string& d, Token missing) {
   const uint64_t h = FenceTable::Hash(d);
-  std::lock_guard<std::mutex> l(t.mutex(t.StripeOf(h)));
+  MutexLock l(&t.mutex(t.StripeOf(h)));
   Token m = 0;
   return t.Lookup(h, d, &m) ? m : missing;
 }
 void Put(FenceTable& t, const std::string& d, Token max) {
   const uint64_t h = FenceTable::Hash(d);
-  std::lock_guard<std::mutex> l(t.mutex(t.StripeOf(h)));
+  MutexLock l(&t.mutex(t.StripeOf(h)));
   t.Insert(h, d, max);
 }
 }  // namespace

@@ -1,22 +1,23 @@
 // Copyright (c) fencedkv authors.
 //
-// The embedded lease service. State lives in the meta column family:
-//   "lease_counter"  -> fixed64: the last token issued
-//   "lease/" name    -> lease_record
-//   lease_record := holder_len:varint64 holder token:fixed64
-//                   expires_at_ms:fixed64
-// Every change is one synced RocksDB write (DBImpl::PutMetaSynced) made
+// The embedded lease service. State lives in the meta column family
+// ("lease_counter" and "lease/" name records, fence_format.h).
+// Every change is one synced RocksDB write (DBImpl::WriteMetaSynced) made
 // before the caller hears of it: a token is never issued twice, even across a
-// crash, and a grant the caller saw survives one.
+// crash, and a grant the caller saw survives one. Reclaiming an expired lease
+// deletes its record and never touches the counter.
 
 #include <chrono>
+#include <condition_variable>
 #include <map>
-#include <mutex>
+#include <thread>
+
+#include "fencedkv/lease.h"
 
 #include "db/db_impl.h"
 #include "db/fence_format.h"
-#include "fencedkv/lease.h"
-#include "util/coding.h"
+#include "util/mutexlock.h"
+#include "util/thread_annotations.h"
 
 namespace fencedkv {
 
@@ -24,35 +25,7 @@ LeaseService::~LeaseService() = default;
 
 namespace {
 
-struct LeaseRecord {
-  std::string holder;
-  Token token = 0;
-  int64_t expires_at_ms = 0;
-};
-
-std::string EncodeLease(const LeaseRecord& r) {
-  std::string out;
-  char buf[kMaxVarint64Length];
-  out.append(buf, EncodeVarint64(buf, r.holder.size()) - buf);
-  out.append(r.holder);
-  PutFixed64(&out, r.token);
-  PutFixed64(&out, static_cast<uint64_t>(r.expires_at_ms));
-  return out;
-}
-
-bool DecodeLease(std::string_view in, LeaseRecord* r) {
-  uint64_t len = 0;
-  if (!GetVarint64(&in, &len) || in.size() < len) return false;
-  r->holder.assign(in.data(), len);
-  in.remove_prefix(len);
-  uint64_t expires = 0;
-  if (!GetFixed64(&in, &r->token) || !GetFixed64(&in, &expires) ||
-      !in.empty()) {
-    return false;
-  }
-  r->expires_at_ms = static_cast<int64_t>(expires);
-  return true;
-}
+using format::LeaseRecord;
 
 std::string MetaKey(std::string_view name) {
   return std::string(format::kMetaLeasePrefix) + std::string(name);
@@ -71,7 +44,24 @@ class LeaseServiceImpl final : public LeaseService {
     }
   }
 
+  ~LeaseServiceImpl() override {
+    {
+      MutexLock lock(&reclaimer_mu_);
+      stop_ = true;
+    }
+    reclaimer_cv_.notify_all();
+    if (reclaimer_.joinable()) reclaimer_.join();
+    db_->ReleaseLeaseService();
+  }
+
+  // Starts the background reclaimer (LeaseOptions::reclaim_interval_ms).
+  void StartReclaimer() {
+    if (options_.reclaim_interval_ms <= 0) return;
+    reclaimer_ = std::thread([this] { ReclaimLoop(); });
+  }
+
   Status Load() {
+    MutexLock lock(&mu_);  // before any other thread: for the analysis
     std::string raw;
     Status s = db_->GetMeta(format::kMetaLeaseCounter, &raw);
     if (s.ok()) {
@@ -81,15 +71,16 @@ class LeaseServiceImpl final : public LeaseService {
     } else if (!s.IsNotFound()) {
       return s;
     }
+    db_->NoteIssuedToken(counter_);
     std::vector<std::pair<std::string, std::string>> records;
     s = db_->ScanMeta(format::kMetaLeasePrefix, &records);
     if (!s.ok()) return s;
     for (auto& [key, value] : records) {
       LeaseRecord r;
-      if (!DecodeLease(value, &r)) {
+      if (!format::DecodeLeaseRecord(value, &r)) {
         return Status::Corruption("bad lease record", EscapeBytes(key));
       }
-      leases_[key.substr(format::kMetaLeasePrefix.size())] = std::move(r);
+      Put(key.substr(format::kMetaLeasePrefix.size()), std::move(r));
     }
     return Status::OK();
   }
@@ -98,34 +89,61 @@ class LeaseServiceImpl final : public LeaseService {
                  int64_t ttl_ms, LeaseGrant* grant) override {
     Status s = Validate(name, holder, ttl_ms);
     if (!s.ok()) return s;
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     const int64_t now = options_.now_ms();
-    auto it = leases_.find(std::string(name));
-    if (it != leases_.end() && it->second.expires_at_ms > now) {
-      if (it->second.holder != holder) {
+    auto it = leases_.find(name);
+    if (it != leases_.end() && it->second.r.expires_at_ms > now) {
+      const LeaseRecord& held = it->second.r;
+      if (held.holder != holder) {
         stats_.refusals++;
         return Status::LeaseHeld(
             "lease \"" + EscapeBytes(name) + "\" is held by \"" +
-            EscapeBytes(it->second.holder) + "\" for another " +
-            std::to_string(it->second.expires_at_ms - now) + " ms");
+            EscapeBytes(held.holder) + "\" for another " +
+            std::to_string(held.expires_at_ms - now) + " ms");
       }
       // The holder asks again: same token, fresh TTL.
       return Extend(it, name, now, ttl_ms, grant);
     }
-    // Free or expired: a new token, above every token issued or stored.
-    Token next = std::max({counter_, db_->HighWaterMark(),
-                           db_->GetFenceFloor()});
+    // A new name at the limit takes the place of expired leases, reclaimed
+    // in the grant's own write.
+    std::vector<std::string> reclaim;
+    if (it == leases_.end() && leases_.size() >= options_.max_leases) {
+      for (auto e = by_expiry_.begin();
+           e != by_expiry_.end() && e->first <= now && reclaim.size() < 16;
+           ++e) {
+        reclaim.push_back(*e->second);
+      }
+      if (reclaim.empty()) {
+        stats_.refusals++;
+        return Status::Busy(
+            "too many leases: " + std::to_string(leases_.size()) +
+            " held (max_leases); release some or wait for "
+            "one to expire");
+      }
+    }
+    // Free or expired: a new token, above every token issued and at or
+    // above the floor. Not above the tokens clients wrote: one client's
+    // 2^64-1 in one domain would exhaust the counter for everyone.
+    Token next = std::max(counter_, db_->GetFenceFloor());
     if (next == kMaxToken) {
-      return Status::NotSupported("the lease token counter is exhausted");
+      return Status::NotSupported(
+          "the lease token counter is exhausted (the fence floor is 2^64-1)");
     }
     ++next;
     LeaseRecord r{std::string(holder), next, now + ttl_ms};
-    s = db_->PutMetaSynced(
+    std::vector<std::string> deletes;
+    deletes.reserve(reclaim.size());
+    for (const auto& n : reclaim) deletes.push_back(MetaKey(n));
+    s = db_->WriteMetaSynced(
         {{std::string(format::kMetaLeaseCounter), format::EncodeToken(next)},
-         {MetaKey(name), EncodeLease(r)}});
+         {MetaKey(name), format::EncodeLeaseRecord(r)}},
+        deletes);
     if (!s.ok()) return s;  // nothing granted
     counter_ = next;
-    leases_[std::string(name)] = r;
+    db_->NoteIssuedToken(next);
+    for (const auto& n : reclaim) Erase(leases_.find(n));
+    stats_.reclaimed += reclaim.size();
+    Put(std::string(name), r);
     stats_.grants++;
     Fill(name, r, now, grant);
     return Status::OK();
@@ -135,9 +153,9 @@ class LeaseServiceImpl final : public LeaseService {
                int64_t ttl_ms, LeaseGrant* grant) override {
     Status s = Validate(name, holder, ttl_ms);
     if (!s.ok()) return s;
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     const int64_t now = options_.now_ms();
-    auto it = leases_.find(std::string(name));
+    auto it = leases_.find(name);
     s = CheckHeldBy(it, name, holder, token, now, /*allow_expired=*/false);
     if (!s.ok()) return s;
     return Extend(it, name, now, ttl_ms, grant);
@@ -147,8 +165,8 @@ class LeaseServiceImpl final : public LeaseService {
                  Token token) override {
     Status s = Validate(name, holder, options_.min_ttl_ms);
     if (!s.ok()) return s;
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = leases_.find(std::string(name));
+    MutexLock lock(&mu_);
+    auto it = leases_.find(name);
     if (it == leases_.end()) return Status::OK();
     s = CheckHeldBy(it, name, holder, token, options_.now_ms(),
                     /*allow_expired=*/true);
@@ -156,30 +174,48 @@ class LeaseServiceImpl final : public LeaseService {
     // Keep the counter; drop the record (an absent record means free).
     s = db_->DeleteMetaSynced(MetaKey(name));
     if (!s.ok()) return s;
-    leases_.erase(it);
+    Erase(it);
     stats_.releases++;
     return Status::OK();
   }
 
   Status Inspect(std::string_view name, LeaseGrant* grant) override {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     const int64_t now = options_.now_ms();
-    auto it = leases_.find(std::string(name));
-    if (it == leases_.end() || it->second.expires_at_ms <= now) {
+    auto it = leases_.find(name);
+    if (it == leases_.end() || it->second.r.expires_at_ms <= now) {
       return Status::NotFound("lease \"" + EscapeBytes(name) + "\" is free");
     }
-    Fill(name, it->second, now, grant);
+    Fill(name, it->second.r, now, grant);
+    return Status::OK();
+  }
+
+  Status ReclaimExpired(size_t max, size_t* reclaimed) override {
+    *reclaimed = 0;
+    MutexLock lock(&mu_);
+    const int64_t now = options_.now_ms();
+    std::vector<std::string> deletes;
+    for (auto e = by_expiry_.begin();
+         e != by_expiry_.end() && e->first <= now && deletes.size() < max;
+         ++e) {
+      deletes.push_back(MetaKey(*e->second));
+    }
+    if (deletes.empty()) return Status::OK();
+    Status s = db_->WriteMetaSynced({}, deletes);
+    if (!s.ok()) return s;  // all kept; the next pass tries again
+    for (const auto& key : deletes) {
+      Erase(leases_.find(
+          std::string_view(key).substr(format::kMetaLeasePrefix.size())));
+    }
+    stats_.reclaimed += deletes.size();
+    *reclaimed = deletes.size();
     return Status::OK();
   }
 
   Stats GetStats() override {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     Stats st = stats_;
-    const int64_t now = options_.now_ms();
-    st.held = 0;
-    for (const auto& [name, r] : leases_) {
-      if (r.expires_at_ms > now) st.held++;
-    }
+    st.held = leases_.size();
     st.last_token = counter_;
     return st;
   }
@@ -206,29 +242,54 @@ class LeaseServiceImpl final : public LeaseService {
     return Status::OK();
   }
 
+  // A lease and its place in the expiry index.
+  struct Entry {
+    LeaseRecord r;
+    std::multimap<int64_t, const std::string*>::iterator expiry;
+  };
+  using LeaseMap = std::map<std::string, Entry, std::less<>>;
+
+  // REQUIRES: mu_ held. Records `r` as lease `name` (new or replacing).
+  void Put(std::string name, LeaseRecord r) EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    auto [it, inserted] = leases_.try_emplace(std::move(name));
+    if (!inserted) by_expiry_.erase(it->second.expiry);
+    it->second.r = std::move(r);
+    it->second.expiry =
+        by_expiry_.emplace(it->second.r.expires_at_ms, &it->first);
+  }
+
+  // REQUIRES: mu_ held. Forgets the lease at `it` (not end()).
+  void Erase(LeaseMap::iterator it) EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    by_expiry_.erase(it->second.expiry);
+    leases_.erase(it);
+  }
+
   // Moves a held lease's expiry to now + ttl_ms, durably (synced) first.
-  Status Extend(std::map<std::string, LeaseRecord>::iterator it,
-                std::string_view name, int64_t now, int64_t ttl_ms,
-                LeaseGrant* grant) {
-    LeaseRecord r = it->second;
+  Status Extend(LeaseMap::iterator it, std::string_view name, int64_t now,
+                int64_t ttl_ms, LeaseGrant* grant)
+      EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    LeaseRecord r = it->second.r;
     r.expires_at_ms = now + ttl_ms;
-    Status s = db_->PutMetaSynced({{MetaKey(name), EncodeLease(r)}});
+    Status s =
+        db_->PutMetaSynced({{MetaKey(name), format::EncodeLeaseRecord(r)}});
     if (!s.ok()) return s;
-    it->second = r;
+    by_expiry_.erase(it->second.expiry);
+    it->second.r = r;
+    it->second.expiry = by_expiry_.emplace(r.expires_at_ms, &it->first);
     stats_.renewals++;
     Fill(name, r, now, grant);
     return Status::OK();
   }
 
-  Status CheckHeldBy(std::map<std::string, LeaseRecord>::iterator it,
-                     std::string_view name, std::string_view holder,
-                     Token token, int64_t now, bool allow_expired) {
+  Status CheckHeldBy(LeaseMap::iterator it, std::string_view name,
+                     std::string_view holder, Token token, int64_t now,
+                     bool allow_expired) EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     const std::string who = "lease \"" + EscapeBytes(name) + "\"";
     if (it == leases_.end()) {
       stats_.refusals++;
       return Status::LeaseLost(who + " is not held");
     }
-    const LeaseRecord& r = it->second;
+    const LeaseRecord& r = it->second.r;
     if (r.holder != holder || r.token != token) {
       stats_.refusals++;
       return Status::LeaseLost(who + " is held by \"" + EscapeBytes(r.holder) +
@@ -255,12 +316,41 @@ class LeaseServiceImpl final : public LeaseService {
     grant->ttl_ms = r.expires_at_ms > now ? r.expires_at_ms - now : 0;
   }
 
+  // The background reclaimer: a bounded pass every reclaim_interval_ms
+  // (sooner while a pass finds a full batch).
+  void ReclaimLoop() LOCKS_EXCLUDED(reclaimer_mu_, mu_) {
+    const auto interval =
+        std::chrono::milliseconds(options_.reclaim_interval_ms);
+    auto wait = interval;
+    reclaimer_mu_.Lock();
+    while (!stop_) {
+      reclaimer_cv_.wait_for(reclaimer_mu_, wait);  // early wakeups: a pass
+      if (stop_) break;
+      reclaimer_mu_.Unlock();
+      size_t n = 0;
+      const Status s = ReclaimExpired(options_.reclaim_batch, &n);
+      wait = s.ok() && n == options_.reclaim_batch
+                 ? std::min(interval, std::chrono::milliseconds(10))
+                 : interval;
+      reclaimer_mu_.Lock();
+    }
+    reclaimer_mu_.Unlock();
+  }
+
   DBImpl* const db_;
   LeaseOptions options_;
-  std::mutex mu_;
-  Token counter_ = 0;                            // GUARDED_BY(mu_)
-  std::map<std::string, LeaseRecord> leases_;    // GUARDED_BY(mu_)
-  Stats stats_;                                  // GUARDED_BY(mu_)
+  Mutex mu_;
+  Token counter_ GUARDED_BY(mu_) = 0;
+  LeaseMap leases_ GUARDED_BY(mu_);
+  // Expiry time -> the lease's name (the key in leases_): the expired ones
+  // come first, so reclaiming never walks the held ones.
+  std::multimap<int64_t, const std::string*> by_expiry_ GUARDED_BY(mu_);
+  Stats stats_ GUARDED_BY(mu_);
+
+  Mutex reclaimer_mu_;
+  std::condition_variable_any reclaimer_cv_;
+  bool stop_ GUARDED_BY(reclaimer_mu_) = false;
+  std::thread reclaimer_;
 };
 
 }  // namespace
@@ -271,9 +361,17 @@ Status LeaseService::Open(DB* db, const LeaseOptions& options,
   if (impl == nullptr) {
     return Status::InvalidArgument("LeaseService needs a DB from DB::Open");
   }
-  auto s = std::make_unique<LeaseServiceImpl>(impl, options);
+  if (!impl->TryClaimLeaseService()) {
+    return Status::Busy(
+        "a lease service is already open on this database",
+        "use that one: two services would each keep a counter and issue the "
+        "same tokens");
+  }
+  auto s = std::make_unique<LeaseServiceImpl>(impl, options);  // releases the claim
   Status st = s->Load();
-  if (st.ok()) *service = std::move(s);
+  if (!st.ok()) return st;
+  s->StartReclaimer();
+  *service = std::move(s);
   return st;
 }
 

@@ -3,6 +3,7 @@
 #include "db/rocksdb_options.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include <rocksdb/cache.h>
 #include <rocksdb/filter_policy.h>
@@ -107,7 +108,16 @@ rocksdb::ReadOptions IteratorReadOptions() {
 
 Status FromRocksDB(const rocksdb::Status& s) {
   if (s.ok()) return Status::OK();
-  const std::string msg = s.ToString();
+  // RocksDB's text without its code name: ours says it again.
+  std::string msg = s.ToString();
+  for (const char* name : {"NotFound: ", "Corruption: ", "Not implemented: ",
+                           "Invalid argument: ", "IO error: ",
+                           "Resource busy: "}) {
+    if (msg.rfind(name, 0) == 0) {
+      msg.erase(0, std::strlen(name));
+      break;
+    }
+  }
   switch (s.code()) {
     case rocksdb::Status::kNotFound: return Status::NotFound(msg);
     case rocksdb::Status::kCorruption: return Status::Corruption(msg);

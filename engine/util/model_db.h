@@ -35,11 +35,12 @@ namespace test {
 class ModelDB {
  public:
   // The argument checks of Options (max_key_size, max_value_size,
-  // allow_unfenced).
+  // allow_unfenced, max_token_skew).
   struct Limits {
     size_t max_key_size = 64 << 10;
     size_t max_value_size = 64 << 20;
     bool allow_unfenced = false;
+    uint64_t max_token_skew = kNoTokenSkewLimit;
   };
 
   ModelDB(const FenceDomainSpec& spec, FenceMode mode)
@@ -90,8 +91,20 @@ class ModelDB {
         (t == 0 && !limits_.allow_unfenced)) {
       return "INVALID";
     }
-    return "";
+    return ValidateSkew(t);
   }
+  // "TOKEN_SKEW" if t is more than max_token_skew above the highest token
+  // issued (NoteIssuedToken), else "".
+  std::string ValidateSkew(Token t) const {
+    const uint64_t skew = limits_.max_token_skew;
+    if (skew == kNoTokenSkewLimit) return "";
+    const Token ceiling =
+        issued_ > kMaxToken - skew ? kMaxToken : issued_ + skew;
+    return t > ceiling ? "TOKEN_SKEW" : "";
+  }
+  // DB::NoteIssuedToken; not persisted: a reopen forgets it (ResetIssued).
+  void NoteIssuedToken(Token t) { issued_ = std::max(issued_, t); }
+  void ResetIssued() { issued_ = 0; }
 
   std::string Put(const std::string& k, const std::string& v, Token t) {
     int unused;
@@ -195,19 +208,22 @@ class ModelDB {
   }
 
   // DB::AdvanceFence: the effective max after the call, or "INVALID" in
-  // *status. A token the floor subsumes changes nothing.
+  // *status. Raises the domain so that every token below t is refused and t
+  // still passes: to t, or in strict mode to t - 1. A target the floor
+  // subsumes changes nothing.
   Token Advance(const std::string& k, Token t, std::string* status = nullptr) {
-    const std::string invalid =
-        t == 0 ? std::string("INVALID") : ValidateKey(k);
+    std::string invalid = t == 0 ? std::string("INVALID") : ValidateKey(k);
+    if (invalid.empty()) invalid = ValidateSkew(t);
     if (status != nullptr) *status = invalid.empty() ? "OK" : invalid;
     if (!invalid.empty()) return 0;
+    const Token target = strict_ ? t - 1 : t;
     Token& m = max_[std::string(spec_.DomainOf(k))];
-    if (!Subsumed(t) && t > m) {
-      m = t;
-      hwm_ = std::max(hwm_, t);
+    if (target != 0 && !Subsumed(target) && target > m) {
+      m = target;
+      hwm_ = std::max(hwm_, target);
       ++stats_.advances;
       // With the key domain the max lives in the key's record.
-      if (spec_.is_per_key() && data_.count(k) != 0) tokens_[k] = t;
+      if (spec_.is_per_key() && data_.count(k) != 0) tokens_[k] = target;
     }
     return Reported(k);
   }
@@ -255,6 +271,7 @@ class ModelDB {
   // The highest max ever raised (fencedkv.stats' high_water_mark).
   Token high_water_mark() const { return hwm_; }
   Token floor() const { return floor_; }
+  Token issued() const { return issued_; }
   const std::map<std::string, std::string>& data() const { return data_; }
   // The counters of FenceStats the model predicts (since ResetStats).
   const FenceStats& stats() const { return stats_; }
@@ -276,6 +293,7 @@ class ModelDB {
   Limits limits_;
   Token floor_ = 0;
   Token hwm_ = 0;
+  Token issued_ = 0;
   std::map<std::string, std::string> data_;
   std::map<std::string, std::optional<Token>> tokens_;
   std::map<std::string, Token> max_;

@@ -27,6 +27,7 @@ const char* CodeName(Status::Code code) {
     case Status::Code::kLeaseHeld: return "Lease held";
     case Status::Code::kLeaseLost: return "Lease lost";
     case Status::Code::kShutdown: return "Shutdown";
+    case Status::Code::kTokenSkew: return "Token skew";
   }
   return "Unknown code";
 }
@@ -75,6 +76,7 @@ FENCEDKV_STATUS_FACTORY(Busy)
 FENCEDKV_STATUS_FACTORY(LeaseHeld)
 FENCEDKV_STATUS_FACTORY(LeaseLost)
 FENCEDKV_STATUS_FACTORY(Shutdown)
+FENCEDKV_STATUS_FACTORY(TokenSkew)
 #undef FENCEDKV_STATUS_FACTORY
 
 Status Status::StaleToken(StaleTokenInfo info) {

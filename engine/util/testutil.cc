@@ -36,6 +36,7 @@ std::string StatusString(const Status& s) {
     case Status::Code::kLeaseHeld: return "LEASE_HELD";
     case Status::Code::kLeaseLost: return "LEASE_LOST";
     case Status::Code::kShutdown: return "SHUTDOWN";
+    case Status::Code::kTokenSkew: return "TOKEN_SKEW";
     case Status::Code::kStaleToken: {
       const StaleTokenInfo* st = s.stale();
       std::string op = st->reason == StaleReason::kNotAboveMax ? "<=" : "<";

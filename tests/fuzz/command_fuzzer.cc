@@ -14,13 +14,18 @@
 //  - a domain's max token going down; FENCE.ADVANCE answering less than its
 //    token or not what FENCE.GET says; FENCE.FLOOR going down;
 //  - a lease token granted to two (name, holder) pairs, or a new grant not
-//    above every token the store holds.
+//    above every token granted before and the floor;
+//  - a command refused (-NOAUTH, -NOPERM, any error) that changed a key.
 //
 // Input: byte 0 is the configuration (bits 0-1 domain key | prefix:2 |
-// delimiter:: | hashtag, bit 2 strict, bit 3 requirepass "pw", bit 4
-// --allow_unfenced, bit 5 hash memtable, bit 6 --sync); the rest is the
-// stream. "FUZZ.TICK ms" (not a server command) moves the lease clock. After
-// QUIT the stream goes on as a new connection to the same server.
+// delimiter:: | hashtag, bit 2 strict, bit 3 'default' needs the password
+// "pw", bit 4 --allow_unfenced, bit 5 hash memtable, bit 6 --sync, bit 7
+// 'default' without @admin); the rest is the stream. Besides 'default' the
+// ACL has 'reader' (password "rpw", @read and @connection only) and
+// 'locker' ("lpw", @lease and PING). "FUZZ.TICK ms" (not a server command)
+// moves the lease clock. After QUIT the stream goes on as a new connection
+// to the same server. The online copy commands (FENCEDKV.CHECKPOINT,
+// FENCEDKV.BACKUP) write wherever their path argument says: never run.
 
 #include <cctype>
 #include <charconv>
@@ -36,9 +41,11 @@
 
 #include <glog/logging.h>
 
+#include "acl.h"
 #include "command_table.h"
 #include "fuzz_util.h"
 #include "resp_parser.h"
+#include "resp_writer.h"
 
 namespace fencedkv {
 namespace server {
@@ -99,8 +106,8 @@ bool ParseReply(std::string_view s, size_t* pos, int depth, Reply* r,
         const size_t sp = r->text.find(' ');
         const std::string code = r->text.substr(0, sp);
         static const std::set<std::string> kCodes = {
-            "ERR",       "STALE",  "NOFENCE",   "NOAUTH",
-            "WRONGPASS", "LEASED", "LEASELOST", "NOPROTO",
+            "ERR",       "STALE",  "NOFENCE",   "NOAUTH",  "NOPERM",
+            "WRONGPASS", "LEASED", "LEASELOST", "NOPROTO", "TOKENSKEW",
             "EXECABORT", "BUSY",   "SHUTDOWN"};
         if (kCodes.count(code) == 0) {
           *why = "error code '" + code + "' (unknown, or a store failure)";
@@ -187,11 +194,19 @@ class Harness {
     if (!s.ok()) Fail("open", s.ToString());
     LeaseOptions lo;
     lo.now_ms = [this] { return now_ms_; };
+    lo.reclaim_interval_ms = 0;  // no thread of its own: reproducible
     s = LeaseService::Open(db_.get(), lo, &leases_);
     if (!s.ok()) Fail("lease service", s.ToString());
     options_.allow_unfenced = o.allow_unfenced;
-    options_.requirepass = (config & 8) ? "pw" : "";
     options_.sync = (config & 64) != 0;
+    const std::string acl = std::string("user default on ") +
+                            ((config & 8) ? ">pw" : "nopass") + " ~* &* +@all" +
+                            ((config & 128) ? " -@admin" : "") +
+                            " -fencedkv.checkpoint -fencedkv.backup\n"
+                            "user reader on >rpw ~* +@read +@connection\n"
+                            "user locker on >lpw +@lease +ping\n";
+    s = Acl::Parse(acl, "fuzz.acl", "", &options_.acl);
+    if (!s.ok()) Fail("acl", s.ToString());
     options_.limits.max_request_bytes = 1 << 16;
     options_.limits.max_args = 64;
     options_.limits.max_inline_bytes = 4096;
@@ -202,8 +217,8 @@ class Harness {
     state_->stats = &stats_;
     state_->started = std::chrono::steady_clock::now();
     state_->port = 7379;
-    state_->list_clients = [] {
-      return std::string("id=1 addr=127.0.0.1:1\n");
+    state_->list_clients = [](std::string* out) {
+      resp::Bulk(out, "id=1 addr=127.0.0.1:1\n");
     };
     NewClient();
     return true;
@@ -218,7 +233,7 @@ class Harness {
   void NewClient() {
     client_ = ClientState();
     client_.id = ++next_client_id_;
-    client_.authed = options_.requirepass.empty();
+    StartSession(*state_, &client_);
     queued_ = 0;
     multi_.clear();
   }
@@ -255,16 +270,8 @@ class Harness {
     seen = max;
   }
 
-  Token HighWaterMark() {
-    std::string stats;
-    db_->GetProperty("fencedkv.stats", &stats);
-    const std::string tag = "high_water_mark: ";
-    const size_t at = stats.find(tag);
-    if (at == std::string::npos) Fail("fencedkv.stats", stats);
-    return std::strtoull(stats.c_str() + at + tag.size(), nullptr, 10);
-  }
-
   void Execute(const Args& args);
+  bool authed() const { return client_.authed; }
 
  private:
   // The keys a write command names, and for SET / MSET the value each ends
@@ -299,6 +306,7 @@ class Harness {
   Token floor_seen_ = 0;
   // Lease tokens granted: token -> "name\0holder".
   std::map<Token, std::string> grants_;
+  Token max_granted_ = 0;
   std::vector<std::string> trace_;
 };
 
@@ -455,6 +463,9 @@ void Harness::Execute(const Args& args) {
     return;
   }
   const std::string name = Lower(a[0]);
+  if (name.rfind("fencedkv.", 0) == 0 && name != "fencedkv.jobstatus") {
+    return;  // copies to a path on this machine: see the top
+  }
   const CommandSpec* spec = LookupCommand(a[0]);
   const bool runs = spec != nullptr && client_.authed && !client_.in_multi;
 
@@ -473,7 +484,7 @@ void Harness::Execute(const Args& args) {
   } else if (WriteEffect(a, &effect)) {
     for (const auto& w : effect.writes) before[w.first] = Value(w.first);
   }
-  const Token hwm_before = name == "lease.acquire" ? HighWaterMark() : 0;
+  const Token floor_before = db_->GetFenceFloor();
   const bool was_in_multi = client_.in_multi;
 
   std::string out;
@@ -537,38 +548,51 @@ void Harness::Execute(const Args& args) {
     queued_ = 0;
   }
 
-  if (runs && name == "fence.advance" && r.type == ':') {
+  // Tokens are answered as bulk strings of decimal digits.
+  auto token_of = [&](const Reply& e) {
     Token t = 0;
+    if (e.type != '$' || e.is_null || !ParseToken(e.text, &t)) {
+      Fail(name + ": a token that is not a decimal bulk string", out);
+    }
+    return t;
+  };
+  if (runs && name == "fence.advance" && r.type != '-') {
+    Token t = 0, now = 0;
     ParseToken(a[2], &t);
-    Token now = 0;
     db_->GetFence(a[1], &now);
-    if (std::stoull(r.number) < t || r.number != std::to_string(now)) {
-      Fail("FENCE.ADVANCE", "answered " + r.number + " for token " + a[2] +
+    const Token after = token_of(r);
+    // Strict mode: the max becomes t - 1, so that t itself still passes.
+    const Token least = db_->GetFenceMode() == FenceMode::kStrict ? t - 1 : t;
+    if (after < least || after != now) {
+      Fail("FENCE.ADVANCE", "answered " + r.text + " for token " + a[2] +
                                 ", FENCE.GET says " + std::to_string(now));
     }
   }
-  if (runs && name == "fence.floor" && r.type == ':') {
-    const Token f = std::stoull(r.number);
+  if (runs && name == "fence.floor" && r.type != '-') {
+    const Token f = token_of(r);
     if (f < floor_seen_ || f != db_->GetFenceFloor()) {
       Fail("FENCE.FLOOR",
-           "answered " + r.number + " after " + std::to_string(floor_seen_));
+           "answered " + r.text + " after " + std::to_string(floor_seen_));
     }
     floor_seen_ = f;
   }
   if (runs && (name == "lease.acquire" || name == "lease.renew") &&
-      r.type == '*') {
-    if (r.elems.size() != 2 || r.elems[0].type != ':') Fail("lease reply", out);
-    const Token t = std::stoull(r.elems[0].number);
+      r.type != '-') {
+    if (r.type != '*' || r.elems.size() != 2) Fail("lease reply", out);
+    const Token t = token_of(r.elems[0]);
     const std::string who = a[1] + '\0' + a[2];
     auto it = grants_.find(t);
     if (it == grants_.end()) {
       if (name == "lease.renew") Fail("LEASE.RENEW issued a new token", out);
-      if (t <= hwm_before || t < db_->GetFenceFloor()) {
-        Fail("a new lease token is not above the store's tokens",
-             "token " + std::to_string(t) + ", high-water mark " +
-                 std::to_string(hwm_before));
+      // A new token: above every token granted before, and the floor.
+      if (t <= max_granted_ || t <= floor_before) {
+        Fail("a new lease token is not above the last one and the floor",
+             "token " + std::to_string(t) + ", last " +
+                 std::to_string(max_granted_) + ", floor " +
+                 std::to_string(floor_before));
       }
       grants_[t] = who;
+      max_granted_ = t;
     } else if (it->second != who) {
       Fail("one lease token granted twice", "token " + std::to_string(t));
     }
@@ -596,7 +620,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string dir = fencedkv::fuzz::FreshDbPath();
   Harness h(dir);
   h.Open(data[0]);
-  RespParser parser(RespParser::Limits{1 << 16, 64, 4096});
+  RespParser::Limits limits;
+  limits.max_request_bytes = 1 << 16;
+  limits.max_args = 64;
+  limits.max_inline_bytes = 4096;
+  RespParser parser(limits);
+  parser.set_authenticated(h.authed());
   const char* buf = reinterpret_cast<const char*>(data + 1);
   size_t pos = 0, n = size - 1;
   std::vector<std::string_view> args;
@@ -608,6 +637,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     pos += consumed;
     if (!args.empty()) h.Execute(args);
+    parser.set_authenticated(h.authed());  // as a connection does
   }
   return 0;
 }

@@ -8,7 +8,8 @@
 //           bit 2 strict mode, bit 3 hash memtable, bits 4-5 fence cache
 //           (1 MiB, none, 4 KiB, 256 KiB), bit 6 allow_unfenced, bit 7 small
 //           size limits (keys <= 3 bytes, values <= 4 bytes)
-//   byte 1: N = 1 + b % 3 for prefix:N; C = ':' or '}' for delimiter:C
+//   byte 1: N = 1 + b % 3 for prefix:N; C = ':' or '}' for delimiter:C;
+//           bits 2-3 the token skew guard (off, off, 3, 20)
 //   byte 2: the initial floor (b % 8, 0 = none)
 //   then operations: an opcode byte and its argument bytes (see Run below).
 // Keys come from a table of 16 (plus the empty key), tokens from 0..11 and
@@ -91,9 +92,13 @@ class Harness {
 
   void Fail(const std::string& what, const std::string& want,
             const std::string& got) {
-    std::fprintf(stderr, "engine_model_fuzzer: MISMATCH\nconfig: %s %s%s\n",
-                 spec_.ToString().c_str(), FenceModeName(options_.fence_mode),
-                 options_.allow_unfenced ? " allow_unfenced" : "");
+    std::fprintf(stderr,
+                 "engine_model_fuzzer: MISMATCH\nconfig: %s %s%s skew %s\n",
+                 spec_.ToString().c_str(), FenceModeName(mode_),
+                 options_.allow_unfenced ? " allow_unfenced" : "",
+                 options_.max_token_skew == kNoTokenSkewLimit
+                     ? "off"
+                     : std::to_string(options_.max_token_skew).c_str());
     for (const auto& line : trace_)
       std::fprintf(stderr, "  %s\n", line.c_str());
     std::fprintf(stderr, "%s\n  model:  %s\n  engine: %s\n", what.c_str(),
@@ -129,6 +134,7 @@ class Harness {
     Expect("stored mode", FenceModeName(mode_),
            FenceModeName(db_->GetFenceMode()));
     model_.ResetStats();
+    model_.ResetIssued();  // not persisted
   }
 
   // Reopen variants: the same options; a mismatching domain (refused, then
@@ -161,6 +167,8 @@ class Harness {
   void CheckFloorAndStats() {
     Expect("GetFenceFloor", std::to_string(model_.floor()),
            std::to_string(db_->GetFenceFloor()));
+    Expect("GetIssuedToken", std::to_string(model_.issued()),
+           std::to_string(db_->GetIssuedToken()));
     const FenceStats got = db_->GetFenceStats();
     const FenceStats& want = model_.stats();
     auto text = [](const FenceStats& s) {
@@ -506,8 +514,15 @@ void Harness::Run(Input& in, Token floor) {
         break;
       }
       case 13: {
-        Log("flush");
-        ExpectStatus("flush", "OK", db_->Flush());
+        if (in.Byte() % 2 == 0) {
+          Log("flush");
+          ExpectStatus("flush", "OK", db_->Flush());
+        } else {
+          const Token t = in.TokenValue();
+          Log("issued " + std::to_string(t));
+          db_->NoteIssuedToken(t);
+          model_.NoteIssuedToken(t);
+        }
         break;
       }
       case 14: {
@@ -560,6 +575,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     options.max_key_size = limits.max_key_size = 3;
     options.max_value_size = limits.max_value_size = 4;
   }
+  static const uint64_t kSkew[] = {kNoTokenSkewLimit, kNoTokenSkewLimit, 3, 20};
+  options.max_token_skew = limits.max_token_skew = kSkew[(arg >> 2) % 4];
   options.compression = "none";
   options.env = fuzz::FuzzEnv();
   options.block_cache_size = 1 << 20;

@@ -30,6 +30,7 @@
 #include <string_view>
 #include <vector>
 
+#include "fencedkv/backup.h"
 #include "fencedkv/fence_domain.h"
 #include "fencedkv/iterator.h"
 #include "fencedkv/options.h"
@@ -190,13 +191,22 @@ class DB {
   // The iterator must be destroyed before the DB.
   virtual std::unique_ptr<Iterator> NewIterator(const ReadOptions& options) = 0;
 
+  // The token skew guard's reference point (Options::max_token_skew): the
+  // highest token the token source has issued. Only rises; a lower value is
+  // ignored. The embedded lease service calls it for every grant and when it
+  // opens; a server taking tokens from etcd calls it with etcd's revision.
+  // Not persisted (the lease service re-reports its counter on open).
+  virtual void NoteIssuedToken(Token token) = 0;
+  virtual Token GetIssuedToken() const = 0;
+
   // The fence configuration in force (the stored one).
   virtual FenceDomainSpec GetFenceDomain() const = 0;
   virtual FenceMode GetFenceMode() const = 0;
 
   virtual FenceStats GetFenceStats() const = 0;
 
-  // "fencedkv.stats" (the FenceStats and floor, one "name: value" per line)
+  // "fencedkv.stats" (the FenceStats and floor, one "name: value" per line),
+  // "fencedkv.high-water-mark" (a bound of every token stored, in decimal),
   // or any RocksDB property ("rocksdb.stats", "rocksdb.estimate-num-keys",
   // ...) of the data. Returns false for an unknown property.
   virtual bool GetProperty(std::string_view property, std::string* value) = 0;
@@ -207,6 +217,45 @@ class DB {
   // compacts the fence records, which drops those the floor subsumes.
   virtual Status CompactRange(const std::string* begin,
                               const std::string* end) = 0;
+
+  // ---- Copies (fencedkv/backup.h). Safe while other threads read and
+  // write; writes go on during the copy. ----
+
+  // Creates an openable copy of the database in `dir`, which must not exist
+  // (RocksDB's Checkpoint: SST files are hard-linked when `dir` is on the
+  // same file system, the memtables are flushed first). InvalidArgument if
+  // `dir` exists or is inside the database directory; IOError otherwise.
+  virtual Status Checkpoint(const std::string& dir) = 0;
+
+  // Adds a backup of the database to `backup_dir` (created if missing) with
+  // RocksDB's BackupEngine: files already backed up there are shared, not
+  // copied again, and every file is checksummed. On success *info (if
+  // non-null) describes the new backup. Only one backup at a time may write
+  // into a backup directory. InvalidArgument if `backup_dir` is inside the
+  // database directory; Shutdown if options.should_stop stopped it.
+  virtual Status Backup(const std::string& backup_dir,
+                        const BackupOptions& options, BackupInfo* info) = 0;
+
+  // Restores a backup from `backup_dir` to `path` so that no holder fenced
+  // out after the backup is accepted again (backup.h):
+  //  1. the backup is restored into a new directory beside `path`;
+  //  2. there, with the database opened by this process alone, the floor is
+  //     raised to options.fence_floor, the lease counter to at least it, and
+  //     every lease record is dropped (the leases are no longer known to be
+  //     held): all synced;
+  //  3. only then is it renamed to `path`. A database already at `path` is
+  //     first moved aside (result->moved_aside), never deleted.
+  // Errors, each leaving `path` and `backup_dir` as they were:
+  //  - InvalidArgument: fence_floor is 0, or below the backup's high-water
+  //    mark, lease counter or floor; `path` is a file, or a directory that
+  //    is not a fencedkv database.
+  //  - NotFound: no backup (with that id) in backup_dir.
+  //  - Busy: `path` is in use by a running process.
+  //  - Corruption: the backup's files do not match their checksums.
+  static Status RestoreFromBackup(const std::string& backup_dir,
+                                  const std::string& path,
+                                  const RestoreOptions& options,
+                                  RestoreResult* result);
 };
 
 }  // namespace fencedkv

@@ -3,12 +3,26 @@
 // The embedded lease service: named leases with a holder and a TTL, each
 // grant to a new holder (or after expiry) carrying a fencing token from a
 // counter that is persisted (synced) before the grant is returned, so tokens
-// strictly increase across restarts and crashes. A grant's token is also
-// above every token the database has ever stored (its high-water mark) and
-// at or above the fence floor, so a fresh holder can always write.
+// strictly increase across restarts and crashes.
+//
+// The counter's rules: a new token is max(last token issued, fence floor)
+// + 1. It moves only with grants and with the floor (DB::SetFenceFloor, an
+// operator's action); tokens that clients wrote do not move it, so no client
+// can exhaust it (a write with 2^64-1 would have, when grants were placed
+// above every stored token). A token this service grants is therefore above
+// every token it granted before, but not necessarily above a token some
+// other party wrote into a domain: such a domain refuses the new holder
+// (-STALE) until the operator raises the floor past it. Turn the token skew
+// guard on (Options::max_token_skew) and nobody can write such a token.
 //
 // Expiry uses the wall clock (it must survive restarts). A lease is held
 // while now < expires_at_ms.
+//
+// Expired leases are reclaimed: dropped from memory and from disk, by a
+// background thread every LeaseOptions::reclaim_interval_ms (at most
+// reclaim_batch per pass, in one synced write), and by Acquire when the
+// number of leases on record reaches max_leases. Reclaiming never lets a
+// token repeat: the counter is a record of its own, never reclaimed.
 //
 // Thread safety: a LeaseService is safe for concurrent use; operations are
 // serialized. It must be destroyed before its DB.
@@ -46,12 +60,23 @@ struct LeaseOptions {
   // Bounds on names and holders, in bytes (1..max).
   size_t max_name_bytes = 1024;
   size_t max_holder_bytes = 1024;
+  // At most this many leases on record (held, or expired and not yet
+  // reclaimed): about 100 bytes each plus the name and holder, so at most
+  // about 220 MB with the defaults. Acquire of a new name at the limit
+  // first reclaims expired leases, then returns Busy.
+  size_t max_leases = 100000;
+  // The background reclaimer's period (0: none; call ReclaimExpired) and the
+  // most leases it reclaims per pass.
+  int64_t reclaim_interval_ms = 1000;
+  size_t reclaim_batch = 1000;
 };
 
 class LeaseService {
  public:
   // Creates the lease service of `db` (which must come from DB::Open and
-  // outlive the service). Loads the persisted leases.
+  // outlive the service). Loads the persisted leases. A DB has at most one
+  // lease service at a time: while one exists, Open returns Busy (two would
+  // each keep a counter and grant the same token to two holders).
   static Status Open(DB* db, const LeaseOptions& options,
                      std::unique_ptr<LeaseService>* service);
 
@@ -78,14 +103,20 @@ class LeaseService {
                          Token token) = 0;
   // The current holder; NotFound if the lease is free or expired.
   virtual Status Inspect(std::string_view name, LeaseGrant* grant) = 0;
+  // Drops up to `max` expired leases from memory and disk (one synced
+  // write); *reclaimed says how many. The background reclaimer calls it.
+  virtual Status ReclaimExpired(size_t max, size_t* reclaimed) = 0;
 
-  // Counters since Open.
+  // Counters since Open. O(1): nothing is walked.
   struct Stats {
     uint64_t grants = 0;     // new tokens issued
     uint64_t renewals = 0;   // Renew, and Acquire by the current holder
     uint64_t releases = 0;
     uint64_t refusals = 0;   // LeaseHeld / LeaseLost answers
-    uint64_t held = 0;       // leases currently held (not expired)
+    uint64_t reclaimed = 0;  // expired leases dropped
+    // Leases on record: held, or expired and not yet reclaimed (at most one
+    // reclaiming pass behind).
+    uint64_t held = 0;
     Token last_token = 0;    // the last token issued (persisted)
   };
   virtual Stats GetStats() = 0;

@@ -34,6 +34,15 @@ const char* FenceModeName(FenceMode mode);
 // *mode unchanged.
 bool ParseFenceMode(const std::string& text, FenceMode* mode);
 
+// The largest max_key_size and max_value_size Open accepts: what RocksDB
+// can store (its memtable encodes an entry, key and value together, with a
+// 32-bit length; RocksDB recommends keys up to 8 MB and values up to 3 GB).
+constexpr size_t kMaxKeySizeLimit = size_t{8} << 20;
+constexpr size_t kMaxValueSizeLimit = size_t{3} << 30;
+
+// Options::max_token_skew: no limit (the guard is off).
+constexpr uint64_t kNoTokenSkewLimit = UINT64_MAX;
+
 struct Options {
   // If true, a missing database is created (an existing empty directory
   // counts as missing). Default: false.
@@ -65,6 +74,16 @@ struct Options {
   // InvalidArgument). Not persisted.
   bool allow_unfenced = false;
 
+  // The token skew guard. Unless kNoTokenSkewLimit, a write or AdvanceFence
+  // whose token is more than max_token_skew above the highest token the
+  // token source has issued (DB::NoteIssuedToken; the embedded lease service
+  // reports every grant, so with it this is "the lease counter") is refused
+  // with TokenSkew and changes nothing. Without it one client holding no
+  // lease could raise a domain's max (or the floor of strict-mode domains)
+  // to 2^64-1 and lock every holder out of it for good. 0 admits exactly the
+  // tokens issued so far. Default: kNoTokenSkewLimit (off). Not persisted.
+  uint64_t max_token_skew = kNoTokenSkewLimit;
+
   // Memory budget, in bytes, of the in-memory view of domain max tokens.
   // The view is exact for the domains it holds and falls back to one RocksDB
   // read on a miss, so the budget bounds memory, never correctness.
@@ -73,12 +92,14 @@ struct Options {
 
   // Limits on user keys and values, in bytes. Keys must be 1..max_key_size
   // bytes; values 0..max_value_size bytes. Larger ones are InvalidArgument.
-  // Defaults: 64 KiB and 64 MiB. Not persisted.
+  // Defaults: 64 KiB and 64 MiB; at most kMaxKeySizeLimit (8 MiB) and
+  // kMaxValueSizeLimit (3 GiB), else Open is InvalidArgument. Not persisted.
   size_t max_key_size = 64 << 10;
   size_t max_value_size = 64 << 20;
 
   // RocksDB tuning (none of it persisted, none of it affects fencing).
-  // Bytes of memtable per column family before a flush. Default: 64 MiB.
+  // Bytes of memtable per column family before a flush; at least 64 KiB.
+  // Default: 64 MiB.
   size_t write_buffer_size = 64 << 20;
   // Bytes of block cache shared by all column families; 0 = no block cache.
   // Default: 32 MiB.
@@ -97,9 +118,9 @@ struct Options {
   //    no longer insert in parallel. For point-operation workloads.
   // Default: "skiplist". An unknown name is InvalidArgument at Open.
   std::string memtable = "skiplist";
-  // Max open files for RocksDB; -1 = unlimited. Default: -1.
+  // Max open files for RocksDB; -1 = unlimited, else positive. Default: -1.
   int max_open_files = -1;
-  // Background flush/compaction threads. Default: 2.
+  // Background flush/compaction threads, at least 1. Default: 2.
   int max_background_jobs = 2;
 
   // Advanced: the RocksDB Env the database does its I/O through (it must
@@ -112,8 +133,10 @@ struct Options {
 };
 
 struct ReadOptions {
-  // Verify block checksums on every read. Default: false.
-  bool verify_checksums = false;
+  // Verify the checksum of every block read from a file (as RocksDB does by
+  // default). With false, a damaged block is not detected: the read may
+  // return garbage, or RocksDB may abort on it. Default: true.
+  bool verify_checksums = true;
   // Whether blocks read by this operation go into the block cache.
   // Default: true (set false for bulk scans).
   bool fill_cache = true;

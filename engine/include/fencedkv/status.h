@@ -55,6 +55,7 @@ class Status {
     kLeaseHeld = 8,     // lease service: the lease belongs to another holder
     kLeaseLost = 9,     // lease service: caller no longer holds the lease
     kShutdown = 10,     // the server or DB is shutting down
+    kTokenSkew = 11,    // a token too far above what the token source issued
   };
 
   // Creates a success status.
@@ -71,6 +72,7 @@ class Status {
   static Status LeaseHeld(std::string_view msg, std::string_view msg2 = {});
   static Status LeaseLost(std::string_view msg, std::string_view msg2 = {});
   static Status Shutdown(std::string_view msg, std::string_view msg2 = {});
+  static Status TokenSkew(std::string_view msg, std::string_view msg2 = {});
   // A stale-token rejection. The message is derived from `info`.
   static Status StaleToken(StaleTokenInfo info);
 
@@ -85,6 +87,7 @@ class Status {
   bool IsLeaseHeld() const { return code() == Code::kLeaseHeld; }
   bool IsLeaseLost() const { return code() == Code::kLeaseLost; }
   bool IsShutdown() const { return code() == Code::kShutdown; }
+  bool IsTokenSkew() const { return code() == Code::kTokenSkew; }
 
   Code code() const;
 

@@ -19,11 +19,13 @@ using Token = uint64_t;
 constexpr Token kMinToken = 1;
 constexpr Token kMaxToken = std::numeric_limits<uint64_t>::max();
 
-// Parses a token written as a decimal integer in [1, 2^64-1].
+// Parses a token written as a decimal integer in [1, 2^64-1], in canonical
+// form: digits only, the first one 1-9 (as Redis reads integers).
 //
 // This is the one place that decides what text is a token. It rejects the
-// empty string, 0 (also "00"), a sign ("-1", "+1"), any non-digit, leading or
-// trailing spaces, and numbers that overflow 64 bits. On success stores the
+// empty string, 0 (also "00"), leading zeros ("007", whatever the length),
+// a sign ("-1", "+1"), any non-digit, leading or trailing spaces, and numbers
+// that overflow 64 bits. On success stores the
 // token in *token and returns true; on failure returns false and leaves
 // *token unchanged.
 bool ParseToken(std::string_view text, Token* token);

@@ -1,0 +1,442 @@
+// Copyright (c) fencedkv authors.
+//
+// Copies of a database (fencedkv/backup.h): DBImpl::Checkpoint and
+// DBImpl::Backup on the open database (RocksDB's Checkpoint and
+// BackupEngine), and DB::RestoreFromBackup, which puts the fence floor in
+// force in the restored copy before the copy appears at its path.
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <set>
+#include <system_error>
+
+#include <fcntl.h>
+#include <rocksdb/env.h>
+#include <rocksdb/utilities/backup_engine.h>
+#include <rocksdb/utilities/checkpoint.h>
+#include <unistd.h>
+
+#include "db/db_impl.h"
+#include "db/fence_format.h"
+#include "db/read_only_store.h"
+#include "db/rocksdb_options.h"
+
+namespace fencedkv {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// `path` made absolute and normal (symlinks of existing parts resolved).
+std::string Normalized(const std::string& path) {
+  std::error_code ec;
+  fs::path p = fs::weakly_canonical(fs::absolute(path, ec), ec);
+  if (ec) p = fs::absolute(path, ec).lexically_normal();
+  std::string s = p.string();
+  while (s.size() > 1 && s.back() == '/') s.pop_back();
+  return s;
+}
+
+// InvalidArgument if `dir` is the database directory or inside it.
+Status CheckOutside(const std::string& db_path, const std::string& dir,
+                    const char* what) {
+  const std::string db = Normalized(db_path);
+  const std::string d = Normalized(dir);
+  if (d == db || d.rfind(db + "/", 0) == 0) {
+    return Status::InvalidArgument(std::string(what) + " " + dir +
+                                   " is inside the database directory " +
+                                   db_path);
+  }
+  return Status::OK();
+}
+
+Status FromIO(const rocksdb::IOStatus& s) { return FromRocksDB(s); }
+
+// fsyncs a directory (its entries: renames, new files).
+void SyncDirectory(const std::string& dir) {
+  const int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY);
+  if (fd >= 0) {
+    fsync(fd);
+    close(fd);
+  }
+}
+
+// What is at a restore's target path.
+enum class Target { kMissing, kEmpty, kDatabase };
+
+// Classifies `path`; a database there must be fencedkv's and not in use:
+// then *lock holds its LOCK file (so no process opens it until it is moved
+// aside).
+Status InspectTarget(rocksdb::Env* env, const std::string& path, Target* target,
+                     rocksdb::FileLock** lock) {
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);
+  if (!fs::exists(st)) {
+    *target = Target::kMissing;
+    return Status::OK();
+  }
+  if (!fs::is_directory(st)) {
+    return Status::InvalidArgument(path, "exists and is not a directory");
+  }
+  if (fs::is_empty(path, ec)) {
+    *target = Target::kEmpty;
+    return Status::OK();
+  }
+  std::vector<std::string> names;
+  rocksdb::Status rs =
+      rocksdb::DB::ListColumnFamilies(rocksdb::DBOptions(), path, &names);
+  const std::set<std::string> have(names.begin(), names.end());
+  const std::set<std::string> want = {format::kDataColumnFamily,
+                                      format::kFenceColumnFamily,
+                                      format::kMetaColumnFamily};
+  if (!rs.ok() || have != want) {
+    return Status::InvalidArgument(
+        "not a fencedkv database: " + path,
+        "a restore moves a database it replaces aside, and refuses to touch "
+        "anything else: restore to a new or empty directory");
+  }
+  rs = env->LockFile(path + "/LOCK", lock);
+  if (!rs.ok()) {
+    return Status::Busy(path +
+                            " is in use by a running process (its LOCK "
+                            "is held): stop it first",
+                        rs.ToString());
+  }
+  *target = Target::kDatabase;
+  return Status::OK();
+}
+
+// "<path>.before-restore-<UTC time>", not yet taken.
+std::string AsideName(const std::string& path) {
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char stamp[32];
+  std::strftime(stamp, sizeof(stamp), "%Y%m%dT%H%M%SZ", &tm);
+  std::string aside = path + ".before-restore-" + stamp;
+  std::error_code ec;
+  for (int i = 2; fs::exists(aside, ec); ++i) {
+    aside = path + ".before-restore-" + stamp + "-" + std::to_string(i);
+  }
+  return aside;
+}
+
+// InvalidArgument unless `floor` is at least the backup's high-water mark,
+// lease counter and floor.
+Status CheckFloor(Token floor, Token hwm, Token lease_counter,
+                  Token old_floor) {
+  const std::string why =
+      ": tokens up to it were issued before the backup was taken, so the "
+      "floor must be at least every token issued since (the old server's "
+      "INFO fencing last_lease_token, or etcd's current revision)";
+  if (floor < hwm) {
+    return Status::InvalidArgument("fence_floor " + std::to_string(floor) +
+                                   " is below the backup's high-water mark " +
+                                   std::to_string(hwm) + why);
+  }
+  if (floor < lease_counter) {
+    return Status::InvalidArgument("fence_floor " + std::to_string(floor) +
+                                   " is below the backup's lease counter " +
+                                   std::to_string(lease_counter) + why);
+  }
+  if (floor < old_floor) {
+    return Status::InvalidArgument("fence_floor " + std::to_string(floor) +
+                                   " is below the backup's floor " +
+                                   std::to_string(old_floor));
+  }
+  return Status::OK();
+}
+
+// Checks `floor` against the backup's marks, read from the backup in place
+// (BackupEngine opens it read-only): a refusal writes nothing.
+Status CheckFloorAgainstBackup(const rocksdb::BackupEngineReadOnly& engine,
+                               uint32_t backup_id,
+                               const std::string& backup_dir, Token floor) {
+  rocksdb::BackupInfo detail;
+  rocksdb::Status rs =
+      engine.GetBackupInfo(backup_id, &detail, /*include_file_details=*/true);
+  std::unique_ptr<ReadOnlyStore> store;
+  Status s = rs.ok() ? ReadOnlyStore::OpenChecked(detail.name_for_open, &store,
+                                                  detail.env_for_open.get())
+                     : FromRocksDB(rs);
+  const std::string which =
+      "backup " + std::to_string(backup_id) + " in " + backup_dir;
+  if (s.IsCorruption())
+    return Status::Corruption(which + " is damaged", s.ToString());
+  if (!s.ok()) {
+    return Status::InvalidArgument(which + " is not a fencedkv database",
+                                   s.ToString());
+  }
+  const StoreConfig& c = store->config();
+  return CheckFloor(floor, c.hwm, c.lease_counter, c.floor);
+}
+
+// Puts the floor in force in the restored copy at `dir` (opened by this
+// process alone): checks it against the backup's marks, raises the floor
+// and the lease counter, drops the lease records. All synced.
+Status FenceRestoredCopy(const std::string& dir, Token floor,
+                         RestoreResult* result) {
+  Options options;
+  options.adopt_stored_fence_config = true;
+  std::unique_ptr<DB> db;
+  Status s = DB::Open(options, dir, &db);
+  if (!s.ok()) {
+    return Status::InvalidArgument(
+        "the backup does not open as a fencedkv database", s.ToString());
+  }
+  auto* impl = static_cast<DBImpl*>(db.get());
+  result->high_water_mark = impl->HighWaterMark();
+  std::string raw;
+  s = impl->GetMeta(format::kMetaLeaseCounter, &raw);
+  if (s.ok() && !format::DecodeToken(raw, &result->backup_lease_counter)) {
+    return Status::Corruption("bad lease_counter record in the backup");
+  }
+  if (!s.ok() && !s.IsNotFound()) return s;
+  s = CheckFloor(floor, result->high_water_mark, result->backup_lease_counter,
+                 db->GetFenceFloor());
+  if (!s.ok()) return s;
+  std::vector<std::pair<std::string, std::string>> leases;
+  s = impl->ScanMeta(format::kMetaLeasePrefix, &leases);
+  for (size_t i = 0; s.ok() && i < leases.size(); ++i) {
+    s = impl->DeleteMetaSynced(leases[i].first);
+  }
+  WriteOptions synced;
+  synced.sync = true;
+  if (s.ok()) s = db->SetFenceFloor(synced, floor);
+  result->lease_counter = std::max(result->backup_lease_counter, floor);
+  if (s.ok()) {
+    s = impl->PutMetaSynced({{std::string(format::kMetaLeaseCounter),
+                              format::EncodeToken(result->lease_counter)}});
+  }
+  if (!s.ok()) return s;
+  result->leases_dropped = leases.size();
+  result->fence_floor = db->GetFenceFloor();
+  return Status::OK();
+}
+
+}  // namespace
+
+std::string BackupInfo::ToString() const {
+  return "backup " + std::to_string(backup_id) + ": " +
+         std::to_string(number_files) + " files, " + std::to_string(size) +
+         " bytes";
+}
+
+Status DBImpl::Checkpoint(const std::string& dir) {
+  if (dir.empty()) return Status::InvalidArgument("empty checkpoint directory");
+  Status s = CheckOutside(path_, dir, "checkpoint directory");
+  if (!s.ok()) return s;
+  std::error_code ec;
+  if (fs::exists(dir, ec)) {
+    return Status::InvalidArgument("checkpoint directory " + dir,
+                                   "already exists (it must not)");
+  }
+  rocksdb::Checkpoint* raw = nullptr;
+  rocksdb::Status rs = rocksdb::Checkpoint::Create(db_.get(), &raw);
+  std::unique_ptr<rocksdb::Checkpoint> checkpoint(raw);
+  // log_size_for_flush 0: flush the memtables, so the copy opens without
+  // replaying much WAL.
+  if (rs.ok()) rs = checkpoint->CreateCheckpoint(dir, 0);
+  if (!rs.ok()) return Status::IOError("checkpoint to " + dir, rs.ToString());
+  return Status::OK();
+}
+
+Status DBImpl::Backup(const std::string& backup_dir,
+                      const BackupOptions& options, BackupInfo* info) {
+  if (backup_dir.empty()) {
+    return Status::InvalidArgument("empty backup directory");
+  }
+  Status s = CheckOutside(path_, backup_dir, "backup directory");
+  if (!s.ok()) return s;
+  rocksdb::BackupEngineOptions engine_options(backup_dir);
+  engine_options.callback_trigger_interval_size = 1 << 20;
+  rocksdb::BackupEngine* raw = nullptr;
+  rocksdb::IOStatus io =
+      rocksdb::BackupEngine::Open(engine_options, db_->GetEnv(), &raw);
+  std::unique_ptr<rocksdb::BackupEngine> engine(raw);
+  if (!io.ok()) {
+    return Status::IOError("cannot open backup directory " + backup_dir,
+                           io.ToString());
+  }
+  rocksdb::CreateBackupOptions create;
+  create.progress_callback = [&] {
+    if (options.should_stop && options.should_stop()) engine->StopBackup();
+  };
+  if (options.should_stop && options.should_stop()) {
+    return Status::Shutdown("backup stopped before it started");
+  }
+  const std::string metadata =
+      "fencedkv format_version=" + std::to_string(format::kFormatVersion) +
+      " fence_domain=" + spec_.ToString() +
+      " fence_mode=" + FenceModeName(mode_);
+  rocksdb::BackupID id = 0;
+  io = engine->CreateNewBackupWithMetadata(create, db_.get(), metadata, &id);
+  if (io.IsIncomplete()) return Status::Shutdown("backup stopped");
+  if (!io.ok()) {
+    return Status::IOError("backup to " + backup_dir, io.ToString());
+  }
+  if (options.verify) {
+    io = engine->VerifyBackup(id, /*verify_with_checksum=*/true);
+    if (!io.ok()) {
+      return Status::Corruption("backup " + std::to_string(id) + " in " +
+                                    backup_dir +
+                                    " does not match its checksums",
+                                io.ToString());
+    }
+  }
+  if (info != nullptr) {
+    rocksdb::BackupInfo bi;
+    rocksdb::Status rs = engine->GetBackupInfo(id, &bi);
+    if (!rs.ok()) return FromRocksDB(rs);
+    info->backup_id = bi.backup_id;
+    info->timestamp = bi.timestamp;
+    info->size = bi.size;
+    info->number_files = bi.number_files;
+    info->metadata = bi.app_metadata;
+  }
+  return Status::OK();
+}
+
+Status DB::RestoreFromBackup(const std::string& backup_dir,
+                             const std::string& path,
+                             const RestoreOptions& options,
+                             RestoreResult* result) {
+  if (options.fence_floor == 0) {
+    return Status::InvalidArgument(
+        "a restore needs a fence floor (fence_floor)",
+        "at least every token issued since the backup was taken: without it "
+        "the restored copy would accept again holders that were fenced out "
+        "after the backup");
+  }
+  if (backup_dir.empty() || path.empty()) {
+    return Status::InvalidArgument("empty backup directory or database path");
+  }
+  RestoreResult local;
+  if (result == nullptr) result = &local;
+  *result = RestoreResult();
+  rocksdb::Env* env = rocksdb::Env::Default();
+  const std::string target = Normalized(path);
+  const std::string parent = fs::path(target).parent_path().string();
+  std::error_code ec;
+  if (!fs::is_directory(parent, ec)) {
+    return Status::InvalidArgument(
+        path, "its parent directory " + parent + " does not exist");
+  }
+  Target kind;
+  rocksdb::FileLock* lock = nullptr;
+  Status s = InspectTarget(env, target, &kind, &lock);
+  if (!s.ok()) return s;
+  // Releases the old database's LOCK on every way out.
+  std::unique_ptr<rocksdb::FileLock, std::function<void(rocksdb::FileLock*)>>
+      lock_guard(lock, [env](rocksdb::FileLock* l) {
+        if (l != nullptr) env->UnlockFile(l);
+      });
+
+  // The backup: NotFound before anything is created.
+  if (!fs::is_directory(fs::path(backup_dir) / "meta", ec)) {
+    return Status::NotFound("no backup in " + backup_dir,
+                            "it has no BackupEngine meta directory");
+  }
+  rocksdb::BackupEngineReadOnly* raw = nullptr;
+  rocksdb::IOStatus io = rocksdb::BackupEngineReadOnly::Open(
+      rocksdb::BackupEngineOptions(backup_dir), env, &raw);
+  std::unique_ptr<rocksdb::BackupEngineReadOnly> engine(raw);
+  if (!io.ok()) {
+    return Status::IOError("cannot open backup directory " + backup_dir,
+                           io.ToString());
+  }
+  rocksdb::BackupInfo info;
+  rocksdb::Status rs = options.backup_id == 0
+                           ? engine->GetLatestBackupInfo(&info)
+                           : engine->GetBackupInfo(options.backup_id, &info);
+  if (!rs.ok()) {
+    std::vector<rocksdb::BackupID> corrupt;
+    engine->GetCorruptedBackups(&corrupt);
+    std::string detail = rs.ToString();
+    if (!corrupt.empty()) {
+      detail += "; corrupt backups:";
+      for (auto id : corrupt) detail += " " + std::to_string(id);
+    }
+    return Status::NotFound(options.backup_id == 0
+                                ? "no usable backup in " + backup_dir
+                                : "no backup " +
+                                      std::to_string(options.backup_id) +
+                                      " in " + backup_dir,
+                            detail);
+  }
+  result->backup_id = info.backup_id;
+  if (options.verify) {
+    io = engine->VerifyBackup(info.backup_id, /*verify_with_checksum=*/true);
+    if (!io.ok()) {
+      return Status::Corruption("backup " + std::to_string(info.backup_id) +
+                                    " in " + backup_dir +
+                                    " does not match its checksums",
+                                io.ToString());
+    }
+  }
+
+  s = CheckFloorAgainstBackup(*engine, info.backup_id, backup_dir,
+                              options.fence_floor);
+  if (!s.ok()) return s;
+
+  // Restore beside the target; fence there (checking the floor again, on
+  // what was restored); then rename into place.
+  std::string tmp = parent + "/." + fs::path(target).filename().string() +
+                    ".restoring-XXXXXX";
+  if (mkdtemp(tmp.data()) == nullptr) {
+    return Status::IOError("cannot create a directory beside " + path,
+                           std::strerror(errno));
+  }
+  auto fail = [&tmp](Status st) {
+    std::error_code ignored;
+    fs::remove_all(tmp, ignored);
+    return st;
+  };
+  io = engine->RestoreDBFromBackup(rocksdb::RestoreOptions(), info.backup_id,
+                                   tmp, tmp);
+  // The engine's copy threads may still be writing into tmp after a failed
+  // file (RocksDB stops waiting at the first): destroying it joins them.
+  engine.reset();
+  if (!io.ok()) {
+    return fail(
+        io.IsCorruption()
+            ? Status::Corruption("backup " + std::to_string(info.backup_id) +
+                                     " in " + backup_dir + " is damaged",
+                                 io.ToString())
+            : FromIO(io));
+  }
+  s = FenceRestoredCopy(tmp, options.fence_floor, result);
+  if (!s.ok()) return fail(s);
+  SyncDirectory(tmp);
+
+  if (kind == Target::kDatabase) {
+    result->moved_aside = AsideName(target);
+    if (std::rename(target.c_str(), result->moved_aside.c_str()) != 0) {
+      const std::string err = std::strerror(errno);
+      result->moved_aside.clear();
+      return fail(Status::IOError("cannot move " + target + " aside", err));
+    }
+  } else if (kind == Target::kEmpty) {
+    fs::remove(target, ec);
+  }
+  lock_guard.reset();
+  if (std::rename(tmp.c_str(), target.c_str()) != 0) {
+    const std::string err = std::strerror(errno);
+    return Status::IOError(
+        "cannot rename the restored copy " + tmp + " to " + target,
+        err +
+            (result->moved_aside.empty()
+                 ? std::string()
+                 : "; the old database is at " + result->moved_aside) +
+            "; the restored copy (floor in force) stays at " + tmp);
+  }
+  SyncDirectory(parent);
+  return Status::OK();
+}
+
+}  // namespace fencedkv

@@ -1,0 +1,664 @@
+// Copyright (c) fencedkv authors.
+//
+// The write path of DBImpl: validation, and WriteOps, the one function every
+// mutation goes through, split into its phases (LocateDomains, CheckFences,
+// EvaluateConditions, BuildBatch, Commit, Publish). docs/concurrency.md says
+// why the result is atomic and race-free.
+
+#include <algorithm>
+#include <unordered_map>
+
+#include <rocksdb/write_batch.h>
+
+#include "db/db_impl.h"
+#include "db/fence_check.h"
+#include "db/rocksdb_options.h"
+#include "util/sync_point.h"
+
+namespace fencedkv {
+
+namespace {
+
+constexpr char kInvalidTokenZero[] =
+    "invalid token 0: a fencing token is an integer in [1, 2^64-1]";
+
+rocksdb::Slice ToSlice(std::string_view s) {
+  return rocksdb::Slice(s.data(), s.size());
+}
+
+// A validation error of a batch's op i, naming it if the batch has more
+// than one (a lone SET reads the same on every path); keeps the code.
+Status InBatchOp(size_t i, size_t count, const Status& s) {
+  if (count == 1) return s;
+  const std::string where = "batch op " + std::to_string(i);
+  if (s.IsTokenSkew()) return Status::TokenSkew(where, s.message());
+  return Status::InvalidArgument(where, s.message());
+}
+
+void RaiseAtomicMax(std::atomic<Token>* target, Token value) {
+  Token cur = target->load(std::memory_order_relaxed);
+  while (cur < value && !target->compare_exchange_weak(
+                            cur, value, std::memory_order_release,
+                            std::memory_order_relaxed)) {
+  }
+}
+
+// Locks a sorted, de-duplicated list of stripes; unlocks on destruction.
+class StripeLocks {
+ public:
+  // (Which stripes is decided at run time: beyond the analysis.)
+  StripeLocks(FenceTable* table, const std::vector<size_t>& stripes)
+      NO_THREAD_SAFETY_ANALYSIS : table_(table),
+                                  stripes_(stripes) {
+    for (size_t s : stripes_) table_->mutex(s).Lock();
+  }
+  ~StripeLocks() NO_THREAD_SAFETY_ANALYSIS {
+    for (auto it = stripes_.rbegin(); it != stripes_.rend(); ++it) {
+      table_->mutex(*it).Unlock();
+    }
+  }
+  StripeLocks(const StripeLocks&) = delete;
+  StripeLocks& operator=(const StripeLocks&) = delete;
+
+ private:
+  FenceTable* table_;
+  const std::vector<size_t>& stripes_;
+};
+
+}  // namespace
+
+// The fence state of one domain during a write.
+struct DBImpl::DomainState {
+  std::string_view domain;
+  uint64_t hash;
+  size_t stripe;
+  Token max;    // valid iff known
+  bool known;   // max is the domain's exact current max
+  bool raised;  // the write raises the domain's max (persist a record)
+};
+
+// Per-thread scratch space so the write path does not allocate in steady
+// state. Not reentrant (the write path never recurses).
+struct DBImpl::Scratch {
+  std::vector<DomainState> states;
+  std::vector<size_t> stripes;  // sorted, unique: the locks to take
+  // Stripe marks raised by this write: (stripe, new mark), one per stripe.
+  std::vector<std::pair<size_t, Token>> raised_marks;
+  std::unordered_map<std::string_view, uint32_t> index;  // large batches
+  rocksdb::WriteBatch batch;
+  std::string value;  // a data record being encoded
+  // kGroup: domain states as they were before the current batch.
+  struct Undo {
+    uint32_t index;
+    Token max;
+    bool known, raised;
+  };
+  std::vector<Undo> undo;
+  // kGroup: batches applied, and batches refused as stale.
+  uint64_t accepted_groups = 0, rejected_groups = 0;
+  bool unfenced = false;
+
+  void Reset() {
+    states.clear();
+    stripes.clear();
+    raised_marks.clear();
+    index.clear();
+    batch.Clear();
+    undo.clear();
+    accepted_groups = rejected_groups = 0;
+    unfenced = false;
+  }
+
+  uint32_t IndexOf(std::string_view domain, const FenceTable& table) {
+    constexpr size_t kLinearScanLimit = 16;
+    if (states.size() < kLinearScanLimit) {
+      for (uint32_t i = 0; i < states.size(); ++i) {
+        if (states[i].domain == domain) return i;
+      }
+      if (states.size() + 1 == kLinearScanLimit) {
+        for (uint32_t i = 0; i < states.size(); ++i) {
+          index.emplace(states[i].domain, i);
+        }
+      }
+    } else {
+      auto it = index.find(domain);
+      if (it != index.end()) return it->second;
+    }
+    const auto i = static_cast<uint32_t>(states.size());
+    const uint64_t hash = FenceTable::Hash(domain);
+    table.Prefetch(hash);
+    states.push_back(
+        DomainState{domain, hash, table.StripeOf(hash), 0, false, false});
+    if (!index.empty() || states.size() == kLinearScanLimit) {
+      index.emplace(domain, i);
+    }
+    return i;
+  }
+};
+
+// ---------------------------------------------------------------------------
+// Validation
+
+Status DBImpl::ValidateKey(std::string_view key) const {
+  if (key.empty()) return Status::InvalidArgument("empty key");
+  if (key.size() > options_.max_key_size) {
+    return Status::InvalidArgument(
+        "key of " + std::to_string(key.size()) + " bytes exceeds max_key_size " +
+        std::to_string(options_.max_key_size));
+  }
+  return Status::OK();
+}
+
+Status DBImpl::ValidateWriteOp(OpKind kind, std::string_view key,
+                               std::string_view value, Token token) const {
+  Status s = ValidateKey(key);
+  if (!s.ok()) return s;
+  if (value.size() > options_.max_value_size) {
+    return Status::InvalidArgument(
+        "value of " + std::to_string(value.size()) +
+        " bytes exceeds max_value_size " +
+        std::to_string(options_.max_value_size));
+  }
+  if (token == 0 && (kind == OpKind::kAdvance || !options_.allow_unfenced)) {
+    return Status::InvalidArgument(kInvalidTokenZero);
+  }
+  return CheckTokenSkew(token);
+}
+
+Status DBImpl::CheckTokenSkew(Token token) const {
+  const uint64_t skew = options_.max_token_skew;
+  if (skew == kNoTokenSkewLimit) return Status::OK();
+  const Token issued = issued_.load(std::memory_order_acquire);
+  const Token ceiling = issued > kMaxToken - skew ? kMaxToken : issued + skew;
+  if (token <= ceiling) return Status::OK();
+  return Status::TokenSkew(
+      "token " + std::to_string(token) + " is more than " +
+          std::to_string(skew) + " above the highest token issued (" +
+          std::to_string(issued) + ")",
+      "a holder can only have a token its lease service issued");
+}
+
+void DBImpl::NoteIssuedToken(Token token) { RaiseAtomicMax(&issued_, token); }
+
+Status DBImpl::AppendBatchOps(const WriteBatch& batch, uint32_t group,
+                              std::vector<PendingOp>* ops) const {
+  const size_t first = ops->size();
+  for (size_t i = 0; i < batch.Count(); ++i) {
+    const WriteBatch::Op op = batch.Get(i);
+    const OpKind kind =
+        op.type == WriteBatch::OpType::kPut ? OpKind::kPut : OpKind::kDelete;
+    Status s = ValidateWriteOp(kind, op.key, op.value, op.token);
+    if (!s.ok()) {
+      ops->resize(first);
+      return InBatchOp(i, batch.Count(), s);
+    }
+    ops->push_back(PendingOp{kind, op.key, op.value, op.token, op.condition,
+                             group});
+  }
+  return Status::OK();
+}
+
+// ---------------------------------------------------------------------------
+// The entry points: each builds a WriteRequest.
+
+Status DBImpl::Put(const WriteOptions& options, std::string_view key,
+                   std::string_view value, Token token) {
+  Status s = ValidateWriteOp(OpKind::kPut, key, value, token);
+  if (!s.ok()) return s;
+  PendingOp op{OpKind::kPut, key, value, token};
+  return WriteOps({WriteRequest::Kind::kSingle, options.sync, &op, 1});
+}
+
+Status DBImpl::Delete(const WriteOptions& options, std::string_view key,
+                      Token token) {
+  Status s = ValidateWriteOp(OpKind::kDelete, key, {}, token);
+  if (!s.ok()) return s;
+  PendingOp op{OpKind::kDelete, key, {}, token};
+  return WriteOps({WriteRequest::Kind::kSingle, options.sync, &op, 1});
+}
+
+Status DBImpl::Write(const WriteOptions& options, const WriteBatch& batch) {
+  if (batch.HasConditions()) {
+    return Status::InvalidArgument(
+        "a batch with conditions needs DB::Write(options, batch, result)");
+  }
+  return Write(options, batch, nullptr);
+}
+
+Status DBImpl::Write(const WriteOptions& options, const WriteBatch& batch,
+                     WriteResult* result) {
+  if (result != nullptr) {
+    result->applied = true;
+    result->failed_index = -1;
+    result->existed.assign(batch.Count(), false);
+    result->old_values.assign(result->want_old_values ? batch.Count() : 0,
+                              std::string());
+  }
+  if (batch.Count() == 0) return Status::OK();
+  thread_local std::vector<PendingOp> ops;
+  ops.clear();
+  Status s = AppendBatchOps(batch, 0, &ops);
+  if (!s.ok()) return s;
+  WriteRequest req{WriteRequest::Kind::kBatch, options.sync, ops.data(),
+                   ops.size()};
+  req.result = result;
+  return WriteOps(req);
+}
+
+Status DBImpl::AdvanceFence(const WriteOptions& /*options*/,
+                            std::string_view key, Token token,
+                            Token* max_after) {
+  Status s = ValidateWriteOp(OpKind::kAdvance, key, {}, token);
+  if (!s.ok()) return s;
+  PendingOp op{OpKind::kAdvance, key, {}, token};
+  // Always synced, even when it raises nothing (see Commit).
+  WriteRequest req{WriteRequest::Kind::kAdvance, /*sync=*/true, &op, 1};
+  req.max_after = max_after;
+  return WriteOps(req);
+}
+
+Status DBImpl::WriteGroup(const WriteOptions& options,
+                          const WriteBatch* const* batches, size_t n,
+                          Status* statuses) {
+  thread_local std::vector<PendingOp> ops;
+  ops.clear();
+  for (size_t g = 0; g < n; ++g) {
+    statuses[g] = Status::OK();
+    if (batches[g]->HasConditions()) {
+      statuses[g] = Status::InvalidArgument(
+          "WriteGroup does not take batches with conditions");
+      continue;
+    }
+    statuses[g] = AppendBatchOps(*batches[g], static_cast<uint32_t>(g), &ops);
+  }
+  if (ops.empty()) return Status::OK();
+  WriteRequest req{WriteRequest::Kind::kGroup, options.sync, ops.data(),
+                   ops.size()};
+  req.group_statuses = statuses;
+  return WriteOps(req);
+}
+
+// ---------------------------------------------------------------------------
+// WriteOps and its phases
+
+Status DBImpl::WriteOps(const WriteRequest& req) {
+  // A holder paused here (GC, SIGSTOP) has not been checked yet: whatever
+  // lands meanwhile is what it will be checked against.
+  TEST_SYNC_POINT("DBImpl::Write:BeforeLock");
+  thread_local Scratch scratch;
+  Scratch& sc = scratch;
+  sc.Reset();
+  LocateDomains(req, &sc);
+  StripeLocks locks(table_.get(), sc.stripes);
+  const Token floor = floor_.load(std::memory_order_acquire);
+
+  Status s = CheckFences(req, floor, &sc);
+  StatShard& shard = LocalShard();
+  if (req.kind == WriteRequest::Kind::kGroup) {
+    shard.rejected.fetch_add(sc.rejected_groups, std::memory_order_relaxed);
+  } else if (s.IsStaleToken()) {
+    shard.rejected.fetch_add(1, std::memory_order_relaxed);
+  }
+  if (!s.ok()) return s;
+  TEST_SYNC_POINT("DBImpl::Write:AfterCheck");
+  if (req.result != nullptr) {
+    bool all_hold = true;
+    s = EvaluateConditions(req, &all_hold);
+    if (!s.ok()) return s;
+    if (!all_hold) return Status::OK();  // nothing written, nothing raised
+  }
+  s = BuildBatch(req, &sc);
+  if (s.ok()) s = Commit(req, &sc);
+  if (!s.ok()) {
+    // Nothing was written and nothing published: the cache is still exact.
+    if (req.kind == WriteRequest::Kind::kGroup) {
+      for (size_t i = 0; i < req.n; ++i) {
+        if (!req.ops[i].skip) req.group_statuses[req.ops[i].group] = s;
+      }
+    }
+    return s;
+  }
+  Publish(sc);
+
+  if (req.kind == WriteRequest::Kind::kAdvance) {
+    if (sc.states[0].raised) {
+      shard.advances.fetch_add(1, std::memory_order_relaxed);
+    }
+    if (req.max_after != nullptr) {
+      *req.max_after = ReportedMax(mode_, sc.states[0].max, floor);
+    }
+  } else {
+    shard.accepted.fetch_add(
+        req.kind == WriteRequest::Kind::kGroup ? sc.accepted_groups : 1,
+        std::memory_order_relaxed);
+    if (sc.unfenced) shard.unfenced.fetch_add(1, std::memory_order_relaxed);
+  }
+  return Status::OK();
+}
+
+void DBImpl::LocateDomains(const WriteRequest& req, Scratch* sc) {
+  for (size_t i = 0; i < req.n; ++i) {
+    req.ops[i].domain_index =
+        sc->IndexOf(spec_.DomainOf(req.ops[i].key), *table_);
+  }
+  for (const DomainState& ds : sc->states) sc->stripes.push_back(ds.stripe);
+  std::sort(sc->stripes.begin(), sc->stripes.end());
+  sc->stripes.erase(std::unique(sc->stripes.begin(), sc->stripes.end()),
+                    sc->stripes.end());
+}
+
+Status DBImpl::CheckFences(const WriteRequest& req, Token floor,
+                           Scratch* sc) {
+  const bool group = req.kind == WriteRequest::Kind::kGroup;
+  const bool per_key = spec_.is_per_key();
+  PendingOp* const ops = req.ops;
+  const size_t n = req.n;
+
+  // Makes ds.max exact: from the cache, else from RocksDB.
+  auto ensure_known = [&](DomainState& ds) -> Status {
+    if (ds.known) return Status::OK();
+    if (!table_->Lookup(ds.hash, ds.domain, &ds.max)) {
+      Status s = ReadStoredMax(ds.domain, &ds.max);
+      if (!s.ok()) return s;
+      table_->Insert(ds.hash, ds.domain, ds.max);
+    }
+    ds.known = true;
+    return Status::OK();
+  };
+  // Raises ds to `max` (a check passed).
+  auto raise = [](DomainState& ds, Token max) {
+    if (!ds.known || max > ds.max) {
+      ds.max = max;
+      ds.raised = true;
+    }
+    ds.known = true;
+  };
+
+  // kGroup: a batch that is refused (or whose max could not be read) is
+  // undone from the domain states and skipped; the others go on.
+  size_t group_first = 0;
+  auto refuse_group = [&](size_t i, Status status) {
+    if (status.IsStaleToken()) ++sc->rejected_groups;
+    for (auto it = sc->undo.rbegin(); it != sc->undo.rend(); ++it) {
+      DomainState& d = sc->states[it->index];
+      d.max = it->max;
+      d.known = it->known;
+      d.raised = it->raised;
+    }
+    sc->undo.clear();
+    const uint32_t g = ops[i].group;
+    for (size_t j = group_first; j < n && ops[j].group == g; ++j) {
+      ops[j].skip = true;
+    }
+    req.group_statuses[g] = std::move(status);
+  };
+
+  for (size_t i = 0; i < n; ++i) {
+    PendingOp& op = ops[i];
+    DomainState& ds = sc->states[op.domain_index];
+    if (group) {
+      if (i == 0 || op.group != ops[i - 1].group) {
+        if (i > 0 && !ops[i - 1].skip) ++sc->accepted_groups;
+        sc->undo.clear();
+        group_first = i;
+      }
+      if (op.skip) continue;
+      sc->undo.push_back(
+          Scratch::Undo{op.domain_index, ds.max, ds.known, ds.raised});
+    }
+    // Every stored max of this stripe is at or below its mark.
+    const Token mark = table_->StripeHwm(ds.stripe);
+    if (op.kind == OpKind::kAdvance) {
+      const Token target = AdvanceTarget(mode_, op.token);
+      // Subsumed: the floor already refuses everything this would.
+      const bool subsumed =
+          target == 0 || SubsumedByFloor(mode_, target, floor);
+      if (!subsumed && !ds.known && target > mark) {
+        raise(ds, target);  // above every stored max: no read
+      } else {
+        // The current max decides, and is what the advance reports.
+        Status s = ensure_known(ds);
+        if (!s.ok()) return s;  // (an advance is never grouped)
+        if (!subsumed) raise(ds, target);
+      }
+      op.record_token = ds.max;
+      continue;
+    }
+    if (op.token == 0) {  // explicitly unfenced (allow_unfenced)
+      sc->unfenced = true;
+      if (per_key) {  // the record carries the key's max: keep it
+        Status s = ensure_known(ds);
+        if (!s.ok()) {
+          if (!group) return s;
+          refuse_group(i, std::move(s));  // this batch fails, others go on
+          continue;
+        }
+      }
+      op.record_token = ds.known ? ds.max : 0;
+      continue;
+    }
+    if (!ds.known) {
+      if (CheckWrite(mode_, op.token, mark, floor) == Verdict::kAccept) {
+        // The token passes the mark, hence every stored max of the stripe,
+        // and becomes this domain's max: no lookup, no read.
+        raise(ds, op.token);
+        op.record_token = op.token;
+        continue;
+      }
+      Status s = ensure_known(ds);  // the cache, else one RocksDB read
+      if (!s.ok()) {
+        if (!group) return s;
+        refuse_group(i, std::move(s));  // this batch fails, others go on
+        continue;
+      }
+    }
+    const Verdict verdict = CheckWrite(mode_, op.token, ds.max, floor);
+    if (verdict != Verdict::kAccept) {
+      if (group) {
+        refuse_group(i, StaleStatus(verdict, op.token, ds.max, floor,
+                                    ds.domain,
+                                    static_cast<int64_t>(i - group_first)));
+        continue;
+      }
+      return StaleStatus(
+          verdict, op.token, ds.max, floor, ds.domain,
+          req.kind == WriteRequest::Kind::kBatch ? static_cast<int64_t>(i)
+                                                 : -1);
+    }
+    raise(ds, op.token);
+    op.record_token = op.token;
+  }
+  if (group && !ops[n - 1].skip) ++sc->accepted_groups;
+  return Status::OK();
+}
+
+Status DBImpl::EvaluateConditions(const WriteRequest& req, bool* all_hold) {
+  // The state each key has just before each op: RocksDB's, then the effects
+  // of earlier ops of this batch.
+  std::unordered_map<std::string_view, std::pair<bool, std::string_view>>
+      overlay;
+  std::string storage_value;
+  rocksdb::PinnableSlice raw;
+  WriteResult* result = req.result;
+  *all_hold = true;
+  for (size_t i = 0; i < req.n; ++i) {
+    const PendingOp& op = req.ops[i];
+    if (op.kind == OpKind::kAdvance) continue;
+    bool present = false;
+    std::string_view value;
+    auto it = overlay.find(op.key);
+    if (it != overlay.end()) {
+      present = it->second.first;
+      value = it->second.second;
+    } else {
+      raw.Reset();
+      format::DataRecord rec;
+      Status s = ReadDataRecord(rocksdb::ReadOptions(), op.key, &raw, &rec);
+      if (s.ok()) {
+        present = rec.kind == format::RecordKind::kValue;
+        storage_value.assign(rec.value.data(), rec.value.size());
+        value = storage_value;
+      } else if (!s.IsNotFound()) {
+        return s;
+      }
+    }
+    result->existed[i] = present;
+    if (result->want_old_values && present) {
+      result->old_values[i].assign(value.data(), value.size());
+    }
+    if ((op.condition == WriteCondition::kIfAbsent && present) ||
+        (op.condition == WriteCondition::kIfPresent && !present)) {
+      result->applied = false;
+      result->failed_index = static_cast<int64_t>(i);
+      *all_hold = false;
+      return Status::OK();
+    }
+    overlay[op.key] = {op.kind == OpKind::kPut, op.value};
+  }
+  return Status::OK();
+}
+
+Status DBImpl::BuildBatch(const WriteRequest& req, Scratch* sc) {
+  rocksdb::WriteBatch& batch = sc->batch;
+  const bool per_key = spec_.is_per_key();
+  char header[format::kMaxDataHeaderSize];
+  // Every status RocksDB's batch returns is checked: an entry it refuses
+  // (e.g. past its 4 GiB limits) must fail the whole write, never be
+  // dropped while its max is raised. (Validation caps sizes below those
+  // limits, so this is a second line of defence.)
+  rocksdb::Status rs;
+  for (size_t i = 0; i < req.n && rs.ok(); ++i) {
+    const PendingOp& op = req.ops[i];
+    if (op.skip) continue;
+    const rocksdb::Slice key = ToSlice(op.key);
+    switch (op.kind) {
+      case OpKind::kPut: {
+        // One contiguous value: RocksDB's SliceParts overload costs more
+        // (measured with callgrind) than this copy into a reused buffer.
+        const size_t hn = format::EncodeDataHeader(
+            header, format::RecordKind::kValue, op.record_token);
+        sc->value.assign(header, hn);
+        sc->value.append(op.value.data(), op.value.size());
+        rs = batch.Put(data_cf_, key, sc->value);
+        break;
+      }
+      case OpKind::kDelete:
+        if (per_key) {  // keep the key's token: a tombstone with its max
+          const size_t hn = format::EncodeDataHeader(
+              header, format::RecordKind::kNoValue, op.record_token);
+          rs = batch.Put(data_cf_, key, rocksdb::Slice(header, hn));
+        } else {
+          rs = batch.Delete(data_cf_, key);
+        }
+        break;
+      case OpKind::kAdvance:
+        if (per_key && sc->states[op.domain_index].raised) {
+          // Re-stamp the key's record with the new max, keeping its value.
+          rocksdb::PinnableSlice old;
+          format::DataRecord rec{format::RecordKind::kNoValue, 0, {}};
+          Status s = ReadDataRecord(rocksdb::ReadOptions(), op.key, &old, &rec);
+          if (!s.ok() && !s.IsNotFound()) return s;
+          const size_t hn =
+              format::EncodeDataHeader(header, rec.kind, op.record_token);
+          sc->value.assign(header, hn);
+          sc->value.append(rec.value.data(), rec.value.size());
+          rs = batch.Put(data_cf_, key, sc->value);
+        }
+        break;
+    }
+  }
+  // The raised maxima (other domain functions: their own records) and the
+  // raised stripe marks, each stripe once, in the same batch.
+  for (const DomainState& ds : sc->states) {
+    if (!ds.raised || !rs.ok()) continue;
+    if (!per_key) {
+      rs = batch.Put(fence_cf_, ToSlice(ds.domain), format::EncodeToken(ds.max));
+    }
+    if (ds.max <= table_->StripeHwm(ds.stripe)) continue;
+    auto it = std::find_if(sc->raised_marks.begin(), sc->raised_marks.end(),
+                           [&](const auto& m) { return m.first == ds.stripe; });
+    if (it == sc->raised_marks.end()) {
+      sc->raised_marks.emplace_back(ds.stripe, ds.max);
+    } else {
+      it->second = std::max(it->second, ds.max);
+    }
+  }
+  for (const auto& [stripe, mark] : sc->raised_marks) {
+    if (!rs.ok()) break;
+    rs = batch.Put(meta_cf_,
+                   format::HighWaterMarkKey(static_cast<uint32_t>(stripe)),
+                   format::EncodeToken(mark));
+  }
+  TEST_SYNC_POINT_CALLBACK("DBImpl::Write:BuildBatch", &rs);  // may fail it
+  if (!rs.ok()) {
+    return Status::InvalidArgument("RocksDB refused the write batch",
+                                   FromRocksDB(rs).ToString());
+  }
+  return Status::OK();
+}
+
+Status DBImpl::Commit(const WriteRequest& req, Scratch* sc) {
+  rocksdb::Status rs;
+  if (sc->batch.Count() > 0) {
+    rocksdb::WriteOptions wo;
+    wo.sync = req.sync;
+    TEST_SYNC_POINT_CALLBACK("DBImpl::Write:RocksDBWrite", &rs);  // may fail it
+    if (rs.ok()) rs = db_->Write(wo, &sc->batch);
+  } else if (req.sync && req.kind == WriteRequest::Kind::kAdvance) {
+    // The advance raised nothing, but the max it reports may be in a record
+    // written without sync: make it durable before saying so. (Syncing the
+    // WAL syncs every record before it.)
+    TEST_SYNC_POINT_CALLBACK("DBImpl::Write:SyncWAL", &rs);
+    if (rs.ok()) rs = db_->SyncWAL();
+  }
+  return FromRocksDB(rs);
+}
+
+void DBImpl::Publish(const Scratch& sc) {
+  // Only now that the maxima are written. The stripes are still locked, so
+  // nobody sees a max before its write; and the cache lines were prefetched
+  // before the lock, so RocksDB's write hid their misses.
+  for (const DomainState& ds : sc.states) {
+    if (ds.raised) table_->Insert(ds.hash, ds.domain, ds.max);
+  }
+  for (const auto& [stripe, mark] : sc.raised_marks) {
+    table_->SetStripeHwm(stripe, mark);
+    RaiseAtomicMax(&hwm_, mark);
+  }
+}
+
+// ---------------------------------------------------------------------------
+// The floor (a meta-only write)
+
+Status DBImpl::SetFenceFloor(const WriteOptions& /*options*/, Token floor) {
+  if (floor == 0) {
+    return Status::InvalidArgument(
+        "invalid fence floor 0: a floor is a token in [1, 2^64-1]");
+  }
+  // Holding every stripe excludes all writers: none can pass a check against
+  // the old floor and land after the new floor is acknowledged.
+  table_->LockAll();
+  const Token current = floor_.load(std::memory_order_acquire);
+  Status s;
+  if (floor < current) {
+    s = Status::InvalidArgument("fence floor cannot decrease: it is " +
+                                std::to_string(current) + ", asked " +
+                                std::to_string(floor));
+  } else if (floor > current) {
+    rocksdb::WriteBatch batch;
+    rocksdb::WriteOptions wo;
+    wo.sync = true;  // always synced
+    MutexLock meta_lock(&meta_mu_);
+    s = FromRocksDB(batch.Put(meta_cf_, ToSlice(format::kMetaFenceFloor),
+                              format::EncodeToken(floor)));
+    if (s.ok()) s = FromRocksDB(db_->Write(wo, &batch));
+    if (s.ok()) floor_.store(floor, std::memory_order_release);
+  }
+  // (An unchanged floor was written synced when it was raised.)
+  table_->UnlockAll();
+  return s;
+}
+
+Token DBImpl::GetFenceFloor() { return floor_.load(std::memory_order_acquire); }
+
+}  // namespace fencedkv

@@ -1,0 +1,220 @@
+// Copyright (c) fencedkv authors.
+//
+// The embedded lease service on a real database: tokens strictly increase
+// across reopens, one service per database, and the token skew guard
+// (Options::max_token_skew) that refuses tokens no lease ever carried.
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "fencedkv/db.h"
+#include "fencedkv/lease.h"
+
+#include "db/db_impl.h"
+#include "util/testutil.h"
+
+namespace fencedkv {
+namespace {
+
+class LeaseServiceTest : public testing::Test {
+ protected:
+  void Open(Options options = Options(), LeaseOptions lease_options = {}) {
+    options.create_if_missing = true;
+    leases_.reset();
+    db_.reset();
+    ASSERT_FENCEDKV_OK(DB::Open(options, dir_.Sub("db"), &db_));
+    ASSERT_FENCEDKV_OK(LeaseService::Open(db_.get(), lease_options, &leases_));
+  }
+
+  // A lease service on a fake clock (ms), with no background reclaiming.
+  void OpenWithClock(LeaseOptions lo = {}) {
+    lo.now_ms = [this] { return now_.load(); };
+    lo.reclaim_interval_ms = 0;
+    Open(Options(), lo);
+  }
+
+  // Lease records on disk.
+  size_t StoredLeases() {
+    std::vector<std::pair<std::string, std::string>> records;
+    EXPECT_TRUE(
+        static_cast<DBImpl*>(db_.get())->ScanMeta("lease/", &records).ok());
+    return records.size();
+  }
+
+  std::atomic<int64_t> now_{1000000};
+
+  Token Acquire(const std::string& name, const std::string& holder) {
+    LeaseGrant g;
+    Status s = leases_->Acquire(name, holder, 60000, &g);
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    return g.token;
+  }
+
+  test::TempDir dir_;
+  std::unique_ptr<DB> db_;
+  std::unique_ptr<LeaseService> leases_;
+};
+
+TEST_F(LeaseServiceTest, TokensStrictlyIncreaseAcrossReopens) {
+  Open();
+  const Token a = Acquire("orders", "A");
+  ASSERT_FENCEDKV_OK(leases_->Release("orders", "A", a));
+  const Token b = Acquire("orders", "B");
+  EXPECT_LT(a, b);
+  Open();
+  const Token c = Acquire("billing", "C");
+  EXPECT_LT(b, c);
+}
+
+// Two services on one database would each keep their own counter and grant
+// the same token to two holders: the second Open is refused while the first
+// exists, and allowed once it is gone.
+TEST_F(LeaseServiceTest, ASecondServiceOnTheSameDatabaseIsRefused) {
+  Open();
+  std::unique_ptr<LeaseService> second;
+  Status s = LeaseService::Open(db_.get(), LeaseOptions(), &second);
+  EXPECT_TRUE(s.IsBusy()) << s.ToString();
+  EXPECT_EQ(nullptr, second);
+  const Token a = Acquire("orders", "A");
+  leases_.reset();
+  ASSERT_FENCEDKV_OK(LeaseService::Open(db_.get(), LeaseOptions(), &second));
+  LeaseGrant g;
+  ASSERT_FENCEDKV_OK(second->Acquire("billing", "B", 60000, &g));
+  EXPECT_LT(a, g.token);
+}
+
+// The counter moves only with grants and the floor (an operator's action):
+// a token some client wrote -- 2^64-1 in one domain -- must not exhaust it
+// for every other lease, and does not survive a reopen into it either.
+TEST_F(LeaseServiceTest, ClientTokensDoNotMoveTheCounter) {
+  Open();
+  const Token a = Acquire("orders", "A");
+  ASSERT_FENCEDKV_OK(db_->Put(WriteOptions(), "k", "v", kMaxToken));
+  ASSERT_FENCEDKV_OK(
+      db_->AdvanceFence(WriteOptions(), "k2", kMaxToken, nullptr));
+  const Token b = Acquire("billing", "B");
+  EXPECT_EQ(a + 1, b);
+  Open();
+  EXPECT_EQ(b + 1, Acquire("shipping", "C"));
+  // Raising the floor moves it: a grant is always at or above the floor.
+  ASSERT_FENCEDKV_OK(db_->SetFenceFloor(WriteOptions(), 1000));
+  EXPECT_EQ(1001u, Acquire("invoices", "D"));
+  EXPECT_EQ(1002u, Acquire("refunds", "E"));
+}
+
+// Expired leases are reclaimed from memory and disk, a bounded number per
+// pass; a reclaimed name gets a new token, never an old one again.
+TEST_F(LeaseServiceTest, ExpiredLeasesAreReclaimed) {
+  OpenWithClock();
+  LeaseGrant g;
+  for (int i = 0; i < 300; ++i) {
+    ASSERT_FENCEDKV_OK(leases_->Acquire("l" + std::to_string(i), "h", 1, &g));
+  }
+  ASSERT_FENCEDKV_OK(leases_->Acquire("long", "h", 60000, &g));
+  const Token last = g.token;
+  EXPECT_EQ(301u, leases_->GetStats().held);
+  now_ += 2;  // all but "long" expired
+  size_t reclaimed = 0;
+  ASSERT_FENCEDKV_OK(leases_->ReclaimExpired(100, &reclaimed));
+  EXPECT_EQ(100u, reclaimed);
+  EXPECT_EQ(201u, leases_->GetStats().held);
+  ASSERT_FENCEDKV_OK(leases_->ReclaimExpired(1000, &reclaimed));
+  EXPECT_EQ(200u, reclaimed);
+  ASSERT_FENCEDKV_OK(leases_->ReclaimExpired(1000, &reclaimed));
+  EXPECT_EQ(0u, reclaimed);
+  EXPECT_EQ(1u, leases_->GetStats().held);
+  EXPECT_EQ(300u, leases_->GetStats().reclaimed);
+  // Gone from disk too; the held one stays.
+  EXPECT_EQ(1u, StoredLeases());
+  OpenWithClock();
+  ASSERT_FENCEDKV_OK(leases_->Inspect("long", &g));
+  ASSERT_FENCEDKV_OK(leases_->Acquire("l0", "h2", 1000, &g));
+  EXPECT_EQ(last + 1, g.token);  // the counter is kept apart
+}
+
+// The background thread reclaims without being asked.
+TEST_F(LeaseServiceTest, ReclaimingRunsInTheBackground) {
+  LeaseOptions lo;
+  lo.reclaim_interval_ms = 10;
+  Open(Options(), lo);
+  LeaseGrant g;
+  for (int i = 0; i < 200; ++i) {
+    ASSERT_FENCEDKV_OK(leases_->Acquire("l" + std::to_string(i), "h", 1, &g));
+  }
+  for (int i = 0; i < 300 && StoredLeases() > 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(0u, StoredLeases());
+  EXPECT_EQ(0u, leases_->GetStats().held);
+}
+
+// At most max_leases on record: a new name past it first reclaims expired
+// leases, and is refused (Busy) only if all are held.
+TEST_F(LeaseServiceTest, TheNumberOfLeasesIsBounded) {
+  LeaseOptions lo;
+  lo.max_leases = 3;
+  OpenWithClock(lo);
+  LeaseGrant g;
+  ASSERT_FENCEDKV_OK(leases_->Acquire("a", "h", 10, &g));
+  ASSERT_FENCEDKV_OK(leases_->Acquire("b", "h", 60000, &g));
+  ASSERT_FENCEDKV_OK(leases_->Acquire("c", "h", 60000, &g));
+  Status s = leases_->Acquire("d", "h", 60000, &g);
+  EXPECT_TRUE(s.IsBusy()) << s.ToString();
+  EXPECT_EQ(
+      "Busy: too many leases: 3 held (max_leases); release some or "
+      "wait for one to expire",
+      s.ToString());
+  ASSERT_FENCEDKV_OK(leases_->Acquire("a", "h", 10, &g));  // a held name
+  now_ += 11;  // "a" expires: its place is taken back
+  ASSERT_FENCEDKV_OK(leases_->Acquire("d", "h", 60000, &g));
+  EXPECT_EQ(3u, leases_->GetStats().held);
+  EXPECT_EQ(3u, StoredLeases());  // "a" is gone from disk as well
+}
+
+TEST_F(LeaseServiceTest, SkewGuardRefusesTokensNoLeaseCarried) {
+  Options o;
+  o.max_token_skew = 5;
+  Open(o);
+  EXPECT_EQ(0u, db_->GetIssuedToken());
+  // Nothing issued yet: tokens 1..5 pass, 6 does not.
+  EXPECT_EQ("OK", test::StatusString(db_->Put(WriteOptions(), "k", "v", 5)));
+  Status s = db_->Put(WriteOptions(), "k", "v", 6);
+  EXPECT_TRUE(s.IsTokenSkew()) << s.ToString();
+  const Token t = Acquire("orders", "A");
+  EXPECT_EQ(t, db_->GetIssuedToken());
+  EXPECT_EQ("OK",
+            test::StatusString(db_->Put(WriteOptions(), "k", "v", t + 5)));
+  EXPECT_EQ("TOKEN_SKEW",
+            test::StatusString(db_->Put(WriteOptions(), "k2", "v", t + 6)));
+  EXPECT_EQ("TOKEN_SKEW",
+            test::StatusString(db_->Delete(WriteOptions(), "k", kMaxToken)));
+  EXPECT_EQ("TOKEN_SKEW", test::StatusString(db_->AdvanceFence(
+                              WriteOptions(), "k", kMaxToken, nullptr)));
+  WriteBatch batch;
+  batch.Put("a", "1", t);
+  batch.Put("b", "2", kMaxToken);
+  EXPECT_EQ("TOKEN_SKEW", test::StatusString(db_->Write(WriteOptions(), batch)));
+  // A refused write changed nothing.
+  std::string v;
+  EXPECT_EQ("NOT_FOUND", test::StatusString(db_->Get(ReadOptions(), "a", &v)));
+  Token max = 0;
+  ASSERT_FENCEDKV_OK(db_->GetFence("k", &max));
+  EXPECT_EQ(t + 5, max);
+  // The ceiling survives a reopen: the service reports its counter.
+  Open(o);
+  EXPECT_EQ(t, db_->GetIssuedToken());
+  EXPECT_EQ("TOKEN_SKEW",
+            test::StatusString(db_->Put(WriteOptions(), "k3", "v", t + 6)));
+}
+
+TEST_F(LeaseServiceTest, SkewGuardIsOffByDefault) {
+  Open();
+  EXPECT_EQ("OK", test::StatusString(
+                      db_->Put(WriteOptions(), "k", "v", kMaxToken - 1)));
+}
+
+}  // namespace
+}  // namespace fencedkv

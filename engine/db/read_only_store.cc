@@ -1,0 +1,269 @@
+// Copyright (c) fencedkv authors.
+
+#include "db/read_only_store.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <set>
+
+#include <rocksdb/env.h>
+
+#include "db/fence_format.h"
+#include "db/fence_gc_filter.h"
+#include "db/rocksdb_options.h"
+#include "util/coding.h"
+
+namespace fencedkv {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+rocksdb::Slice ToSlice(std::string_view s) { return {s.data(), s.size()}; }
+
+}  // namespace
+
+Status ReadError(std::string_view what, const rocksdb::Status& s) {
+  return Status::Corruption("cannot read " + std::string(what), s.ToString());
+}
+
+Status CheckNotInUse(const std::string& dir, std::string_view advice) {
+  const std::string lock_path = dir + "/LOCK";
+  std::error_code ec;
+  if (!fs::exists(lock_path, ec)) return Status::OK();
+  rocksdb::Env* env = rocksdb::Env::Default();
+  rocksdb::FileLock* lock = nullptr;
+  rocksdb::Status rs = env->LockFile(lock_path, &lock);
+  if (!rs.ok()) {
+    return Status::Busy(dir +
+                            " is in use by a running process (its LOCK is "
+                            "held): " +
+                            std::string(advice),
+                        rs.ToString());
+  }
+  env->UnlockFile(lock);
+  return Status::OK();
+}
+
+Status ReadOnlyStore::Open(const std::string& path,
+                           std::unique_ptr<ReadOnlyStore>* store,
+                           rocksdb::Env* env) {
+  if (path.empty()) return Status::InvalidArgument("empty database path");
+  rocksdb::DBOptions db_options;
+  if (env != nullptr) db_options.env = env;
+  env = db_options.env;
+  if (!env->FileExists(path).ok()) {
+    return Status::InvalidArgument(path, "does not exist");
+  }
+  bool is_dir = false;
+  if (!env->IsDirectory(path, &is_dir).ok() || !is_dir) {
+    return Status::InvalidArgument(path, "is not a directory");
+  }
+  if (!env->FileExists(path + "/CURRENT").ok()) {
+    return Status::InvalidArgument("not a fencedkv database: " + path,
+                                   "it has no RocksDB CURRENT file");
+  }
+  std::vector<std::string> names;
+  rocksdb::Status rs =
+      rocksdb::DB::ListColumnFamilies(db_options, path, &names);
+  if (!rs.ok()) {
+    return Status::InvalidArgument(
+        "not a fencedkv database: " + path,
+        "cannot read its column families (" + rs.ToString() + ")");
+  }
+  const std::set<std::string> have(names.begin(), names.end());
+  const std::set<std::string> want = {format::kDataColumnFamily,
+                                      format::kFenceColumnFamily,
+                                      format::kMetaColumnFamily};
+  if (have != want) {
+    std::string list;
+    for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
+    return Status::InvalidArgument("not a fencedkv database: " + path,
+                                   "its column families are [" + list +
+                                       "], expected [default, fence, meta]");
+  }
+  // The merge operator reads a format version 1 high-water mark.
+  rocksdb::ColumnFamilyOptions meta_options;
+  meta_options.merge_operator = NewMaxTokenMergeOperator();
+  const std::vector<rocksdb::ColumnFamilyDescriptor> descriptors = {
+      {format::kDataColumnFamily, rocksdb::ColumnFamilyOptions()},
+      {format::kFenceColumnFamily, rocksdb::ColumnFamilyOptions()},
+      {format::kMetaColumnFamily, meta_options}};
+  std::unique_ptr<ReadOnlyStore> s(new ReadOnlyStore());
+  s->path_ = path;
+  rocksdb::DB* raw = nullptr;
+  rs = rocksdb::DB::OpenForReadOnly(db_options, path, descriptors, &s->handles_,
+                                    &raw);
+  if (!rs.ok()) {
+    return Status::Corruption("cannot open " + path + " read-only",
+                              rs.ToString());
+  }
+  s->db_.reset(raw);
+  *store = std::move(s);
+  return Status::OK();
+}
+
+Status ReadOnlyStore::OpenChecked(const std::string& path,
+                                  std::unique_ptr<ReadOnlyStore>* store,
+                                  rocksdb::Env* env) {
+  Status s = Open(path, store, env);
+  if (s.ok()) s = (*store)->ReadConfig(nullptr);
+  if (!s.ok()) store->reset();
+  return s;
+}
+
+ReadOnlyStore::~ReadOnlyStore() {
+  for (auto* h : handles_) db_->DestroyColumnFamilyHandle(h);
+}
+
+std::unique_ptr<rocksdb::Iterator> ReadOnlyStore::NewIterator(
+    rocksdb::ColumnFamilyHandle* cf) const {
+  rocksdb::ReadOptions ro = IteratorReadOptions();
+  ro.verify_checksums = true;
+  ro.fill_cache = false;
+  return std::unique_ptr<rocksdb::Iterator>(db_->NewIterator(ro, cf));
+}
+
+Status ReadOnlyStore::ReadConfig(std::vector<std::string>* problems) {
+  std::vector<std::string> local;
+  if (problems == nullptr) problems = &local;
+  const size_t first = problems->size();
+  config_ = StoreConfig();
+  std::string raw;
+  // Reads `record`: false if absent (a problem if `required`).
+  auto get = [&](std::string_view record, bool required,
+                 Status* error) -> bool {
+    rocksdb::Status rs =
+        db_->Get(rocksdb::ReadOptions(), meta(), ToSlice(record), &raw);
+    if (rs.IsNotFound()) {
+      if (required) {
+        problems->push_back("meta record \"" + std::string(record) +
+                            "\" is missing");
+      }
+      return false;
+    }
+    if (!rs.ok()) {
+      *error = ReadError("meta record \"" + std::string(record) + "\"", rs);
+      return false;
+    }
+    return true;
+  };
+  auto bad = [&](std::string_view record, const std::string& why) {
+    problems->push_back("meta record \"" + std::string(record) + "\" " + why +
+                        " (value \"" + EscapeBytes(raw.substr(0, 64)) + "\")");
+  };
+  Status error;
+  if (get(format::kMetaFormatVersion, true, &error)) {
+    if (raw.size() != 4) {
+      bad(format::kMetaFormatVersion, "is not 4 bytes");
+    } else {
+      config_.format_version = DecodeFixed32(raw.data());
+      if (config_.format_version != format::kFormatVersion &&
+          config_.format_version != format::kFormatVersionMergedHwm) {
+        bad(format::kMetaFormatVersion,
+            "is version " + std::to_string(config_.format_version) +
+                ", this build knows 1 and " +
+                std::to_string(format::kFormatVersion));
+      }
+    }
+  }
+  if (get(format::kMetaFenceDomain, true, &error) &&
+      !FenceDomainSpec::Parse(raw, &config_.spec).ok()) {
+    bad(format::kMetaFenceDomain, "is not a domain function");
+  }
+  if (get(format::kMetaFenceMode, true, &error)) {
+    if (raw.size() != 1 || static_cast<uint8_t>(raw[0]) > 1) {
+      bad(format::kMetaFenceMode, "is not 0 (monotonic) or 1 (strict)");
+    } else {
+      config_.mode = static_cast<FenceMode>(raw[0]);
+    }
+  }
+  if (get(format::kMetaFenceFloor, true, &error) &&
+      !format::DecodeToken(raw, &config_.floor)) {
+    bad(format::kMetaFenceFloor, "is not 8 bytes");
+  }
+  if (get(format::kMetaLeaseCounter, false, &error)) {
+    config_.has_lease_counter = true;
+    if (!format::DecodeToken(raw, &config_.lease_counter)) {
+      bad(format::kMetaLeaseCounter, "is not 8 bytes");
+    }
+  }
+  if (config_.format_version == format::kFormatVersionMergedHwm) {
+    if (get(format::kMetaLegacyHighWaterMark, false, &error)) {
+      config_.hwm_records = 1;
+      if (!format::DecodeToken(raw, &config_.hwm)) {
+        bad(format::kMetaLegacyHighWaterMark, "is not 8 bytes");
+      }
+    }
+  } else {
+    auto it = NewIterator(meta());
+    const rocksdb::Slice prefix = ToSlice(format::kMetaHighWaterMarkPrefix);
+    for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix);
+         it->Next()) {
+      Token mark = 0;
+      raw = it->value().ToString();
+      if (!format::DecodeToken(raw, &mark)) {
+        bad(it->key().ToString(), "is not 8 bytes");
+        continue;
+      }
+      ++config_.hwm_records;
+      config_.hwm = std::max(config_.hwm, mark);
+    }
+    if (!it->status().ok()) {
+      error = ReadError("the high-water mark records", it->status());
+    }
+  }
+  if (!error.ok()) return error;
+  if (problems->size() > first) {
+    return Status::Corruption(path_ + ": " + (*problems)[first]);
+  }
+  return Status::OK();
+}
+
+Status ReadOnlyStore::StoredMax(std::string_view domain, Token* max) const {
+  std::string raw;
+  *max = 0;
+  if (config_.spec.is_per_key()) {
+    rocksdb::Status rs =
+        db_->Get(rocksdb::ReadOptions(), data(), ToSlice(domain), &raw);
+    if (rs.IsNotFound()) return Status::OK();
+    if (!rs.ok()) return ReadError("a data record", rs);
+    format::DataRecord record;
+    Status s = format::DecodeDataRecordOf(domain, raw, &record);
+    if (s.ok()) *max = record.token;
+    return s;
+  }
+  rocksdb::Status rs =
+      db_->Get(rocksdb::ReadOptions(), fence(), ToSlice(domain), &raw);
+  if (rs.IsNotFound()) return Status::OK();
+  if (!rs.ok()) return ReadError("a fence record", rs);
+  if (!format::DecodeToken(raw, max)) {
+    return Status::Corruption(
+        "bad fence record for domain \"" + EscapeBytes(domain) + "\"",
+        "not 8 bytes");
+  }
+  return Status::OK();
+}
+
+Status ReadOnlyStore::ForEachLease(
+    const std::function<void(std::string_view, const format::LeaseRecord&)>& fn)
+    const {
+  auto it = NewIterator(meta());
+  const rocksdb::Slice prefix = ToSlice(format::kMetaLeasePrefix);
+  for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix);
+       it->Next()) {
+    const std::string_view name(it->key().data() + prefix.size(),
+                                it->key().size() - prefix.size());
+    format::LeaseRecord lease;
+    if (!format::DecodeLeaseRecord({it->value().data(), it->value().size()},
+                                   &lease)) {
+      return Status::Corruption("bad lease record \"" + EscapeBytes(name) +
+                                "\"");
+    }
+    fn(name, lease);
+  }
+  if (!it->status().ok()) return ReadError("the lease records", it->status());
+  return Status::OK();
+}
+
+}  // namespace fencedkv

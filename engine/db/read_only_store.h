@@ -1,0 +1,109 @@
+// Copyright (c) fencedkv authors.
+//
+// ReadOnlyStore: the raw records of a fencedkv directory, read through
+// RocksDB's OpenForReadOnly (no LOCK taken, nothing written: safe beside a
+// running server, which it does not disturb; it sees the files and WAL as
+// they were when it opened). Records are decoded with fence_format.h, the
+// one definition of the format. Used by fencedkv-admin and, on a backup in
+// place, by DB::RestoreFromBackup.
+//
+// Not thread-safe.
+
+#ifndef FENCEDKV_ENGINE_DB_READ_ONLY_STORE_H_
+#define FENCEDKV_ENGINE_DB_READ_ONLY_STORE_H_
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <rocksdb/db.h>
+
+#include "fencedkv/fence_domain.h"
+#include "fencedkv/options.h"
+#include "fencedkv/status.h"
+#include "fencedkv/token.h"
+
+#include "db/fence_format.h"
+
+namespace fencedkv {
+
+// What the meta column family says.
+struct StoreConfig {
+  uint32_t format_version = 0;
+  FenceDomainSpec spec;
+  FenceMode mode = FenceMode::kMonotonic;
+  Token floor = 0;
+  Token hwm = 0;  // the largest "hwm/XXXX" record (v1: "hwm")
+  size_t hwm_records = 0;
+  bool has_lease_counter = false;
+  Token lease_counter = 0;
+};
+
+class ReadOnlyStore {
+ public:
+  // Opens `path` read-only, through `env` (nullptr: the default Env; a
+  // backup is opened in place through BackupInfo::env_for_open).
+  // InvalidArgument if it is missing or not a fencedkv database (no RocksDB
+  // CURRENT file, other column families); Corruption from RocksDB (e.g. a
+  // damaged SST footer).
+  static Status Open(const std::string& path,
+                     std::unique_ptr<ReadOnlyStore>* store,
+                     rocksdb::Env* env = nullptr);
+  // Open, then ReadConfig without a single problem: what most readers use.
+  static Status OpenChecked(const std::string& path,
+                            std::unique_ptr<ReadOnlyStore>* store,
+                            rocksdb::Env* env = nullptr);
+  ~ReadOnlyStore();
+  ReadOnlyStore(const ReadOnlyStore&) = delete;
+  ReadOnlyStore& operator=(const ReadOnlyStore&) = delete;
+
+  // Reads the meta records into config(). Each missing or malformed
+  // required record is one line in *problems (which may be null). Returns
+  // Corruption naming the first problem, or a read error.
+  Status ReadConfig(std::vector<std::string>* problems);
+  const StoreConfig& config() const { return config_; }
+
+  rocksdb::DB* db() const { return db_.get(); }
+  rocksdb::ColumnFamilyHandle* data() const { return handles_[0]; }
+  rocksdb::ColumnFamilyHandle* fence() const { return handles_[1]; }
+  rocksdb::ColumnFamilyHandle* meta() const { return handles_[2]; }
+  const std::string& path() const { return path_; }
+
+  // An iterator over `cf` in total order, checksums verified, not filling
+  // the block cache.
+  std::unique_ptr<rocksdb::Iterator> NewIterator(
+      rocksdb::ColumnFamilyHandle* cf) const;
+  // The stored max of `domain` (0 if none): its key's data record with the
+  // "key" domain function, else its "fence" record. Corruption names a
+  // record that does not decode. REQUIRES: ReadConfig was called.
+  Status StoredMax(std::string_view domain, Token* max) const;
+  // Calls fn(name, lease) for every "lease/" record, in name order.
+  // Corruption names a record that does not decode.
+  Status ForEachLease(
+      const std::function<void(std::string_view name,
+                               const format::LeaseRecord& lease)>& fn) const;
+
+ private:
+  ReadOnlyStore() = default;
+  std::string path_;
+  std::unique_ptr<rocksdb::DB> db_;
+  std::vector<rocksdb::ColumnFamilyHandle*> handles_;
+  StoreConfig config_;
+};
+
+// A RocksDB status as a fencedkv one, naming what was being read.
+Status ReadError(std::string_view what, const rocksdb::Status& s);
+
+// Whether `dir` is held open by a running process: Busy naming it and
+// giving `advice` if its RocksDB LOCK file is locked, OK otherwise (also
+// when it has none). The lock is probed and released at once; nothing is
+// created. (A read-write open of a held directory fails too, but RocksDB
+// first renames the running process's LOG file: probe before opening.)
+Status CheckNotInUse(const std::string& dir,
+                     std::string_view advice = "stop it first");
+
+}  // namespace fencedkv
+
+#endif  // FENCEDKV_ENGINE_DB_READ_ONLY_STORE_H_

@@ -1,0 +1,46 @@
+// Copyright (c) fencedkv authors.
+
+#include "scan_worker.h"
+
+namespace fencedkv {
+namespace server {
+
+ScanWorker::ScanWorker() : thread_([this] { Run(); }) {}
+
+ScanWorker::~ScanWorker() { Stop(); }
+
+bool ScanWorker::Submit(std::function<void()> job) {
+  {
+    MutexLock lock(&mu_);
+    if (stop_) return false;
+    queue_.push_back(std::move(job));
+  }
+  cv_.notify_one();
+  return true;
+}
+
+void ScanWorker::Stop() {
+  {
+    MutexLock lock(&mu_);
+    stop_ = true;
+  }
+  cv_.notify_one();
+  if (thread_.joinable()) thread_.join();
+}
+
+void ScanWorker::Run() {
+  mu_.Lock();
+  while (true) {
+    while (!stop_ && queue_.empty()) cv_.wait(mu_);
+    if (queue_.empty()) break;  // stopped, and nothing left to run
+    std::function<void()> job = std::move(queue_.front());
+    queue_.pop_front();
+    mu_.Unlock();
+    job();
+    mu_.Lock();
+  }
+  mu_.Unlock();
+}
+
+}  // namespace server
+}  // namespace fencedkv

@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# Operator commands need an operator: Redis-style ACL users (--aclfile),
+# driven by the real redis-cli. The default user (no password, or
+# --requirepass) runs everything but @admin: it cannot raise the fence floor
+# (which would make every write stale for good), read CONFIG or list clients.
+# Usage: acl_e2e_test.sh /path/to/fencedkv-server
+set -euo pipefail
+FENCEDKV_SERVER=$1
+source "$(dirname "$0")/lib.sh"
+command -v redis-cli >/dev/null || { echo "redis-cli not installed (apt-get install redis-tools)" >&2; exit 1; }
+
+# --- The default user, with --requirepass ---
+start_server open --requirepass=pw
+cli() { redis-cli -h 127.0.0.1 -p "$PORT_open" -a pw --no-auth-warning "$@" 2>&1 || true; }
+check "ordinary writes"          "OK" "$(cli SET k v FENCE 1)"
+check "the default user cannot raise the floor" \
+      "NOPERM this user has no permissions to run the 'fence.floor' command with an argument" \
+      "$(cli FENCE.FLOOR 18446744073709551615)"
+check "the floor did not move"   "0"  "$(cli FENCE.FLOOR)"
+check "writes still pass"        "OK" "$(cli SET k v FENCE 2)"
+check "CONFIG needs @admin"      "NOPERM this user has no permissions to run the 'config' command" \
+      "$(cli CONFIG GET port)"
+check "CLIENT LIST needs @admin" "NOPERM this user has no permissions to run the 'client|list' command" \
+      "$(cli CLIENT LIST)"
+check "CLIENT ID does not"       "true" "$([ "$(cli CLIENT ID)" -gt 0 ] && echo true)"
+check "ACL WHOAMI"               "default" "$(cli ACL WHOAMI)"
+check "ACL LIST needs @admin"    "NOPERM this user has no permissions to run the 'acl|list' command" \
+      "$(cli ACL LIST)"
+stop_server open
+
+# --- Users from --aclfile ---
+APP_HASH=$(printf '%s' apppw | sha256sum | cut -d' ' -f1)
+cat > "$E2E_TMP/users.acl" <<EOF
+# fencedkv users (Redis ACL syntax)
+user default off
+user admin on >adminpw ~* &* +@all
+user app on #$APP_HASH ~* +@all -@admin
+
+user locker on >lockpw resetkeys +@lease +ping
+user reader on >readpw ~* +@read -@keyspace +@connection
+user keyless on >kpw +get
+EOF
+start_server acl --aclfile="$E2E_TMP/users.acl"
+as() { local u=$1 p=$2; shift 2; redis-cli -h 127.0.0.1 -p "$PORT_acl" --user "$u" --pass "$p" --no-auth-warning "$@" 2>&1 || true; }
+check "default is off: AUTH first" "NOAUTH Authentication required." \
+      "$(redis-cli -h 127.0.0.1 -p "$PORT_acl" GET k 2>&1)"
+check "wrong password"           "AUTH failed: WRONGPASS invalid username-password pair or user is disabled.
+NOAUTH Authentication required." "$(as admin nope PING)"
+check "the default user is disabled" "AUTH failed: WRONGPASS invalid username-password pair or user is disabled.
+NOAUTH Authentication required." "$(as default x PING)"
+check "admin raises the floor"   "5"  "$(as admin adminpw FENCE.FLOOR 5)"
+check "app (by hash) writes"     "OK" "$(as app apppw SET k v FENCE 5)"
+check "app cannot raise the floor" "NOPERM this user has no permissions to run the 'fence.floor' command with an argument" \
+      "$(as app apppw FENCE.FLOOR 6)"
+check "app reads the floor"      "5"  "$(as app apppw FENCE.FLOOR)"
+check "ACL WHOAMI"               "app" "$(as app apppw ACL WHOAMI)"
+check "CLIENT LIST names the user" "user=admin" \
+      "$(as admin adminpw CLIENT LIST | grep -o 'user=[a-z]*')"
+# The floor (5) moves the lease counter: the first grant is 6.
+check "locker takes a lease"     "6"  "$(as locker lockpw LEASE.ACQUIRE jobs L 5000 | head -1)"
+check "locker has no keys"       "NOPERM this user has no permissions to run the 'get' command" \
+      "$(as locker lockpw GET k)"
+check "keyless may GET, but no key" "NOPERM this user has no permissions to access one of the keys used as arguments" \
+      "$(as keyless kpw GET k)"
+check "reader reads"             "v"  "$(as reader readpw GET k)"
+check "reader cannot write"      "NOPERM this user has no permissions to run the 'set' command" \
+      "$(as reader readpw SET k w FENCE 9)"
+check "reader cannot KEYS (-@keyspace)" "NOPERM this user has no permissions to run the 'keys' command" \
+      "$(as reader readpw KEYS '*')"
+check "HELLO 2 AUTH user pass"   "server
+fencedkv" "$(redis-cli -h 127.0.0.1 -p "$PORT_acl" HELLO 2 AUTH admin adminpw 2>&1 | head -2)"
+list=$(as admin adminpw ACL LIST)
+check "ACL LIST"                 "user admin on #$(printf '%s' adminpw | sha256sum | cut -d' ' -f1) ~* &* +@all
+user app on #$APP_HASH ~* +@all -@admin
+user default off resetkeys -@all
+user keyless on #$(printf '%s' kpw | sha256sum | cut -d' ' -f1) resetkeys +get
+user locker on #$(printf '%s' lockpw | sha256sum | cut -d' ' -f1) resetkeys +@lease +ping
+user reader on #$(printf '%s' readpw | sha256sum | cut -d' ' -f1) ~* +@read -@keyspace +@connection" "$list"
+check "ACL LIST shows no password" "" "$(grep -E 'adminpw|lockpw|readpw' <<<"$list" || true)"
+check_prefix "ACL CAT"           "read" "$(as app apppw ACL CAT | head -1)"
+check "ACL CAT admin"            "acl
+client
+config
+fence.floor
+fencedkv.backup
+fencedkv.checkpoint
+fencedkv.jobstatus" "$(as app apppw ACL CAT admin | sort)"
+check "ACL SETUSER is refused"   "ERR ACL SETUSER is not supported: users come from --aclfile (edit it and restart)" \
+      "$(as admin adminpw ACL SETUSER x on)"
+stop_server acl
+
+# --- Refused configurations: the server exits 1 with the file's line ---
+printf 'user a on >x +@all\nuser b on +@nosuch\n' > "$E2E_TMP/bad.acl"
+rc=0; err=$("$FENCEDKV_SERVER" --port=0 --db="$E2E_TMP/bad" --aclfile="$E2E_TMP/bad.acl" 2>&1 >/dev/null) || rc=$?
+check "a bad aclfile is refused" 1 "$rc"
+check "with its line"            "fencedkv-server: aclfile: Invalid argument: $E2E_TMP/bad.acl:2: unknown ACL category '@nosuch'" \
+      "$(grep '^fencedkv-server:' <<<"$err")"
+rc=0; "$FENCEDKV_SERVER" --port=0 --db="$E2E_TMP/bad" --aclfile="$E2E_TMP/users.acl" \
+  --requirepass=pw >/dev/null 2>&1 || rc=$?
+check "--requirepass with a 'user default' line is refused" 1 "$rc"
+finish

@@ -1,0 +1,97 @@
+// Copyright (c) fencedkv authors.
+//
+// Test helpers for the server suites: fencedkv-server as a child process on
+// 127.0.0.1 (a free port, stopped by PID) and a blocking RESP client over a
+// raw socket, which can also misbehave (send half a request, never read).
+//
+// Not thread-safe: one object per thread.
+
+#ifndef FENCEDKV_TESTS_SERVER_TEST_UTIL_H_
+#define FENCEDKV_TESTS_SERVER_TEST_UTIL_H_
+
+#include <string>
+#include <vector>
+
+#include <sys/types.h>
+
+namespace fencedkv {
+namespace test {
+
+class ServerProcess {
+ public:
+  explicit ServerProcess(std::string binary) : binary_(std::move(binary)) {}
+  ~ServerProcess() { Kill9(); }
+  ServerProcess(const ServerProcess&) = delete;
+  ServerProcess& operator=(const ServerProcess&) = delete;
+
+  // Starts the server with `flags` plus --bind=127.0.0.1 --port=0, a port
+  // file and its logs in `dir`; true once it listens. If nofile > 0, the
+  // child's RLIMIT_NOFILE (soft and hard) is set to it first, as
+  // `ulimit -n` would.
+  bool Start(const std::string& dir, std::vector<std::string> flags,
+             int nofile = 0);
+  // SIGTERM; the exit status (128 + signal if killed), -1 if it did not
+  // exit within 10 s (it is then killed).
+  int Stop();
+  void Kill9();
+  int port() const { return port_; }
+  pid_t pid() const { return pid_; }
+  // The server's resident set (VmRSS) in KiB, -1 if not running.
+  long RssKiB() const;
+  // The server's CPU time (user + system) in seconds, -1 if not running.
+  double CpuSeconds() const;
+  // The server's glog INFO file contents (everything it logged).
+  std::string Log() const;
+
+ private:
+  int Wait(int timeout_ms);
+  const std::string binary_;
+  std::string dir_;
+  pid_t pid_ = -1;
+  int port_ = 0;
+};
+
+class RespTestClient {
+ public:
+  // Connects to host:port (an IPv4 address). Reads and writes block for at
+  // most timeout_ms each.
+  explicit RespTestClient(int port, int timeout_ms = 10000,
+                          const std::string& host = "127.0.0.1");
+  ~RespTestClient();
+  RespTestClient(const RespTestClient&) = delete;
+  RespTestClient& operator=(const RespTestClient&) = delete;
+  bool connected() const { return connected_; }
+
+  // Sends everything, or as much as the peer took before the timeout or an
+  // error. Returns the bytes sent.
+  size_t SendRaw(const std::string& bytes);
+  static std::string Encode(const std::vector<std::string>& words);
+  void Send(const std::vector<std::string>& words) { SendRaw(Encode(words)); }
+
+  // One reply, rendered: "+OK" "-ERR x" ":3" "$v" "$nil" "*[a,b]", "EOF"
+  // (closed) or "TIMEOUT".
+  std::string Read();
+  std::string Call(const std::vector<std::string>& words) {
+    Send(words);
+    return Read();
+  }
+  // Everything until the peer closes (for HTTP).
+  std::string ReadAll();
+  // True if the peer has closed the connection (reads what is pending).
+  bool PeerClosed();
+  void Close();
+
+ private:
+  // 1 if bytes arrived, 0 on EOF, -1 on timeout or error.
+  int Fill();
+  bool ReadLine(std::string* line, std::string* error);
+  bool ReadN(size_t n, std::string* out, std::string* error);
+  int fd_ = -1;
+  bool connected_ = false;
+  std::string buf_;
+};
+
+}  // namespace test
+}  // namespace fencedkv
+
+#endif  // FENCEDKV_TESTS_SERVER_TEST_UTIL_H_

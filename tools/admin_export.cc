@@ -1,0 +1,478 @@
+// Copyright (c) fencedkv authors.
+//
+// export / import: a portable form of a store that round-trips keys,
+// values, tokens, domain maxima and the floor. It is a stream of Redis
+// commands (RESP arrays), so `redis-cli --pipe` replays it into any
+// fencedkv-server, and `fencedkv-admin import` applies it offline:
+//
+//   ECHO "fencedkv-export 1 fence_mode=<mode> fence_domain=<spec>"
+//   SET key value FENCE token      every value, in token order (a domain
+//                                  refuses a token below its max, so the
+//                                  order matters); SET key value (no FENCE)
+//                                  for an unfenced value with no token
+//   FENCE.ADVANCE key token        every domain max the values do not
+//                                  reach: deleted keys that keep a token,
+//                                  advances (strict mode: token + 1, which
+//                                  stores token)
+//   FENCE.FLOOR floor              last (values below it stay acceptable
+//                                  while they are replayed), if non-zero
+//   ECHO "fencedkv-export end sets=N advances=M floor=F"
+//
+// Leases are not exported (they are live claims); the target's lease
+// service issues tokens above every imported one. The target must use the
+// same domain function and mode (the header says which; import creates a
+// missing database with them and refuses a mismatch).
+//
+// Memory: with the "key" domain function export streams; with the others
+// it first sorts (token, key) pairs of every value, so it holds all keys.
+// import reads its whole input (a file is mapped, stdin is read into
+// memory), checks all of it, then applies it: a malformed stream changes
+// nothing.
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "fencedkv/db.h"
+
+#include "admin_tool.h"
+#include "db/fence_format.h"
+#include "db/read_only_store.h"
+#include "resp_parser.h"
+
+namespace fencedkv {
+namespace admin {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr char kHeader[] = "fencedkv-export 1 ";
+constexpr char kTrailer[] = "fencedkv-export end ";
+
+void AppendCommand(std::string* out,
+                   std::initializer_list<std::string_view> args) {
+  *out += "*" + std::to_string(args.size()) + "\r\n";
+  for (std::string_view a : args) {
+    *out += "$" + std::to_string(a.size()) + "\r\n";
+    out->append(a.data(), a.size());
+    *out += "\r\n";
+  }
+}
+
+// A key whose domain is `domain`, to name the domain in FENCE.ADVANCE:
+// the domain itself, "{domain}" (hashtag) or domain + delimiter.
+bool KeyForDomain(const FenceDomainSpec& spec, const std::string& domain,
+                  std::string* key) {
+  std::vector<std::string> candidates = {domain, "{" + domain + "}"};
+  if (spec.kind() == FenceDomainSpec::Kind::kDelimiter) {
+    candidates.push_back(domain + spec.ToString().back());
+  }
+  for (const auto& c : candidates) {
+    if (!c.empty() && spec.DomainOf(c) == domain) {
+      *key = c;
+      return true;
+    }
+  }
+  return false;
+}
+
+class ExportCommand : public AdminCommand {
+ public:
+  const char* Name() const override { return "export"; }
+  void Help(std::string* out) const override {
+    *out +=
+        "  export [--output=FILE]\n"
+        "      the store as Redis commands (SET k v FENCE t in token order, "
+        "FENCE.ADVANCE,\n      FENCE.FLOOR): replay with redis-cli --pipe "
+        "into a fencedkv-server created with\n      the same --fence_domain "
+        "and --fence_mode, or with import\n";
+  }
+  std::vector<const char*> Flags() const override { return {"output"}; }
+  ExecResult DoCommand(const std::vector<std::string>& args,
+                       FILE* out) override {
+    ExecResult r = ExpectArgs(args, 0, "no argument");
+    if (r.code != kExitOk) return r;
+    std::unique_ptr<ReadOnlyStore> store;
+    Status s = ReadOnlyStore::OpenChecked(FLAGS_db, &store);
+    if (!s.ok()) return ExecResult::FromStatus(s);
+    FILE* file = out;
+    if (FLAGS_output != "-") {
+      // Never overwrite: O_EXCL.
+      const int fd = open(FLAGS_output.c_str(),
+                          O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+      if (fd < 0) {
+        return ExecResult::Error("cannot create " + FLAGS_output + ": " +
+                                 std::strerror(errno));
+      }
+      file = fdopen(fd, "w");
+    }
+    r = Export(*store, file);
+    if (file != out && std::fclose(file) != 0 && r.code == kExitOk) {
+      r = ExecResult::Error("writing " + FLAGS_output + ": " +
+                            std::strerror(errno));
+    }
+    if (r.code != kExitOk && file != out) std::remove(FLAGS_output.c_str());
+    return r;
+  }
+
+ private:
+  ExecResult Export(const ReadOnlyStore& store, FILE* file) {
+    const StoreConfig& c = store.config();
+    std::string buf;
+    AppendCommand(&buf, {"ECHO", std::string(kHeader) +
+                                     "fence_mode=" + FenceModeName(c.mode) +
+                                     " fence_domain=" + c.spec.ToString()});
+    uint64_t sets = 0, advances = 0;
+    auto flush = [&](bool force) {
+      if (force || buf.size() > (1 << 20)) {
+        Print(file, buf);
+        buf.clear();
+      }
+    };
+    // The token FENCE.ADVANCE needs to store `max` in this mode.
+    auto advance_token = [&c](Token max, Token* token) {
+      if (c.mode == FenceMode::kStrict) {
+        if (max == kMaxToken) return false;
+        *token = max + 1;
+      } else {
+        *token = max;
+      }
+      return true;
+    };
+    auto set = [&](std::string_view key, std::string_view value, Token token) {
+      if (token == 0) {
+        AppendCommand(&buf, {"SET", key, value});
+      } else {
+        AppendCommand(&buf,
+                      {"SET", key, value, "FENCE", std::to_string(token)});
+      }
+      ++sets;
+      flush(false);
+    };
+    auto data = store.NewIterator(store.data());
+    std::vector<std::pair<Token, std::string>> order;  // non-key domains
+    for (data->SeekToFirst(); data->Valid(); data->Next()) {
+      const std::string_view key(data->key().data(), data->key().size());
+      format::DataRecord rec;
+      Status s = format::DecodeDataRecordOf(
+          key, {data->value().data(), data->value().size()}, &rec);
+      if (!s.ok()) return ExecResult::FromStatus(s);
+      if (!c.spec.is_per_key()) {
+        if (rec.kind == format::RecordKind::kValue) {
+          order.emplace_back(rec.token, std::string(key));
+        }
+        continue;
+      }
+      // "key": each key is its own domain, any order will do.
+      if (rec.kind == format::RecordKind::kValue) {
+        set(key, rec.value, rec.token);
+      } else {
+        Token t = 0;
+        if (!advance_token(rec.token, &t)) {
+          return ExecResult::Error("key \"" + EscapeBytes(key) +
+                                   "\": a strict max of 2^64-1 cannot be "
+                                   "replayed with FENCE.ADVANCE");
+        }
+        AppendCommand(&buf, {"FENCE.ADVANCE", key, std::to_string(t)});
+        ++advances;
+      }
+    }
+    if (!data->status().ok()) {
+      return ExecResult::FromStatus(ReadError("the data", data->status()));
+    }
+    std::sort(order.begin(), order.end());
+    for (const auto& [token, key] : order) {
+      std::string raw;
+      rocksdb::Status rs =
+          store.db()->Get(rocksdb::ReadOptions(), store.data(), key, &raw);
+      format::DataRecord rec;
+      if (!rs.ok()) return ExecResult::FromStatus(ReadError("a value", rs));
+      Status s = format::DecodeDataRecordOf(key, raw, &rec);
+      if (!s.ok()) return ExecResult::FromStatus(s);
+      set(key, rec.value, token);
+    }
+    auto fence = store.NewIterator(store.fence());
+    for (fence->SeekToFirst(); fence->Valid(); fence->Next()) {
+      const std::string domain = fence->key().ToString();
+      Token max = 0, t = 0;
+      std::string key;
+      if (!format::DecodeToken({fence->value().data(), fence->value().size()},
+                               &max)) {
+        return ExecResult::Error("bad fence record \"" + EscapeBytes(domain) +
+                                 "\"");
+      }
+      if (!KeyForDomain(c.spec, domain, &key) || !advance_token(max, &t)) {
+        return ExecResult::Error("domain \"" + EscapeBytes(domain) +
+                                 "\" (max " + std::to_string(max) +
+                                 ") cannot be replayed with FENCE.ADVANCE");
+      }
+      AppendCommand(&buf, {"FENCE.ADVANCE", key, std::to_string(t)});
+      ++advances;
+      flush(false);
+    }
+    if (!fence->status().ok()) {
+      return ExecResult::FromStatus(ReadError("the fences", fence->status()));
+    }
+    if (c.floor > 0)
+      AppendCommand(&buf, {"FENCE.FLOOR", std::to_string(c.floor)});
+    const std::string summary = "sets=" + std::to_string(sets) +
+                                " advances=" + std::to_string(advances) +
+                                " floor=" + std::to_string(c.floor);
+    AppendCommand(&buf, {"ECHO", std::string(kTrailer) + summary});
+    flush(true);
+    std::fprintf(stderr, "fencedkv-admin export: %s\n", summary.c_str());
+    return ExecResult::Ok();
+  }
+};
+
+// The whole input of import: a file mapped read-only, or stdin read.
+class Input {
+ public:
+  ~Input() {
+    if (map_ != nullptr) munmap(map_, size_);
+  }
+  Status Open(const std::string& path) {
+    if (path == "-") {
+      char chunk[1 << 16];
+      size_t n;
+      while ((n = std::fread(chunk, 1, sizeof(chunk), stdin)) > 0) {
+        copy_.append(chunk, n);
+      }
+      if (std::ferror(stdin)) return Status::IOError("reading stdin");
+      data_ = copy_;
+      return Status::OK();
+    }
+    const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+      return Status::IOError("cannot open " + path, std::strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+      close(fd);
+      return Status::InvalidArgument(path, "is not a regular file");
+    }
+    size_ = static_cast<size_t>(st.st_size);
+    if (size_ > 0) {
+      map_ = mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
+      if (map_ == MAP_FAILED) {
+        map_ = nullptr;
+        close(fd);
+        return Status::IOError("cannot map " + path, std::strerror(errno));
+      }
+      data_ = std::string_view(static_cast<const char*>(map_), size_);
+    }
+    close(fd);
+    return Status::OK();
+  }
+  std::string_view data() const { return data_; }
+
+ private:
+  std::string copy_;
+  void* map_ = nullptr;
+  size_t size_ = 0;
+  std::string_view data_;
+};
+
+// One parsed command of the stream.
+struct Command {
+  enum Kind { kSet, kAdvance, kFloor } kind;
+  std::string_view key, value;
+  Token token = 0;
+};
+
+class ImportCommand : public AdminCommand {
+ public:
+  const char* Name() const override { return "import"; }
+  void Help(std::string* out) const override {
+    *out +=
+        "  import [--input=FILE]\n"
+        "      apply an export stream to --db offline (created with the "
+        "stream's domain\n      function and mode if missing; refused if in "
+        "use). The whole stream is checked first\n";
+  }
+  std::vector<const char*> Flags() const override { return {"input"}; }
+  ExecResult DoCommand(const std::vector<std::string>& args,
+                       FILE* out) override {
+    ExecResult r = ExpectArgs(args, 0, "no argument");
+    if (r.code != kExitOk) return r;
+    Input input;
+    Status s = input.Open(FLAGS_input);
+    if (!s.ok()) return ExecResult::FromStatus(s);
+    std::string domain, mode, error;
+    std::vector<Command> commands;
+    if (!Parse(input.data(), &domain, &mode, &commands, &error)) {
+      return ExecResult::Error("not a valid export stream (" + error +
+                               "); nothing was written");
+    }
+    Options options;
+    options.create_if_missing = true;
+    options.allow_unfenced = true;  // SET without FENCE: an unfenced value
+    options.fence_domain = domain;
+    if (!ParseFenceMode(mode, &options.fence_mode)) {
+      return ExecResult::Error("bad fence_mode \"" + mode + "\" in the header");
+    }
+    s = CheckNotInUse(FLAGS_db);
+    std::unique_ptr<DB> db;
+    if (s.ok()) s = DB::Open(options, FLAGS_db, &db);
+    if (!s.ok()) return ExecResult::FromStatus(s);
+    return Apply(db.get(), commands, out);
+  }
+
+ private:
+  static bool Parse(std::string_view in, std::string* domain, std::string* mode,
+                    std::vector<Command>* commands, std::string* error) {
+    server::RespParser::Limits limits;
+    limits.max_request_bytes = size_t{4} << 30;
+    server::RespParser parser(limits);
+    std::vector<std::string_view> args;
+    bool header = false, trailer = false;
+    size_t index = 0;
+    while (!in.empty()) {
+      size_t consumed = 0;
+      const auto result = parser.Parse(in.data(), in.size(), &args, &consumed);
+      if (result == server::RespParser::Result::kError) {
+        *error = "command " + std::to_string(index + 1) + ": " + parser.error();
+        return false;
+      }
+      if (result == server::RespParser::Result::kNeedMore) {
+        *error = "truncated in command " + std::to_string(index + 1);
+        return false;
+      }
+      in.remove_prefix(consumed);
+      ++index;
+      if (args.empty()) continue;
+      const std::string where = "command " + std::to_string(index);
+      if (trailer) {
+        *error = where + " follows the end marker";
+        return false;
+      }
+      const std::string_view name = args[0];
+      Command c{};
+      if (!header) {
+        const std::string_view text = args.size() == 2 ? args[1] : "";
+        const size_t d = text.find(" fence_domain=");
+        if (name != "ECHO" || text.rfind(kHeader, 0) != 0 ||
+            text.find("fence_mode=") != std::strlen(kHeader) ||
+            d == std::string_view::npos) {
+          *error = "no fencedkv-export header";
+          return false;
+        }
+        const size_t m = std::strlen(kHeader) + std::strlen("fence_mode=");
+        mode->assign(text.substr(m, d - m));
+        domain->assign(text.substr(d + std::strlen(" fence_domain=")));
+        header = true;
+        continue;
+      }
+      if (name == "ECHO" && args.size() == 2 &&
+          args[1].rfind(kTrailer, 0) == 0) {
+        trailer = true;
+        continue;
+      }
+      bool ok = false;
+      if (name == "SET" && (args.size() == 3 || args.size() == 5)) {
+        c = {Command::kSet, args[1], args[2], 0};
+        ok = args.size() == 3 ||
+             (args[3] == "FENCE" && ParseToken(args[4], &c.token));
+      } else if (name == "FENCE.ADVANCE" && args.size() == 3) {
+        c = {Command::kAdvance, args[1], {}, 0};
+        ok = ParseToken(args[2], &c.token);
+      } else if (name == "FENCE.FLOOR" && args.size() == 2) {
+        c = {Command::kFloor, {}, {}, 0};
+        ok = ParseToken(args[1], &c.token);
+      }
+      if (!ok) {
+        *error = where +
+                 " is not SET k v [FENCE t], FENCE.ADVANCE k t or "
+                 "FENCE.FLOOR t: \"" +
+                 EscapeBytes(name.substr(0, 32)) + "\"";
+        return false;
+      }
+      commands->push_back(c);
+    }
+    if (!header) {
+      *error = "empty input";
+      return false;
+    }
+    if (!trailer) {
+      *error = "no end marker: the stream is truncated";
+      return false;
+    }
+    return true;
+  }
+
+  ExecResult Apply(DB* db, const std::vector<Command>& commands, FILE* out) {
+    uint64_t sets = 0, advances = 0, refused = 0;
+    Status first_refusal;
+    std::vector<WriteBatch> batches;
+    std::vector<const WriteBatch*> ptrs;
+    std::vector<Status> statuses;
+    // Values go in groups of independent one-op batches: each stands alone.
+    auto write_group = [&]() -> Status {
+      if (batches.empty()) return Status::OK();
+      ptrs.clear();
+      for (const auto& b : batches) ptrs.push_back(&b);
+      statuses.assign(batches.size(), Status());
+      Status s = db->WriteGroup(WriteOptions(), ptrs.data(), ptrs.size(),
+                                statuses.data());
+      if (!s.ok()) return s;
+      for (const Status& st : statuses) {
+        if (st.ok()) {
+          ++sets;
+        } else {
+          if (refused++ == 0) first_refusal = st;
+        }
+      }
+      batches.clear();
+      return Status::OK();
+    };
+    Status s;
+    for (const Command& c : commands) {
+      if (c.kind == Command::kSet) {
+        batches.emplace_back();
+        batches.back().Put(c.key, c.value, c.token);
+        if (batches.size() >= 1000) s = write_group();
+      } else {
+        s = write_group();
+        WriteOptions synced;
+        synced.sync = true;
+        if (s.ok() && c.kind == Command::kAdvance) {
+          s = db->AdvanceFence(synced, c.key, c.token, nullptr);
+          ++advances;
+        } else if (s.ok()) {
+          s = db->SetFenceFloor(synced, c.token);
+        }
+      }
+      if (!s.ok()) break;
+    }
+    if (s.ok()) s = write_group();
+    if (s.ok()) s = db->Flush();
+    if (!s.ok()) return ExecResult::FromStatus(s);
+    Print(out, "imported " + std::to_string(sets) + " values, " +
+                   std::to_string(advances) + " advances, floor " +
+                   std::to_string(db->GetFenceFloor()) + " into " + FLAGS_db +
+                   "\n");
+    if (refused > 0) {
+      return ExecResult::Error(std::to_string(refused) +
+                               " value(s) refused (the database held newer "
+                               "tokens), the first: " +
+                               first_refusal.ToString());
+    }
+    return ExecResult::Ok();
+  }
+};
+
+}  // namespace
+
+void AppendExportCommands(std::vector<CommandFactory>* table) {
+  table->push_back(MakeCommand<ExportCommand>);
+  table->push_back(MakeCommand<ImportCommand>);
+}
+
+}  // namespace admin
+}  // namespace fencedkv

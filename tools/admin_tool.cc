@@ -1,0 +1,236 @@
+// Copyright (c) fencedkv authors.
+
+#include "admin_tool.h"
+
+#include <cstring>
+#include <set>
+
+#include "fencedkv/version.h"
+
+#include "db/read_only_store.h"
+#include "util/help_flags.h"
+
+DEFINE_string(db, "", "The database directory");
+DEFINE_bool(hex, false,
+            "Keys and values in hex (0x...), in output and in KEY arguments");
+DEFINE_string(from, "", "scan/dump: the first key (inclusive)");
+DEFINE_string(to, "", "scan/dump: the key to stop at (exclusive)");
+DEFINE_int64(limit, -1,
+             "scan/dump/fence list: at most this many lines; -1 = all");
+DEFINE_int64(max_keys, -1, "Same as --limit (ldb's spelling)");
+DEFINE_string(prefix, "", "fence list: only domains starting with this");
+DEFINE_string(server, "",
+              "checkpoint/backup: host:port of a running fencedkv-server to "
+              "copy online (the paths are on the server's machine)");
+DEFINE_string(user, "", "With --server: AUTH user (ACL), with --password");
+DEFINE_string(password, "",
+              "With --server: AUTH password (visible in ps: prefer the "
+              "REDISCLI_AUTH environment variable, as redis-cli)");
+DEFINE_string(backup_dir, "", "backup/backups/restore: the backup directory");
+DEFINE_int64(backup_id, 0, "restore: the backup to restore; 0 = the latest");
+DEFINE_string(fence_floor, "",
+              "restore: the fence floor N put in force in the restored copy "
+              "(required; see --help)");
+DEFINE_bool(verify, false,
+            "backup/backups/restore: check every backup file against its "
+            "checksum");
+DEFINE_string(output, "-", "export: the file to write; - = stdout");
+DEFINE_string(input, "-", "import: the file to read; - = stdin");
+DEFINE_int64(timeout_ms, 3600 * 1000,
+             "With --server: how long to wait for the server's checkpoint or "
+             "backup to finish");
+
+namespace fencedkv {
+namespace admin {
+
+namespace {
+
+// Every flag defined above (the ones a verb may or may not accept).
+const char* const kAllFlags[] = {
+    "hex",    "from",   "to",       "limit",      "max_keys",  "prefix",
+    "server", "user",   "password", "backup_dir", "backup_id", "fence_floor",
+    "verify", "output", "input",    "timeout_ms"};
+
+const char kUsageHead[] =
+    "fencedkv-admin: inspect, check, back up and restore a fencedkv store "
+    "(like RocksDB's ldb)\n"
+    "usage: fencedkv-admin --db=DIR VERB [ARGS] [--flags]   (flags may come "
+    "anywhere; put -- before a KEY that starts with -)\n\n"
+    "Read-only verbs open DIR with RocksDB's OpenForReadOnly: no lock, "
+    "nothing written, so they\nwork on a directory a running server holds "
+    "open (they see it as it was when they opened it).\n\n";
+
+const char kUsageTail[] =
+    "\nOutput: keys and values are escaped (printable ASCII as is; \\\", \\\\ "
+    "and \\xNN for other bytes),\nor 0x-hex with --hex.\n\n"
+    "Restore and the fence floor: restore refuses to run without "
+    "--fence_floor=N, where N is at\nleast every token that may have been "
+    "issued since the backup was taken:\n"
+    "  - built-in lease service, old server alive: INFO fencing's "
+    "last_lease_token and\n    high_water_mark, the largest; old "
+    "directory still readable: `fencedkv-admin stats --db=OLD`\n    "
+    "(lease_counter, high_water_mark); take the largest;\n"
+    "  - tokens from etcd: etcd's current revision (etcdctl endpoint status "
+    "-w json: revision).\n"
+    "N below the backup's own high-water mark or lease counter is refused. "
+    "The restored store\nrefuses every token below N, its lease service's "
+    "next token is above N, and its lease\nrecords are dropped (holders "
+    "acquire again). The copy is fenced before it appears at --db.\n\n"
+    "Exit codes: 0 ok; 1 error (bad flags, cannot open, refused: nothing was "
+    "changed);\n2 damage found (check, backups --verify); 3 get: key not "
+    "found.\n";
+
+std::vector<std::unique_ptr<AdminCommand>> AllCommands() {
+  std::vector<CommandFactory> factories;
+  AppendReadCommands(&factories);
+  AppendCheckCommand(&factories);
+  AppendCopyCommands(&factories);
+  AppendExportCommands(&factories);
+  std::vector<std::unique_ptr<AdminCommand>> commands;
+  commands.reserve(factories.size());
+  for (CommandFactory f : factories) commands.push_back(f());
+  return commands;
+}
+
+// The usage message --help prints before the flags: the verbs and their
+// help, the floor rule, the exit codes.
+std::string Usage(const std::vector<std::unique_ptr<AdminCommand>>& commands) {
+  std::string text = kUsageHead;
+  text += "Verbs:\n";
+  for (const auto& c : commands) c->Help(&text);
+  text += kUsageTail;
+  return text;
+}
+
+int HexDigit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+}  // namespace
+
+void Print(FILE* out, std::string_view s) {
+  std::fwrite(s.data(), 1, s.size(), out);
+}
+
+ExecResult ExpectArgs(const std::vector<std::string>& args, size_t n,
+                      const char* usage) {
+  if (args.size() == n) return ExecResult::Ok();
+  return ExecResult::Error("expected " + std::string(usage) + ", got " +
+                           std::to_string(args.size()) + " argument(s)");
+}
+
+ExecResult ReadCommand::DoCommand(const std::vector<std::string>& args,
+                                  FILE* out) {
+  ExecResult r = ExpectArgs(args, NumArgs(), ArgsUsage());
+  if (r.code != kExitOk) return r;
+  std::unique_ptr<ReadOnlyStore> store;
+  Status s = ReadOnlyStore::OpenChecked(FLAGS_db, &store);
+  if (!s.ok()) return ExecResult::FromStatus(s);
+  return Read(*store, args, out);
+}
+
+int64_t KeyLimit() { return FLAGS_limit >= 0 ? FLAGS_limit : FLAGS_max_keys; }
+
+std::string FormatBytes(std::string_view bytes) {
+  if (!FLAGS_hex) return EscapeBytes(bytes);
+  static const char kHex[] = "0123456789ABCDEF";
+  std::string out = "0x";
+  for (unsigned char c : bytes) {
+    out += kHex[c >> 4];
+    out += kHex[c & 0xf];
+  }
+  return out;
+}
+
+std::string QuoteBytes(std::string_view bytes) {
+  return FLAGS_hex ? FormatBytes(bytes) : "\"" + EscapeBytes(bytes) + "\"";
+}
+
+bool ParseKeyArg(const std::string& text, std::string* key,
+                 std::string* error) {
+  if (!FLAGS_hex) {
+    *key = text;
+    return true;
+  }
+  std::string_view hex(text);
+  if (hex.size() >= 2 && hex[0] == '0' && (hex[1] == 'x' || hex[1] == 'X')) {
+    hex.remove_prefix(2);
+  }
+  key->clear();
+  if (hex.size() % 2 != 0) {
+    *error = "invalid hex key \"" + text + "\": odd number of digits";
+    return false;
+  }
+  for (size_t i = 0; i < hex.size(); i += 2) {
+    const int hi = HexDigit(hex[i]), lo = HexDigit(hex[i + 1]);
+    if (hi < 0 || lo < 0) {
+      *error = "invalid hex key \"" + text + "\"";
+      return false;
+    }
+    key->push_back(static_cast<char>(hi * 16 + lo));
+  }
+  return true;
+}
+
+int RunAdminTool(int argc, char** argv) {
+  const auto commands = AllCommands();
+  static const std::string usage = Usage(commands);  // outlives parsing
+  gflags::SetUsageMessage(usage);
+  gflags::SetVersionString(FENCEDKV_VERSION_STRING);
+  NarrowHelpToModule(argc, argv, "admin_tool.cc");  // --help: exits 0
+  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.empty()) {
+    std::fprintf(stderr, "fencedkv-admin: no verb given (see --help)\n");
+    return kExitError;
+  }
+  AdminCommand* command = nullptr;
+  size_t words = 0;
+  for (const auto& c : commands) {
+    const std::string name = c->Name();
+    const size_t space = name.find(' ');
+    if (space == std::string::npos) {
+      if (args[0] == name) command = c.get(), words = 1;
+    } else if (args.size() >= 2 && args[0] == name.substr(0, space) &&
+               args[1] == name.substr(space + 1)) {
+      command = c.get(), words = 2;
+    }
+    if (command != nullptr) break;
+  }
+  if (command == nullptr) {
+    std::string verb = args[0];
+    if (verb == "fence" && args.size() >= 2) verb += " " + args[1];
+    std::fprintf(stderr, "fencedkv-admin: unknown verb '%s' (see --help)\n",
+                 EscapeBytes(verb).c_str());
+    return kExitError;
+  }
+  const std::vector<const char*> accepted = command->Flags();
+  const std::set<std::string> ok(accepted.begin(), accepted.end());
+  for (const char* flag : kAllFlags) {
+    if (ok.count(flag) == 0 &&
+        !gflags::GetCommandLineFlagInfoOrDie(flag).is_default) {
+      std::fprintf(stderr, "fencedkv-admin: --%s does not apply to '%s'\n",
+                   flag, command->Name());
+      return kExitError;
+    }
+  }
+  if (command->NeedsDb() && FLAGS_db.empty()) {
+    std::fprintf(stderr, "fencedkv-admin %s: --db=DIR is required\n",
+                 command->Name());
+    return kExitError;
+  }
+  args.erase(args.begin(), args.begin() + static_cast<long>(words));
+  const ExecResult r = command->DoCommand(args, stdout);
+  std::fflush(stdout);
+  if (r.code != kExitOk && !r.message.empty()) {
+    std::fprintf(stderr, "fencedkv-admin %s: %s\n", command->Name(),
+                 r.message.c_str());
+  }
+  return r.code;
+}
+
+}  // namespace admin
+}  // namespace fencedkv

@@ -1,0 +1,808 @@
+// Copyright (c) fencedkv authors.
+//
+// fencedkv-admin as a real process against stores built here with the
+// engine: every verb on every domain function and mode (with a floor,
+// leases, deleted and advanced keys) against its expected output; check on
+// planted damage; copies and the fencing-safe restore; bad input, which
+// must get a clear error and change nothing.
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <sstream>
+
+#include <gtest/gtest.h>
+#include <rocksdb/db.h>
+#include <sys/stat.h>
+
+#include "fencedkv/db.h"
+#include "fencedkv/lease.h"
+
+#include "db/fence_format.h"
+#include "util/testutil.h"
+
+#ifndef FENCEDKV_ADMIN_BIN
+#error "FENCEDKV_ADMIN_BIN must name the fencedkv-admin binary"
+#endif
+
+namespace fencedkv {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Result {
+  int code = -1;
+  std::string out;
+  std::string err;
+};
+
+std::string ShellQuote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) {
+    if (c == '\'') {
+      q += "'\\''";
+    } else {
+      q += c;
+    }
+  }
+  return q + "'";
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Every file below `dir` with its size and modification time.
+std::map<std::string, std::pair<uintmax_t, fs::file_time_type>> Snapshot(
+    const std::string& dir) {
+  std::map<std::string, std::pair<uintmax_t, fs::file_time_type>> out;
+  std::error_code ec;
+  if (!fs::exists(dir, ec)) return out;
+  for (const auto& e : fs::recursive_directory_iterator(dir)) {
+    out[e.path().string()] = {e.is_regular_file() ? e.file_size() : 0,
+                              e.last_write_time()};
+  }
+  return out;
+}
+
+// Flips one byte of `path` at `offset`.
+void FlipByte(const std::string& path, std::streamoff offset) {
+  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+  ASSERT_TRUE(f.good()) << path;
+  f.seekg(offset);
+  char c = 0;
+  f.get(c);
+  f.seekp(offset);
+  f.put(static_cast<char>(c ^ 0x5a));
+}
+
+// The largest file below `dir` whose name ends with `suffix`.
+std::string LargestFile(const std::string& dir, const std::string& suffix) {
+  std::string best;
+  uintmax_t size = 0;
+  for (const auto& e : fs::recursive_directory_iterator(dir)) {
+    const std::string p = e.path().string();
+    if (e.is_regular_file() && p.size() >= suffix.size() &&
+        p.compare(p.size() - suffix.size(), suffix.size(), suffix) == 0 &&
+        e.file_size() >= size) {
+      best = p;
+      size = e.file_size();
+    }
+  }
+  return best;
+}
+
+// Plain RocksDB, read-write, on a format version 2 store (plain records
+// only): to plant damage the engine would never write.
+struct RawDB {
+  explicit RawDB(const std::string& dir) {
+    std::vector<rocksdb::ColumnFamilyDescriptor> cfs = {
+        {"default", {}}, {"fence", {}}, {"meta", {}}};
+    rocksdb::DB* raw = nullptr;
+    rocksdb::Status s =
+        rocksdb::DB::Open(rocksdb::DBOptions(), dir, cfs, &handles, &raw);
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    db.reset(raw);
+  }
+  ~RawDB() {
+    for (auto* h : handles) db->DestroyColumnFamilyHandle(h);
+  }
+  void Put(int cf, const std::string& key, const std::string& value) {
+    ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), handles[cf], key, value).ok());
+  }
+  void Delete(int cf, const std::string& key) {
+    ASSERT_TRUE(db->Delete(rocksdb::WriteOptions(), handles[cf], key).ok());
+  }
+  std::vector<rocksdb::ColumnFamilyHandle*> handles;
+  std::unique_ptr<rocksdb::DB> db;
+};
+
+const char kBinKey[] = "bin\x01\xff";
+const char kBinValue[] = "a\"b\\c\n";
+
+class AdminTest : public testing::Test {
+ protected:
+  // Runs fencedkv-admin with `args` (stdin from `input` if non-empty).
+  Result Admin(const std::vector<std::string>& args,
+               const std::string& input = "") {
+    std::string cmd = FENCEDKV_ADMIN_BIN;
+    for (const auto& a : args) cmd += " " + ShellQuote(a);
+    const std::string out = tmp_.Sub("stdout"), err = tmp_.Sub("stderr");
+    if (!input.empty()) {
+      std::ofstream(tmp_.Sub("stdin"), std::ios::binary) << input;
+      cmd += " <" + tmp_.Sub("stdin");
+    } else {
+      cmd += " </dev/null";
+    }
+    cmd += " >" + out + " 2>" + err;
+    const int rc = std::system(cmd.c_str());
+    Result r;
+    r.code = WIFEXITED(rc) ? WEXITSTATUS(rc) : 128 + WTERMSIG(rc);
+    r.out = ReadFile(out);
+    r.err = ReadFile(err);
+    return r;
+  }
+  // fencedkv-admin --db=dir ARGS...
+  Result OnDb(const std::string& dir, std::vector<std::string> args) {
+    args.insert(args.begin(), "--db=" + dir);
+    return Admin(args);
+  }
+
+  // The store every test starts from: values in three domains (under
+  // hashtag and prefix:3, user:{a}:1 and user:{a}:2 share one), a binary
+  // key and value, a deleted key, an advanced domain, floor 4 and lease
+  // "orders" held by A. Part is flushed to an SST, the rest is in the WAL.
+  // Returns the lease token.
+  Token Build(const std::string& dir, const char* domain, FenceMode mode,
+              std::unique_ptr<DB>* keep_open = nullptr) {
+    Options o;
+    o.create_if_missing = true;
+    o.fence_domain = domain;
+    o.fence_mode = mode;
+    std::unique_ptr<DB> db;
+    Status s = DB::Open(o, dir, &db);
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    const WriteOptions wo;
+    EXPECT_FENCEDKV_OK(db->Put(wo, "user:{a}:1", "v1", 5));
+    EXPECT_FENCEDKV_OK(db->Put(wo, "user:{a}:2", "v2", 6));
+    EXPECT_FENCEDKV_OK(db->Flush());
+    EXPECT_FENCEDKV_OK(db->Put(wo, "user:{b}:1", "v3", 7));
+    EXPECT_FENCEDKV_OK(db->Put(wo, "zz", "gone", 8));
+    EXPECT_FENCEDKV_OK(db->Delete(wo, "zz", 9));
+    EXPECT_FENCEDKV_OK(db->Put(wo, kBinKey, kBinValue, 10));
+    EXPECT_FENCEDKV_OK(db->AdvanceFence(wo, "adv", 20, nullptr));
+    EXPECT_FENCEDKV_OK(db->SetFenceFloor(wo, 4));
+    std::unique_ptr<LeaseService> leases;
+    EXPECT_FENCEDKV_OK(LeaseService::Open(db.get(), LeaseOptions(), &leases));
+    LeaseGrant grant;
+    EXPECT_FENCEDKV_OK(leases->Acquire("orders", "A", 600000, &grant));
+    leases.reset();
+    if (keep_open != nullptr) *keep_open = std::move(db);
+    return grant.token;
+  }
+
+  test::TempDir tmp_;
+};
+
+struct Case {
+  const char* domain;
+  // fence list, with the advanced domain's stored max as %A.
+  const char* fence_list;
+  const char* domain_of_user_a1;  // fence get user:{a}:1: domain, stored
+  Token user_a1_max;
+  const char* domain_of_nothing;
+  int deleted_keys;   // no-value records
+  int fence_records;  // "fence" column family
+};
+
+std::string Replace(std::string s, const std::string& from,
+                    const std::string& to) {
+  for (size_t p = s.find(from); p != std::string::npos; p = s.find(from, p)) {
+    s.replace(p, from.size(), to);
+    p += to.size();
+  }
+  return s;
+}
+
+const char kScan[] =
+    "bin\\x01\\xff : a\\\"b\\\\c\\x0a\n"
+    "user:{a}:1 : v1\n"
+    "user:{a}:2 : v2\n"
+    "user:{b}:1 : v3\n";
+
+const char kDumpValues[] =
+    "\"bin\\x01\\xff\" 10 \"a\\\"b\\\\c\\x0a\"\n"
+    "\"user:{a}:1\" 5 \"v1\"\n"
+    "\"user:{a}:2\" 6 \"v2\"\n"
+    "\"user:{b}:1\" 7 \"v3\"\n";
+
+const Case kCases[] = {
+    {"key",
+     "\"adv\" %A\n\"bin\\x01\\xff\" 10\n\"user:{a}:1\" 5\n\"user:{a}:2\" 6\n"
+     "\"user:{b}:1\" 7\n\"zz\" 9\n",
+     "user:{a}:1", 5, "nothing-here", 2, 0},
+    {"prefix:3", "\"adv\" %A\n\"bin\" 10\n\"use\" 7\n\"zz\" 9\n", "use", 7,
+     "not", 0, 4},
+    {"delimiter::", "\"adv\" %A\n\"bin\\x01\\xff\" 10\n\"user\" 7\n\"zz\" 9\n",
+     "user", 7, "nothing-here", 0, 4},
+    {"hashtag",
+     "\"a\" 6\n\"adv\" %A\n\"b\" 7\n\"bin\\x01\\xff\" 10\n\"zz\" 9\n", "a", 6,
+     "nothing-here", 0, 5},
+};
+
+class AdminVerbTest
+    : public AdminTest,
+      public testing::WithParamInterface<std::tuple<int, bool>> {};
+
+// Every read verb, on a store a process holds open (the read-only verbs
+// take no lock), against its expected output; the directory is left
+// exactly as it was.
+TEST_P(AdminVerbTest, EveryReadVerb) {
+  const Case& c = kCases[std::get<0>(GetParam())];
+  const bool strict = std::get<1>(GetParam());
+  const FenceMode mode = strict ? FenceMode::kStrict : FenceMode::kMonotonic;
+  SCOPED_TRACE(std::string(c.domain) + (strict ? " strict" : " monotonic"));
+  const std::string dir = tmp_.Sub("db");
+  std::unique_ptr<DB> db;
+  const Token lease = Build(dir, c.domain, mode, &db);
+  // An advance to 20 stores 20 (monotonic: t >= 20 pass) or 19 (strict:
+  // t > 19 pass). The lease's token follows the floor (4), not the tokens
+  // clients wrote.
+  const Token adv = strict ? 19 : 20;
+  EXPECT_EQ(5u, lease);
+  const auto before = Snapshot(dir);
+
+  Result r = OnDb(dir, {"scan"});
+  EXPECT_EQ(0, r.code) << r.err;
+  EXPECT_EQ(kScan, r.out);
+  r = OnDb(dir, {"scan", "--from=user:{a}:2", "--limit=1"});
+  EXPECT_EQ("user:{a}:2 : v2\n", r.out);
+  r = OnDb(dir, {"scan", "--from=c", "--to=user:{b}", "--max_keys=5"});
+  EXPECT_EQ("user:{a}:1 : v1\nuser:{a}:2 : v2\n", r.out);
+  r = OnDb(dir, {"scan", "--hex", "--limit", "1"});
+  EXPECT_EQ("0x62696E01FF : 0x6122625C630A\n", r.out);
+
+  const std::string no_values =
+      c.deleted_keys > 0 ? "\"adv\" " + std::to_string(adv) + " (no value)\n"
+                         : "";
+  const std::string zz = c.deleted_keys > 0 ? "\"zz\" 9 (no value)\n" : "";
+  r = OnDb(dir, {"dump"});
+  EXPECT_EQ(0, r.code) << r.err;
+  EXPECT_EQ(no_values + kDumpValues + zz, r.out);
+
+  r = OnDb(dir, {"get", "user:{a}:2"});
+  EXPECT_EQ(0, r.code);
+  EXPECT_EQ("v2\n", r.out);
+  r = OnDb(dir, {"get", "--hex", "0x62696E01FF"});
+  EXPECT_EQ("0x6122625C630A\n", r.out);
+  r = OnDb(dir, {"get", "zz"});
+  EXPECT_EQ(3, r.code);
+  EXPECT_EQ("", r.out);
+  EXPECT_EQ("fencedkv-admin get: key \"zz\" not found\n", r.err);
+
+  r = OnDb(dir, {"fence", "get", "user:{a}:1"});
+  EXPECT_EQ(0, r.code) << r.err;
+  EXPECT_EQ("domain \"" + std::string(c.domain_of_user_a1) + "\" max " +
+                std::to_string(c.user_a1_max) + " stored " +
+                std::to_string(c.user_a1_max) + " floor 4\n",
+            r.out);
+  r = OnDb(dir, {"fence", "get", "zz"});
+  EXPECT_EQ("domain \"zz\" max 9 stored 9 floor 4\n", r.out);
+  // Never written: the floor decides (strict: tokens > 3 pass).
+  r = OnDb(dir, {"fence", "get", "nothing-here"});
+  EXPECT_EQ("domain \"" + std::string(c.domain_of_nothing) + "\" max " +
+                (strict ? "3" : "4") + " stored 0 floor 4\n",
+            r.out);
+
+  r = OnDb(dir, {"fence", "list"});
+  EXPECT_EQ(0, r.code) << r.err;
+  EXPECT_EQ(Replace(c.fence_list, "%A", std::to_string(adv)), r.out);
+  r = OnDb(dir, {"fence", "list", "--prefix=z"});
+  EXPECT_EQ("\"zz\" 9\n", r.out);
+
+  r = OnDb(dir, {"leases"});
+  EXPECT_EQ(0, r.code) << r.err;
+  EXPECT_TRUE(std::regex_match(
+      r.out, std::regex("lease \"orders\" holder \"A\" token " +
+                        std::to_string(lease) +
+                        " expires_at_ms [0-9]+ \\(in [0-9]+ ms\\)\n"
+                        "lease_counter " +
+                        std::to_string(lease) + "\n")))
+      << r.out;
+
+  r = OnDb(dir, {"stats"});
+  EXPECT_EQ(0, r.code) << r.err;
+  const std::string expected_stats =
+      "format_version: 2\nfence_domain: " + std::string(c.domain) +
+      "\nfence_mode: " + (strict ? "strict" : "monotonic") +
+      "\nfence_floor: 4\nhigh_water_mark: " + std::to_string(adv) +
+      "\nhigh_water_mark_records: [1-9][0-9]*\nlease_counter: " +
+      std::to_string(lease) +
+      "\nleases: 1\nkeys: 4\ndeleted_keys: " + std::to_string(c.deleted_keys) +
+      "\nfence_records: " + std::to_string(c.fence_records) +
+      "\nsst_files: [1-9][0-9]*\nsst_bytes: [1-9][0-9]*\nwal_bytes: "
+      "[1-9][0-9]*\n";
+  EXPECT_TRUE(std::regex_match(r.out, std::regex(expected_stats))) << r.out;
+
+  r = OnDb(dir, {"check"});
+  EXPECT_EQ(0, r.code) << r.out << r.err;
+  EXPECT_NE(std::string::npos,
+            r.out.find("hwm: OK (largest max " + std::to_string(adv) +
+                       " <= high-water mark " + std::to_string(adv) + ")"))
+      << r.out;
+  EXPECT_NE(
+      std::string::npos,
+      r.out.find("lease: OK (largest lease token " + std::to_string(lease) +
+                 " <= lease_counter " + std::to_string(lease) + ")"))
+      << r.out;
+  EXPECT_EQ("check: OK\n", r.out.substr(r.out.rfind("check:")));
+
+  EXPECT_EQ(before, Snapshot(dir));  // nothing written by any of them
+}
+
+// export, then import into a new directory: the same keys, values, tokens,
+// maxima and floor (dump and fence list read the same). Also offline
+// import of a stream with a bad line changes nothing.
+TEST_P(AdminVerbTest, ExportImportRoundTrip) {
+  const Case& c = kCases[std::get<0>(GetParam())];
+  const FenceMode mode =
+      std::get<1>(GetParam()) ? FenceMode::kStrict : FenceMode::kMonotonic;
+  const std::string src = tmp_.Sub("src"), dst = tmp_.Sub("dst");
+  Build(src, c.domain, mode);
+  const std::string file = tmp_.Sub("export.resp");
+  Result r = OnDb(src, {"export", "--output=" + file});
+  ASSERT_EQ(0, r.code) << r.err;
+  EXPECT_NE(std::string::npos, r.err.find("sets=4 ")) << r.err;
+  r = OnDb(dst, {"import", "--input=" + file});
+  ASSERT_EQ(0, r.code) << r.err;
+  EXPECT_EQ("imported 4 values, ", r.out.substr(0, 19)) << r.out;
+  for (const std::vector<std::string>& verb :
+       {std::vector<std::string>{"dump"}, {"fence", "list"}}) {
+    Result a = OnDb(src, verb), b = OnDb(dst, verb);
+    EXPECT_EQ(0, b.code) << b.err;
+    EXPECT_EQ(a.out, b.out) << verb[0];
+  }
+  Result a = OnDb(dst, {"stats"});
+  EXPECT_NE(std::string::npos, a.out.find("fence_floor: 4\n")) << a.out;
+  EXPECT_NE(std::string::npos,
+            a.out.find(std::string("fence_domain: ") + c.domain + "\n"));
+  EXPECT_EQ(0, OnDb(dst, {"check"}).code);
+  // The same stream from stdin works too.
+  r = Admin({"--db=" + tmp_.Sub("dst2"), "import"}, ReadFile(file));
+  EXPECT_EQ(0, r.code) << r.err;
+  EXPECT_EQ(OnDb(src, {"dump"}).out, OnDb(tmp_.Sub("dst2"), {"dump"}).out);
+}
+
+INSTANTIATE_TEST_SUITE_P(DomainsAndModes, AdminVerbTest,
+                         testing::Combine(testing::Range(0, 4),
+                                          testing::Bool()));
+
+// ---- check on planted damage: each class, exit 2, named ----
+
+TEST_F(AdminTest, CheckCatchesAFlippedByteInAnSst) {
+  const std::string dir = tmp_.Sub("db");
+  {
+    std::unique_ptr<DB> db;
+    Build(dir, "key", FenceMode::kMonotonic, &db);
+    ASSERT_FENCEDKV_OK(db->Flush());
+  }
+  ASSERT_EQ(0, OnDb(dir, {"check"}).code);
+  const std::string sst = LargestFile(dir, ".sst");
+  ASSERT_FALSE(sst.empty());
+  FlipByte(sst, 20);  // inside the first data block
+  Result r = OnDb(dir, {"check"});
+  EXPECT_EQ(2, r.code) << r.out << r.err;
+  EXPECT_NE(std::string::npos, r.out.find("checksum: FAILED, 1 violation(s)"))
+      << r.out;
+  EXPECT_NE(std::string::npos, r.out.find("Corruption")) << r.out;
+  EXPECT_EQ("check: FAILED (checksum)\n", r.out.substr(r.out.rfind("check:")));
+  EXPECT_EQ("fencedkv-admin check: checksum: Corruption: ",
+            r.err.substr(0, 44));
+}
+
+TEST_F(AdminTest, CheckCatchesAFenceRecordAboveTheHighWaterMark) {
+  const std::string dir = tmp_.Sub("db");
+  Build(dir, "hashtag", FenceMode::kMonotonic);
+  {
+    RawDB raw(dir);
+    raw.Put(1, "rogue", format::EncodeToken(999));
+  }
+  Result r = OnDb(dir, {"check"});
+  EXPECT_EQ(2, r.code) << r.out;
+  EXPECT_NE(std::string::npos,
+            r.out.find("hwm: FAILED, 1 violation(s)\n  fence record \"rogue\" "
+                       "max 999 > high-water mark 20\n"))
+      << r.out;
+  EXPECT_EQ("check: FAILED (hwm)\n", r.out.substr(r.out.rfind("check:")));
+  // The classes before it held.
+  EXPECT_NE(std::string::npos, r.out.find("check " + dir + "\n")) << r.out;
+
+  // With the "key" domain function the max is the data record's token.
+  const std::string dir2 = tmp_.Sub("db2");
+  Build(dir2, "key", FenceMode::kMonotonic);
+  {
+    RawDB raw(dir2);
+    char header[format::kMaxDataHeaderSize];
+    const size_t n =
+        format::EncodeDataHeader(header, format::RecordKind::kValue, 777);
+    raw.Put(0, "k", std::string(header, n) + "v");
+  }
+  r = OnDb(dir2, {"check"});
+  EXPECT_EQ(2, r.code);
+  EXPECT_NE(std::string::npos,
+            r.out.find("  key \"k\" token 777 > high-water mark 20\n"))
+      << r.out;
+}
+
+TEST_F(AdminTest, CheckCatchesALeaseTokenAboveTheCounter) {
+  const std::string dir = tmp_.Sub("db");
+  const Token lease = Build(dir, "key", FenceMode::kMonotonic);
+  {
+    RawDB raw(dir);
+    format::LeaseRecord rogue{"M", lease + 5, 1};
+    raw.Put(2, "lease/rogue", format::EncodeLeaseRecord(rogue));
+  }
+  Result r = OnDb(dir, {"check"});
+  EXPECT_EQ(2, r.code) << r.out;
+  EXPECT_NE(std::string::npos,
+            r.out.find("lease: FAILED, 1 violation(s)\n  lease \"rogue\" "
+                       "token " + std::to_string(lease + 5) +
+                       " > lease_counter " + std::to_string(lease) + "\n"))
+      << r.out;
+  EXPECT_EQ("check: FAILED (lease)\n", r.out.substr(r.out.rfind("check:")));
+}
+
+TEST_F(AdminTest, CheckCatchesAMissingMetaRecord) {
+  for (const char* record :
+       {"format_version", "fence_domain", "fence_mode", "fence_floor"}) {
+    SCOPED_TRACE(record);
+    const std::string dir = tmp_.Sub(record);
+    Build(dir, "prefix:3", FenceMode::kStrict);
+    {
+      RawDB raw(dir);
+      raw.Delete(2, record);
+    }
+    Result r = OnDb(dir, {"check"});
+    EXPECT_EQ(2, r.code) << r.out;
+    EXPECT_NE(std::string::npos,
+              r.out.find("meta: FAILED, 1 violation(s)\n  meta record \"" +
+                         std::string(record) + "\" is missing\n"))
+        << r.out;
+    EXPECT_EQ("check: FAILED (meta)\n", r.out.substr(r.out.rfind("check:")));
+    // The other verbs refuse such a store, naming the record.
+    r = OnDb(dir, {"scan"});
+    EXPECT_EQ(1, r.code);
+    EXPECT_NE(std::string::npos, r.err.find(record)) << r.err;
+  }
+}
+
+TEST_F(AdminTest, CheckCatchesADataTokenAboveItsDomainsMax) {
+  const std::string dir = tmp_.Sub("db");
+  Build(dir, "prefix:3", FenceMode::kMonotonic);
+  {
+    RawDB raw(dir);
+    raw.Put(1, "use", format::EncodeToken(6));  // user:{b}:1 has token 7
+  }
+  Result r = OnDb(dir, {"check"});
+  EXPECT_EQ(2, r.code) << r.out;
+  EXPECT_NE(
+      std::string::npos,
+      r.out.find("  key \"user:{b}:1\" token 7 > its domain \"use\" max 6"))
+      << r.out;
+  EXPECT_EQ("check: FAILED (domain)\n", r.out.substr(r.out.rfind("check:")));
+}
+
+// ---- copies ----
+
+TEST_F(AdminTest, CheckpointBackupAndFencingSafeRestoreOffline) {
+  const std::string dir = tmp_.Sub("db"), bk = tmp_.Sub("backups");
+  const Token lease = Build(dir, "hashtag", FenceMode::kMonotonic);
+  Result r = OnDb(dir, {"checkpoint", tmp_.Sub("cp")});
+  ASSERT_EQ(0, r.code) << r.err;
+  EXPECT_EQ("checkpoint " + tmp_.Sub("cp") + " created\n", r.out);
+  EXPECT_EQ(0, OnDb(tmp_.Sub("cp"), {"check"}).code);
+  EXPECT_EQ(OnDb(dir, {"dump"}).out, OnDb(tmp_.Sub("cp"), {"dump"}).out);
+
+  r = OnDb(dir, {"backup", "--backup_dir=" + bk, "--verify"});
+  ASSERT_EQ(0, r.code) << r.err;
+  EXPECT_TRUE(std::regex_match(
+      r.out, std::regex("backup 1: [0-9]+ files, [0-9]+ bytes, verified in " +
+                        bk + "\n")))
+      << r.out;
+  {  // B takes over after the backup: a higher token, a new value.
+    Options o;
+    o.fence_domain = "hashtag";
+    std::unique_ptr<DB> db;
+    ASSERT_FENCEDKV_OK(DB::Open(o, dir, &db));
+    ASSERT_FENCEDKV_OK(db->Put(WriteOptions(), "user:{a}:1", "B", 30));
+  }
+  r = OnDb(dir, {"backup", "--backup_dir=" + bk});
+  ASSERT_EQ(0, r.code) << r.err;
+  r = Admin({"backups", "--backup_dir=" + bk, "--verify"});
+  EXPECT_EQ(0, r.code) << r.err;
+  EXPECT_TRUE(std::regex_match(
+      r.out,
+      std::regex("backup 1 [-0-9T:]+Z [0-9]+ files [0-9]+ bytes \"fencedkv "
+                 "format_version=2 fence_domain=hashtag "
+                 "fence_mode=monotonic\" verified\nbackup 2 .* verified\n")))
+      << r.out;
+
+  // Restore backup 1: a floor below its marks is refused and writes
+  // nothing; 30 (B's token) is accepted.
+  const std::string restored = tmp_.Sub("restored");
+  for (const char* low : {"5", "19"}) {  // the counter; below the mark
+    r = Admin({"restore", "--backup_dir=" + bk, "--backup_id=1",
+               "--db=" + restored, std::string("--fence_floor=") + low});
+    EXPECT_EQ(1, r.code);
+    EXPECT_NE(std::string::npos, r.err.find("is below the backup's")) << r.err;
+    EXPECT_FALSE(fs::exists(restored));
+  }
+  EXPECT_EQ(std::vector<std::string>{}, [&] {
+    std::vector<std::string> left;  // no temporary directory left behind
+    for (const auto& e : fs::directory_iterator(tmp_.path())) {
+      if (e.path().filename().string()[0] == '.') left.push_back(e.path());
+    }
+    return left;
+  }());
+  r = Admin({"restore", "--backup_dir=" + bk, "--backup_id=1",
+             "--db=" + restored, "--fence_floor=30"});
+  ASSERT_EQ(0, r.code) << r.err;
+  EXPECT_EQ("restored backup 1 of " + bk + " to " + restored +
+                "\nbackup: high_water_mark 20, lease_counter " +
+                std::to_string(lease) +
+                "\nnow: fence_floor 30, lease_counter 30, 1 lease record(s) "
+                "dropped\n",
+            r.out);
+  EXPECT_EQ(0, OnDb(restored, {"check"}).code);
+  {
+    Options o;
+    o.fence_domain = "hashtag";
+    std::unique_ptr<DB> db;
+    ASSERT_FENCEDKV_OK(DB::Open(o, restored, &db));
+    std::string v;
+    ASSERT_FENCEDKV_OK(db->Get(ReadOptions(), "user:{a}:1", &v));
+    EXPECT_EQ("v1", v);  // as backed up
+    EXPECT_TRUE(db->Put(WriteOptions(), "user:{a}:1", "A", 29).IsStaleToken());
+    EXPECT_FENCEDKV_OK(db->Put(WriteOptions(), "user:{a}:1", "B", 30));
+    std::unique_ptr<LeaseService> leases;
+    ASSERT_FENCEDKV_OK(LeaseService::Open(db.get(), LeaseOptions(), &leases));
+    LeaseGrant g;
+    ASSERT_FENCEDKV_OK(leases->Acquire("orders", "C", 1000, &g));
+    EXPECT_EQ(31u, g.token);  // above the floor; A's lease was dropped
+  }
+  // Restoring over a store (not in use) moves it aside, never deletes it.
+  r = Admin({"restore", "--backup_dir=" + bk, "--db=" + restored,
+             "--fence_floor=31"});
+  ASSERT_EQ(0, r.code) << r.err;
+  const std::smatch m = [&] {
+    std::smatch match;
+    std::regex_search(r.out, match,
+                      std::regex("is now at (.*before-restore-[0-9TZ-]+)\n"));
+    return match;
+  }();
+  ASSERT_EQ(2u, m.size()) << r.out;
+  EXPECT_NE(std::string::npos, r.out.find("restored backup 2 ")) << r.out;
+  EXPECT_EQ("B\n", OnDb(m[1], {"get", "user:{a}:1"}).out);      // kept
+  EXPECT_EQ("B\n", OnDb(restored, {"get", "user:{a}:1"}).out);  // backup 2
+}
+
+// ---- bad input: a clear error, exit 1, nothing changed ----
+
+TEST_F(AdminTest, NotAFencedkvDirectory) {
+  const std::string plain = tmp_.Sub("plain"), files = tmp_.Sub("files");
+  {
+    rocksdb::Options o;
+    o.create_if_missing = true;
+    rocksdb::DB* raw = nullptr;
+    ASSERT_TRUE(rocksdb::DB::Open(o, plain, &raw).ok());
+    ASSERT_TRUE(raw->Put(rocksdb::WriteOptions(), "user", "data").ok());
+    delete raw;
+  }
+  fs::create_directory(files);
+  std::ofstream(files + "/notes.txt") << "precious";
+  struct Want {
+    std::string dir;
+    const char* error;
+  };
+  for (const Want& w : {Want{plain, "not a fencedkv database"},
+                        Want{files, "not a fencedkv database"},
+                        Want{tmp_.Sub("missing"), "does not exist"}}) {
+    SCOPED_TRACE(w.dir);
+    const auto before = Snapshot(w.dir);
+    for (const std::vector<std::string>& verb :
+         {std::vector<std::string>{"scan"},
+          {"check"},
+          {"stats"},
+          {"export"},
+          {"checkpoint", tmp_.Sub("cp")},
+          {"backup", "--backup_dir=" + tmp_.Sub("bk")}}) {
+      Result r = OnDb(w.dir, verb);
+      EXPECT_EQ(1, r.code) << verb[0];
+      EXPECT_NE(std::string::npos, r.err.find(w.error)) << verb[0] << r.err;
+      EXPECT_EQ("", r.out) << verb[0];
+    }
+    EXPECT_EQ(before, Snapshot(w.dir));
+    EXPECT_FALSE(fs::exists(tmp_.Sub("cp")));
+  }
+  // A restore never replaces something that is not a fencedkv database.
+  const std::string db = tmp_.Sub("db"), bk = tmp_.Sub("bk2");
+  Build(db, "key", FenceMode::kMonotonic);
+  ASSERT_EQ(0, OnDb(db, {"backup", "--backup_dir=" + bk}).code);
+  for (const std::string& target : {plain, files}) {
+    const auto before = Snapshot(target);
+    Result r = Admin({"restore", "--backup_dir=" + bk, "--db=" + target,
+                      "--fence_floor=100"});
+    EXPECT_EQ(1, r.code);
+    EXPECT_NE(std::string::npos, r.err.find("not a fencedkv database"))
+        << r.err;
+    EXPECT_EQ(before, Snapshot(target));
+  }
+  // A backup directory is not a store, nor the reverse.
+  Result r = Admin({"restore", "--backup_dir=" + db, "--db=" + tmp_.Sub("x"),
+                    "--fence_floor=100"});
+  EXPECT_EQ(1, r.code);
+  EXPECT_NE(std::string::npos, r.err.find("no backup in")) << r.err;
+}
+
+TEST_F(AdminTest, ADirectoryInUseIsReadButNeverWritten) {
+  const std::string dir = tmp_.Sub("db"), bk = tmp_.Sub("bk");
+  Build(dir, "key", FenceMode::kMonotonic);
+  ASSERT_EQ(0, OnDb(dir, {"backup", "--backup_dir=" + bk}).code);
+  const std::string stream = OnDb(dir, {"export"}).out;
+  std::unique_ptr<DB> db;
+  Options o;
+  ASSERT_FENCEDKV_OK(DB::Open(o, dir, &db));  // "the running server"
+  const auto before = Snapshot(dir);
+  for (const std::vector<std::string>& verb :
+       {std::vector<std::string>{"checkpoint", tmp_.Sub("cp")},
+        {"backup", "--backup_dir=" + bk},
+        {"restore", "--backup_dir=" + bk, "--fence_floor=100"}}) {
+    Result r = OnDb(dir, verb);
+    EXPECT_EQ(1, r.code) << verb[0];
+    EXPECT_NE(std::string::npos, r.err.find("is in use by a running process"))
+        << verb[0] << ": " << r.err;
+  }
+  Result r = Admin({"--db=" + dir, "import"}, stream);
+  EXPECT_EQ(1, r.code);
+  EXPECT_NE(std::string::npos, r.err.find("is in use by a running process"))
+      << r.err;
+  EXPECT_EQ(0, OnDb(dir, {"check"}).code);  // reading is fine
+  EXPECT_EQ(before, Snapshot(dir));
+  EXPECT_FALSE(fs::exists(tmp_.Sub("cp")));
+}
+
+TEST_F(AdminTest, MissingAndCorruptBackups) {
+  const std::string dir = tmp_.Sub("db"), bk = tmp_.Sub("bk");
+  const std::string target = tmp_.Sub("restored");
+  Result r = Admin(
+      {"restore", "--backup_dir=" + bk, "--db=" + target, "--fence_floor=100"});
+  EXPECT_EQ(1, r.code);
+  EXPECT_EQ("fencedkv-admin restore: NotFound: no backup in " + bk +
+                ": it has no BackupEngine meta directory\n",
+            r.err);
+  r = Admin({"backups", "--backup_dir=" + bk});
+  EXPECT_EQ(1, r.code);
+  EXPECT_NE(std::string::npos, r.err.find("no backup in")) << r.err;
+  EXPECT_FALSE(fs::exists(bk));
+  EXPECT_FALSE(fs::exists(target));
+
+  {
+    std::unique_ptr<DB> db;
+    Build(dir, "key", FenceMode::kMonotonic, &db);
+    ASSERT_FENCEDKV_OK(db->Flush());
+  }
+  ASSERT_EQ(0, OnDb(dir, {"backup", "--backup_dir=" + bk}).code);
+  r = Admin({"restore", "--backup_dir=" + bk, "--backup_id=7", "--db=" + target,
+             "--fence_floor=100"});
+  EXPECT_EQ(1, r.code);
+  EXPECT_NE(std::string::npos, r.err.find("no backup 7 in")) << r.err;
+  const std::string sst = LargestFile(bk, ".sst");
+  ASSERT_FALSE(sst.empty());
+  FlipByte(sst, 20);
+  r = Admin({"backups", "--backup_dir=" + bk, "--verify"});
+  EXPECT_EQ(2, r.code) << r.out;
+  EXPECT_NE(std::string::npos, r.out.find("CORRUPT: Corruption")) << r.out;
+  for (bool verify : {true, false}) {
+    r = Admin({"restore", "--backup_dir=" + bk, "--db=" + target,
+               "--fence_floor=100", verify ? "--verify" : "--verify=false"});
+    EXPECT_EQ(1, r.code);
+    EXPECT_NE(std::string::npos, r.err.find("Corruption: backup 1 in " + bk))
+        << r.err;
+    EXPECT_FALSE(fs::exists(target));
+  }
+  for (const auto& e : fs::directory_iterator(tmp_.path())) {
+    EXPECT_NE('.', e.path().filename().string()[0]) << e.path();
+  }
+}
+
+TEST_F(AdminTest, WrongFlagsAndArguments) {
+  const std::string dir = tmp_.Sub("db");
+  Build(dir, "key", FenceMode::kMonotonic);
+  const auto before = Snapshot(dir);
+  struct Want {
+    std::vector<std::string> args;
+    const char* error;
+  };
+  const std::string db = "--db=" + dir;
+  for (const Want& w : std::vector<Want>{
+           {{db}, "fencedkv-admin: no verb given (see --help)\n"},
+           {{db, "frobnicate"},
+            "fencedkv-admin: unknown verb 'frobnicate' (see --help)\n"},
+           {{db, "fence", "drop", "k"},
+            "fencedkv-admin: unknown verb 'fence drop' (see --help)\n"},
+           {{"scan"}, "fencedkv-admin scan: --db=DIR is required\n"},
+           {{db, "scan", "--fence_floor=3"},
+            "fencedkv-admin: --fence_floor does not apply to 'scan'\n"},
+           {{db, "get"},
+            "fencedkv-admin get: expected KEY, got 0 argument(s)\n"},
+           {{db, "get", "a", "b"},
+            "fencedkv-admin get: expected KEY, got 2 argument(s)\n"},
+           {{db, "get", "--hex", "0xZZ"},
+            "fencedkv-admin get: invalid hex key \"0xZZ\"\n"},
+           {{db, "backup"},
+            "fencedkv-admin backup: --backup_dir=D is required\n"},
+           {{db, "restore", "--backup_dir=/nonexistent"},
+            "fencedkv-admin restore: --fence_floor=N is required"},
+           {{db, "restore", "--backup_dir=/x", "--fence_floor=0"},
+            "fencedkv-admin restore: invalid --fence_floor '0'"},
+           {{db, "restore", "--backup_dir=/x", "--fence_floor=-1"},
+            "fencedkv-admin restore: invalid --fence_floor '-1'"},
+           {{db, "scan", "--limit=abc"},
+            "ERROR: illegal value 'abc' specified for int64 flag 'limit'\n"},
+           {{db, "scan", "--nosuchflag"},
+            "ERROR: unknown command line flag 'nosuchflag'\n"},
+       }) {
+    Result r = Admin(w.args);
+    EXPECT_EQ(1, r.code) << w.error;
+    EXPECT_EQ(w.error, r.err.substr(0, std::strlen(w.error)));
+    EXPECT_EQ("", r.out) << w.error;
+  }
+  EXPECT_EQ(before, Snapshot(dir));
+  Result r = Admin({"--help"});
+  EXPECT_EQ(0, r.code);
+  EXPECT_NE(std::string::npos, r.out.find("restore --backup_dir=D --db=DIR "
+                                          "--fence_floor=N"));
+  EXPECT_NE(std::string::npos, r.out.find("etcd's current revision"));
+  EXPECT_NE(std::string::npos, r.out.find("Exit codes: 0 ok; 1 error"));
+}
+
+TEST_F(AdminTest, ImportRefusesABadStreamAndAMismatchedStore) {
+  const std::string src = tmp_.Sub("src"), dst = tmp_.Sub("dst");
+  Build(src, "hashtag", FenceMode::kMonotonic);
+  const std::string stream = OnDb(src, {"export"}).out;
+  // Truncated, a foreign command, no header: nothing created.
+  for (const std::string& bad :
+       {stream.substr(0, stream.size() - 10),
+        stream.substr(0, stream.rfind("*2\r\n$4\r\nECHO")),
+        std::string("*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\nv\r\n"),
+        stream + "*1\r\n$8\r\nFLUSHALL\r\n"}) {
+    Result r = Admin({"--db=" + dst, "import"}, bad);
+    EXPECT_EQ(1, r.code);
+    EXPECT_NE(std::string::npos, r.err.find("not a valid export stream"))
+        << r.err;
+    EXPECT_FALSE(fs::exists(dst));
+  }
+  // Into a store with another domain function: refused, untouched.
+  const std::string other = tmp_.Sub("other");
+  Build(other, "key", FenceMode::kMonotonic);
+  const auto before = Snapshot(other);
+  Result r = Admin({"--db=" + other, "import"}, stream);
+  EXPECT_EQ(1, r.code);
+  EXPECT_NE(std::string::npos, r.err.find("fence domain mismatch")) << r.err;
+  EXPECT_EQ(before, Snapshot(other));
+  // export never overwrites a file.
+  std::ofstream(tmp_.Sub("exists")) << "keep";
+  r = OnDb(src, {"export", "--output=" + tmp_.Sub("exists")});
+  EXPECT_EQ(1, r.code);
+  EXPECT_NE(std::string::npos, r.err.find("File exists")) << r.err;
+  EXPECT_EQ("keep", ReadFile(tmp_.Sub("exists")));
+}
+
+}  // namespace
+}  // namespace fencedkv
