@@ -79,6 +79,8 @@ mkdir -p "$corpus" "$findings"
 seed_dirs=()
 [ -d "$seeds" ] && seed_dirs=("$seeds")
 log=$build/fuzz-$target.log
+started=$build/fuzz-$target.started  # findings newer than this are this run's
+touch "$started"
 echo "fuzz: $target for ${seconds}s; log in $log" >&2
 set +e
 nice -n 10 "$bin" -max_total_time="$seconds" -max_len="$max_len" -timeout=30 \
@@ -95,8 +97,8 @@ echo "executions:  $(stat number_of_executed_units) in ${seconds}s ($(stat avera
 echo "coverage:    ${cov:-unknown} (build-fuzz/corpus/$target: $(ls "$corpus" | wc -l) inputs)"
 echo "new units:   $(stat new_units_added)"
 echo "peak rss:    $(stat peak_rss_mb) MiB"
-found=$(ls "$findings" 2>/dev/null | wc -l)
-echo "findings:    $found in $findings"
+found=$(find "$findings" -type f -newer "$started" | wc -l)
+echo "findings:    $found new in $findings"
 if [ "$rc" -ne 0 ] || [ "$found" -ne 0 ]; then
   grep -E 'ERROR|FINDING|MISMATCH|SUMMARY' "$log" | head -5
   echo "fuzz: see $log; replay with: scripts/fuzz.sh $target $findings/<file>" >&2

@@ -114,8 +114,9 @@ class ModelDB {
     int unused;
     return Write({BatchOp{false, k, "", t}}, &unused);
   }
-  // (is_put, key, value, token). Returns "OK", "INVALID" or the first stale
-  // op's status and (in *stale_index) its index; all or nothing.
+  // (is_put, key, value, token). Returns "OK", the first invalid op's
+  // "INVALID" / "TOKEN_SKEW", or the first stale op's status and (in
+  // *stale_index) its index; all or nothing.
   using BatchOp = std::tuple<bool, std::string, std::string, Token>;
   std::string Write(const std::vector<BatchOp>& ops, int* stale_index) {
     return Write(ops, {}, nullptr, stale_index);
@@ -141,7 +142,8 @@ class ModelDB {
       result->old_values.assign(ops.size(), "");
     }
     for (const auto& [is_put, k, v, t] : ops) {
-      if (!ValidateWrite(k, v, t).empty()) return "INVALID";
+      const std::string invalid = ValidateWrite(k, v, t);
+      if (!invalid.empty()) return invalid;
     }
     if (ops.empty()) return "OK";
     auto maxes = max_;
