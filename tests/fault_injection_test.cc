@@ -734,14 +734,12 @@ TEST(WalFaultTest, NoOpAdvanceAfterAWalErrorIsAnIOError) {
 }
 
 // The CURRENT rename: a new database cannot be created while it fails (a
-// clear IOError); then it can. Disabled: it cannot today. The failed
-// creation leaves IDENTITY, LOG and MANIFEST-000001 but no CURRENT, and
-// every later Open refuses the directory ("not a fencedkv database: the
-// directory has files but no RocksDB CURRENT file"), so a full disk at
-// creation needs a person to empty the directory (reported to the lead:
-// DBImpl::OpenImpl could take a directory holding only RocksDB's creation
-// files for an interrupted creation).
-TEST(CurrentRenameTest, DISABLED_CreationFailsCleanlyThenWorks) {
+// clear IOError); then it can. (Before: the failed creation left IDENTITY,
+// LOG and MANIFEST-000001 but no CURRENT, and every later Open refused the
+// directory as "not a fencedkv database", so a full disk at creation needed
+// a person to empty the directory.) A directory that also holds anything
+// else is still refused.
+TEST(CurrentRenameTest, CreationFailsCleanlyThenWorks) {
   FaultDB fdb("key", FenceMode::kMonotonic, false);
   fdb.fs()->InjectFault(FaultPoint::kCurrentRename, FaultError::kEIO);
   Status s = fdb.Open();

@@ -38,9 +38,9 @@ Status InBatchOp(size_t i, size_t count, const Status& s) {
 
 void RaiseAtomicMax(std::atomic<Token>* target, Token value) {
   Token cur = target->load(std::memory_order_relaxed);
-  while (cur < value && !target->compare_exchange_weak(
-                            cur, value, std::memory_order_release,
-                            std::memory_order_relaxed)) {
+  while (cur < value &&
+         !target->compare_exchange_weak(cur, value, std::memory_order_release,
+                                        std::memory_order_relaxed)) {
   }
 }
 
@@ -48,9 +48,10 @@ void RaiseAtomicMax(std::atomic<Token>* target, Token value) {
 class StripeLocks {
  public:
   // (Which stripes is decided at run time: beyond the analysis.)
-  StripeLocks(FenceTable* table, const std::vector<size_t>& stripes)
-      NO_THREAD_SAFETY_ANALYSIS : table_(table),
-                                  stripes_(stripes) {
+  StripeLocks(FenceTable* table,
+              const std::vector<size_t>& stripes) NO_THREAD_SAFETY_ANALYSIS
+      : table_(table),
+        stripes_(stripes) {
     for (size_t s : stripes_) table_->mutex(s).Lock();
   }
   ~StripeLocks() NO_THREAD_SAFETY_ANALYSIS {
@@ -143,9 +144,9 @@ struct DBImpl::Scratch {
 Status DBImpl::ValidateKey(std::string_view key) const {
   if (key.empty()) return Status::InvalidArgument("empty key");
   if (key.size() > options_.max_key_size) {
-    return Status::InvalidArgument(
-        "key of " + std::to_string(key.size()) + " bytes exceeds max_key_size " +
-        std::to_string(options_.max_key_size));
+    return Status::InvalidArgument("key of " + std::to_string(key.size()) +
+                                   " bytes exceeds max_key_size " +
+                                   std::to_string(options_.max_key_size));
   }
   return Status::OK();
 }
@@ -155,10 +156,9 @@ Status DBImpl::ValidateWriteOp(OpKind kind, std::string_view key,
   Status s = ValidateKey(key);
   if (!s.ok()) return s;
   if (value.size() > options_.max_value_size) {
-    return Status::InvalidArgument(
-        "value of " + std::to_string(value.size()) +
-        " bytes exceeds max_value_size " +
-        std::to_string(options_.max_value_size));
+    return Status::InvalidArgument("value of " + std::to_string(value.size()) +
+                                   " bytes exceeds max_value_size " +
+                                   std::to_string(options_.max_value_size));
   }
   if (token == 0 && (kind == OpKind::kAdvance || !options_.allow_unfenced)) {
     return Status::InvalidArgument(kInvalidTokenZero);
@@ -193,8 +193,8 @@ Status DBImpl::AppendBatchOps(const WriteBatch& batch, uint32_t group,
       ops->resize(first);
       return InBatchOp(i, batch.Count(), s);
     }
-    ops->push_back(PendingOp{kind, op.key, op.value, op.token, op.condition,
-                             group});
+    ops->push_back(
+        PendingOp{kind, op.key, op.value, op.token, op.condition, group});
   }
   return Status::OK();
 }
@@ -348,8 +348,7 @@ void DBImpl::LocateDomains(const WriteRequest& req, Scratch* sc) {
                     sc->stripes.end());
 }
 
-Status DBImpl::CheckFences(const WriteRequest& req, Token floor,
-                           Scratch* sc) {
+Status DBImpl::CheckFences(const WriteRequest& req, Token floor, Scratch* sc) {
   const bool group = req.kind == WriteRequest::Kind::kGroup;
   const bool per_key = spec_.is_per_key();
   PendingOp* const ops = req.ops;
@@ -471,15 +470,14 @@ Status DBImpl::CheckFences(const WriteRequest& req, Token floor,
     const Verdict verdict = CheckWrite(mode_, op.token, ds.max, floor);
     if (verdict != Verdict::kAccept) {
       if (group) {
-        refuse_group(i, StaleStatus(verdict, op.token, ds.max, floor,
-                                    ds.domain,
+        refuse_group(i, StaleStatus(verdict, op.token, ds.max, floor, ds.domain,
                                     static_cast<int64_t>(i - group_first)));
         continue;
       }
-      return StaleStatus(
-          verdict, op.token, ds.max, floor, ds.domain,
-          req.kind == WriteRequest::Kind::kBatch ? static_cast<int64_t>(i)
-                                                 : -1);
+      return StaleStatus(verdict, op.token, ds.max, floor, ds.domain,
+                         req.kind == WriteRequest::Kind::kBatch
+                             ? static_cast<int64_t>(i)
+                             : -1);
     }
     raise(ds, op.token);
     op.record_token = op.token;
@@ -588,7 +586,8 @@ Status DBImpl::BuildBatch(const WriteRequest& req, Scratch* sc) {
   for (const DomainState& ds : sc->states) {
     if (!ds.raised || !rs.ok()) continue;
     if (!per_key) {
-      rs = batch.Put(fence_cf_, ToSlice(ds.domain), format::EncodeToken(ds.max));
+      rs =
+          batch.Put(fence_cf_, ToSlice(ds.domain), format::EncodeToken(ds.max));
     }
     if (ds.max <= table_->StripeHwm(ds.stripe)) continue;
     auto it = std::find_if(sc->raised_marks.begin(), sc->raised_marks.end(),
@@ -635,6 +634,17 @@ Status DBImpl::Commit(const WriteRequest& req, Scratch* sc) {
     // WAL syncs every record before it.)
     TEST_SYNC_POINT_CALLBACK("DBImpl::Write:SyncWAL", &rs);
     if (rs.ok()) rs = recovery_->SyncWAL(db_.get());
+    if (rs.IsNotSupported()) {
+      // An Env whose WAL cannot be synced beside writers (RocksDB's
+      // in-memory one): a synced write of a record no reader sees (a
+      // deletion of the empty key, which no user key can be) syncs the WAL
+      // up to it just as well.
+      rocksdb::WriteBatch marker;
+      rs = marker.Delete(data_cf_, rocksdb::Slice());
+      rocksdb::WriteOptions wo;
+      wo.sync = true;
+      if (rs.ok()) rs = recovery_->Write(db_.get(), wo, &marker);
+    }
   }
   return FromRocksDB(rs);
 }

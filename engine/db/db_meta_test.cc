@@ -4,8 +4,6 @@
 // directories that are not fencedkv databases. Each refusal is a clear
 // Status and changes nothing.
 
-#include <sys/mman.h>
-
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -14,11 +12,13 @@
 #include <gtest/gtest.h>
 #include <rocksdb/db.h>
 #include <rocksdb/statistics.h>
+#include <sys/mman.h>
+
+#include "fencedkv/db.h"
 
 #include "db/db_impl.h"
 #include "db/fence_format.h"
 #include "db/fence_table.h"
-#include "fencedkv/db.h"
 #include "util/coding.h"
 #include "util/testutil.h"
 
@@ -127,8 +127,8 @@ TEST(DBMetaTest, ReopenWithAnotherModeIsRefused) {
   ASSERT_FENCEDKV_OK(
       DB::Open(CreateOptions("key", FenceMode::kStrict), dir.path(), &db));
   db.reset();
-  Status s = DB::Open(CreateOptions("key", FenceMode::kMonotonic), dir.path(),
-                      &db);
+  Status s =
+      DB::Open(CreateOptions("key", FenceMode::kMonotonic), dir.path(), &db);
   ASSERT_TRUE(s.IsInvalidArgument());
   EXPECT_NE(std::string::npos, s.ToString().find("fence mode mismatch"));
 }
@@ -136,9 +136,8 @@ TEST(DBMetaTest, ReopenWithAnotherModeIsRefused) {
 TEST(DBMetaTest, AdoptStoredConfig) {
   test::TempDir dir;
   std::unique_ptr<DB> db;
-  ASSERT_FENCEDKV_OK(
-      DB::Open(CreateOptions("delimiter:/", FenceMode::kStrict), dir.path(),
-               &db));
+  ASSERT_FENCEDKV_OK(DB::Open(CreateOptions("delimiter:/", FenceMode::kStrict),
+                              dir.path(), &db));
   db.reset();
   Options o = CreateOptions();  // "key", monotonic
   o.adopt_stored_fence_config = true;
@@ -194,7 +193,8 @@ TEST(DBMetaTest, MemtableIsChecked_AndCanChangeBetweenOpens) {
     o.memtable = memtables[i];
     ASSERT_FENCEDKV_OK(DB::Open(o, dir.path(), &db));
     EXPECT_EQ(i, count()) << memtables[i];
-    ASSERT_FENCEDKV_OK(db->Put(WriteOptions(), "k" + std::to_string(i), "v", 1));
+    ASSERT_FENCEDKV_OK(
+        db->Put(WriteOptions(), "k" + std::to_string(i), "v", 1));
     EXPECT_EQ(i + 1, count()) << memtables[i];
     db.reset();
   }
@@ -229,6 +229,31 @@ TEST(DBMetaTest, DirectoryOfOtherFilesIsRefusedUntouched) {
   EXPECT_EQ(before, Snapshot(dir.path()));
 }
 
+// What a creation that failed before CURRENT leaves (IDENTITY, LOG,
+// MANIFEST-000001, a .dbtmp) is created over; the same with a table file
+// (data, without the CURRENT that names it) is refused untouched.
+TEST(DBMetaTest, AnInterruptedCreationIsCreatedAgainButDataIsNot) {
+  for (bool with_data : {false, true}) {
+    SCOPED_TRACE(with_data ? "with a table file" : "creation files only");
+    test::TempDir dir;
+    std::ofstream(dir.Sub("IDENTITY")) << "id";
+    std::ofstream(dir.Sub("LOG")) << "log";
+    std::ofstream(dir.Sub("MANIFEST-000001")) << "partial";
+    std::ofstream(dir.Sub("000001.dbtmp")) << "MANIFEST-000001";
+    if (with_data) std::ofstream(dir.Sub("000004.sst")) << "table";
+    const auto before = Snapshot(dir.path());
+    std::unique_ptr<DB> db;
+    Status s = DB::Open(CreateOptions(), dir.path(), &db);
+    if (with_data) {
+      ASSERT_TRUE(s.IsInvalidArgument()) << s.ToString();
+      EXPECT_EQ(before, Snapshot(dir.path()));
+    } else {
+      ASSERT_FENCEDKV_OK(s);
+      ASSERT_FENCEDKV_OK(db->Put(WriteOptions(), "k", "v", 1));
+    }
+  }
+}
+
 TEST(DBMetaTest, GarbageCurrentFileIsRefusedUntouched) {
   test::TempDir dir;
   std::ofstream(dir.Sub("CURRENT")) << "\x01\x02garbage";
@@ -253,8 +278,8 @@ TEST(DBMetaTest, PathThatIsAFileIsRefused) {
 TEST(DBMetaTest, BadOptionsAreRefused) {
   test::TempDir dir;
   std::unique_ptr<DB> db;
-  EXPECT_TRUE(DB::Open(CreateOptions("prefix:0"), dir.path(), &db)
-                  .IsInvalidArgument());
+  EXPECT_TRUE(
+      DB::Open(CreateOptions("prefix:0"), dir.path(), &db).IsInvalidArgument());
   Options o = CreateOptions();
   o.compression = "lzma9000";
   EXPECT_TRUE(DB::Open(o, dir.path(), &db).IsInvalidArgument());
@@ -561,8 +586,8 @@ TEST(DBMetaTest, AnOversizedValueIsRefusedAndRaisesNothing) {
   std::unique_ptr<DB> db;
   ASSERT_FENCEDKV_OK(DB::Open(o, dir.path(), &db));
   const size_t n = kMaxValueSizeLimit + 1;
-  void* p = mmap(nullptr, n, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS |
-                 MAP_NORESERVE, -1, 0);
+  void* p = mmap(nullptr, n, PROT_READ,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   ASSERT_NE(MAP_FAILED, p);
   const std::string_view huge(static_cast<const char*>(p), n);
   Status s = db->Put(WriteOptions(), "k", huge, 7);
@@ -581,7 +606,7 @@ TEST(DBMetaTest, AnOversizedValueIsRefusedAndRaisesNothing) {
 TEST(DBMetaTest, FormatVersion1IsUpgradedInPlace) {
   test::TempDir dir;
   ASSERT_EQ(0, Shell("tar xzf " FENCEDKV_TESTDATA_DIR "/format_v1.tar.gz -C " +
-                   dir.path()));
+                     dir.path()));
   struct Case {
     const char* name;
     const char* domain;
@@ -697,8 +722,10 @@ TEST(DBMetaTest, AMissingOrBadMetaRecordIsNamed) {
   db.reset();
   {
     RawDB raw(dir.path());
-    ASSERT_TRUE(raw.db->Put(rocksdb::WriteOptions(), raw.handles[2],
-                            "hwm/0007", "short").ok());
+    ASSERT_TRUE(
+        raw.db
+            ->Put(rocksdb::WriteOptions(), raw.handles[2], "hwm/0007", "short")
+            .ok());
   }
   Status s = DB::Open(CreateOptions(), dir.path(), &db);
   EXPECT_TRUE(s.IsCorruption()) << s.ToString();
