@@ -130,6 +130,12 @@ struct Options {
   uint64_t wal_retention_seconds = 0;
   uint64_t wal_retention_mb = 0;
 
+  // Collect RocksDB's statistics tickers (block cache hits and misses,
+  // stall time, ...: the "fencedkv.tickers" property). Tickers only, no
+  // histograms or timers: a few per-core counter increments per operation.
+  // Default: off. Not persisted.
+  bool collect_statistics = false;
+
   // Advanced: the RocksDB Env the database does its I/O through (it must
   // outlive the DB). nullptr = rocksdb::Env::Default(). An escape hatch for
   // encrypted or in-memory file systems, and for tests, which inject I/O
