@@ -6,6 +6,7 @@
 
 #include <signal.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -108,6 +109,10 @@ int main(int argc, char** argv) {
   so.auth_timeout = std::chrono::seconds(FLAGS_auth_timeout);
   so.sync = FLAGS_sync;
   so.allow_unfenced = FLAGS_allow_unfenced;
+  so.slowlog_log_slower_than = FLAGS_slowlog_log_slower_than;
+  so.slowlog_max_len = static_cast<size_t>(FLAGS_slowlog_max_len);
+  // SHUTDOWN takes the SIGTERM path: the sigwait below.
+  so.on_shutdown = [] { kill(getpid(), SIGTERM); };
   fencedkv::server::Server server(so);
   s = server.Listen();
   if (!s.ok()) return Fail("listen", s);
@@ -122,6 +127,7 @@ int main(int argc, char** argv) {
   options.write_buffer_size = static_cast<size_t>(FLAGS_write_buffer_size);
   options.block_cache_size = static_cast<size_t>(FLAGS_block_cache_size);
   options.memtable = FLAGS_memtable;
+  options.collect_statistics = FLAGS_rocksdb_statistics;
   options.fence_domain = FLAGS_fence_domain.empty() ? "key" : FLAGS_fence_domain;
   if (!FLAGS_fence_mode.empty()) {
     fencedkv::ParseFenceMode(FLAGS_fence_mode, &options.fence_mode);
