@@ -195,8 +195,9 @@ int main(int argc, char** argv) {
     mo.bind = FLAGS_metrics_bind;
     mo.port = FLAGS_metrics_port;
     mo.password = FLAGS_requirepass;
-    s = fencedkv::server::MetricsExporter::Start(mo, db.get(), leases.get(),
-                                                 &server.stats(), &metrics);
+    s = fencedkv::server::MetricsExporter::Start(
+        mo, db.get(), leases.get(), &server.stats(), &server.command_stats(),
+        &metrics);
     if (!s.ok()) return Fail("metrics", s);
     LOG(INFO) << "metrics on http://" << FLAGS_metrics_bind << ":"
               << metrics->port() << "/metrics"
