@@ -92,3 +92,23 @@ kill9_server() {
   kill -9 "${!pidvar}"
   wait "${!pidvar}" 2>/dev/null || true
 }
+
+# wait_server_exit NAME: waits up to 10 s for the server to exit by itself
+# (SHUTDOWN), and checks it exits 0.
+wait_server_exit() {
+  local pidvar="PID_$1"
+  local pid=${!pidvar}
+  local rc=0
+  for _ in $(seq 1 200); do
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.05
+  done
+  if kill -0 "$pid" 2>/dev/null; then
+    echo "server $1 did not exit" >&2
+    kill -9 "$pid"
+    FAILS=$((FAILS + 1))
+    return 0
+  fi
+  wait "$pid" || rc=$?
+  check "server $1 exits 0 by itself" 0 "$rc"
+}
