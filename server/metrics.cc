@@ -85,7 +85,7 @@ class Collector : public prometheus::Collectable {
     add("fencedkv_memory_rss_bytes", "Resident set size", T::Gauge,
         static_cast<double>(RssBytes()));
     if (commands_ != nullptr) CollectCommands(&out);
-    CollectRocksDB(&out, add);
+    CollectRocksDB(add);
     return out;
   }
 
@@ -188,9 +188,7 @@ class Collector : public prometheus::Collectable {
   // What an operator watches in RocksDB, read from its properties and
   // statistics now (never on a command's path).
   template <typename Add>
-  void CollectRocksDB(std::vector<prometheus::MetricFamily>* out,
-                      const Add& add) const {
-    (void)out;
+  void CollectRocksDB(const Add& add) const {
     using T = prometheus::MetricType;
     auto prop = [this](const char* name) -> double {
       std::string v;
