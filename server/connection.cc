@@ -34,9 +34,7 @@ constexpr size_t kMaxJob = 1024;
 constexpr size_t kMaxJobBytes = 4 << 20;
 // Batches and values are reused; one grown past this is not kept.
 constexpr size_t kKeepBatchBytes = 64 << 10;
-}  // namespace
 
-namespace {
 uint64_t UsecSince(std::chrono::steady_clock::time_point t0) {
   return static_cast<uint64_t>(
       std::chrono::duration_cast<std::chrono::microseconds>(
