@@ -14,7 +14,12 @@ namespace server {
 
 uint64_t UsedMemory() {
   const struct mallinfo2 mi = mallinfo2();
-  return static_cast<uint64_t>(mi.uordblks) + static_cast<uint64_t>(mi.hblkhd);
+  const uint64_t used =
+      static_cast<uint64_t>(mi.uordblks) + static_cast<uint64_t>(mi.hblkhd);
+  // glibc's malloc has handed out nothing: another allocator serves the
+  // process (a sanitizer's, a preloaded jemalloc), which mallinfo2 cannot
+  // see. The resident set is the nearest honest figure.
+  return used > 0 ? used : RssBytes();
 }
 
 uint64_t RssBytes() {

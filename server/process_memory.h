@@ -14,8 +14,10 @@ namespace server {
 struct ServerState;
 
 // Bytes the allocator has handed out and not taken back (glibc's
-// mallinfo2: in-use chunks plus mmap'ed blocks): Redis' used_memory. Walks
-// the malloc arenas (microseconds): not for a hot path.
+// mallinfo2: in-use chunks plus mmap'ed blocks): Redis' used_memory; the
+// resident set if glibc's malloc is not the one in use (mallinfo2 then
+// says 0, e.g. under a sanitizer). Walks the malloc arenas (microseconds):
+// not for a hot path.
 uint64_t UsedMemory();
 // The resident set size (/proc/self/statm), 0 if unreadable.
 uint64_t RssBytes();
