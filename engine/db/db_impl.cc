@@ -11,6 +11,7 @@
 #include <rocksdb/statistics.h>
 
 #include "db/db_iter.h"
+#include "db/error_recovery.h"
 #include "db/fence_check.h"
 #include "db/fence_format.h"
 #include "db/rocksdb_options.h"
@@ -225,7 +226,7 @@ Status DBImpl::WriteMetaSynced(
   rocksdb::WriteOptions wo;
   wo.sync = true;
   MutexLock lock(&meta_mu_);
-  return FromRocksDB(db_->Write(wo, &batch));
+  return FromRocksDB(recovery_->Write(db_.get(), wo, &batch));
 }
 
 Status DBImpl::ScanMeta(std::string_view prefix,
