@@ -765,9 +765,19 @@ TEST_F(CommandTest, InfoSections) {
             Run({"INFO", "replication"}).find("role:master\r\nconnected_slaves:0"));
   // No keys: no db0 line, as Redis.
   EXPECT_EQ(std::string::npos, Run({"INFO", "keyspace"}).find("db0:"));
-  EXPECT_EQ("+OK\r\n", Run({"SET", "a", "1", "FENCE", "1"}));
-  EXPECT_NE(std::string::npos,
-            Run({"INFO", "keyspace"}).find("db0:keys=1,expires=0,avg_ttl=0\r\n"));
+  for (int i = 0; i < 20; ++i) {
+    ASSERT_EQ("+OK\r\n", Run({"SET", "k" + std::to_string(i), "1", "FENCE",
+                               "1"}));
+  }
+  // RocksDB's estimate: the engine's own tombstone (the I/O-error
+  // recovery's sentinel, written at open) counts -1.
+  const std::string keyspace = Run({"INFO", "keyspace"});
+  const size_t at = keyspace.find("db0:keys=");
+  ASSERT_NE(std::string::npos, at) << keyspace;
+  const int keys = std::stoi(keyspace.substr(at + 9));
+  EXPECT_GE(keys, 18);
+  EXPECT_LE(keys, 20);
+  EXPECT_NE(std::string::npos, keyspace.find(",expires=0,avg_ttl=0\r\n"));
   // Dispatch records nothing (the connections do); the counters show here.
   state_->command_stats->Record(LookupCommand("set") - AllCommands().data(),
                                  30, false);

@@ -689,8 +689,9 @@ void CmdInfo(ServerState& server, ClientState&, const Args& args,
   }
   if (want("keyspace")) {
     // RocksDB's estimate (rocksdb.estimate-num-keys), not an exact count
-    // (DBSIZE is, at O(keys)): overwrites and deletes not yet compacted
-    // away can make it differ.
+    // (DBSIZE is, at O(keys)): overwrites not yet compacted away, deleted
+    // keys that keep their token and the engine's own tombstones (the
+    // I/O-error recovery's sentinel, -1 each) make it differ.
     info += "# Keyspace\r\n";
     const uint64_t keys = IntProperty(server.db, "rocksdb.estimate-num-keys");
     if (keys > 0) {

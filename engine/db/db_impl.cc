@@ -313,7 +313,7 @@ bool DBImpl::GetProperty(std::string_view property, std::string* value) {
   }
   if (property == "fencedkv.tickers") {
     // Every RocksDB ticker, "name value" per line; false without
-    // Options::collect_statistics.
+    // Options::statistics.
     const rocksdb::Statistics* stats = db_->GetDBOptions().statistics.get();
     if (stats == nullptr) return false;
     value->clear();

@@ -8,6 +8,7 @@
 #include <memory>
 
 #include <gtest/gtest.h>
+#include <rocksdb/statistics.h>
 
 #include "db/db_impl.h"
 #include "fencedkv/db.h"
@@ -569,7 +570,7 @@ TEST(DBStatisticsTest, TickersWhenCollected) {
   test::TempDir dir;
   Options o;
   o.create_if_missing = true;
-  o.collect_statistics = true;
+  o.statistics = rocksdb::CreateDBStatistics();
   std::unique_ptr<DB> db;
   ASSERT_FENCEDKV_OK(DB::Open(o, dir.path(), &db));
   ASSERT_FENCEDKV_OK(db->Put(WriteOptions(), "k", "v", 1));

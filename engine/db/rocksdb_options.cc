@@ -9,7 +9,6 @@
 #include <rocksdb/filter_policy.h>
 #include <rocksdb/memtablerep.h>
 #include <rocksdb/slice_transform.h>
-#include <rocksdb/statistics.h>
 #include <rocksdb/table.h>
 
 namespace fencedkv {
@@ -57,11 +56,6 @@ Status BuildRocksDBOptions(const Options& options,
   db_options->keep_log_file_num = 5;
   db_options->WAL_ttl_seconds = options.wal_retention_seconds;
   db_options->WAL_size_limit_MB = options.wal_retention_mb;
-  if (options.collect_statistics) {
-    db_options->statistics = rocksdb::CreateDBStatistics();
-    db_options->statistics->set_stats_level(
-        rocksdb::StatsLevel::kExceptHistogramOrTimers);
-  }
   // Concurrent writers overlap: the next group writes the WAL while this one
   // fills the memtable. Without it two writer threads on two cores took
   // turns through the whole write, the waiting one spinning in sched_yield

@@ -213,7 +213,7 @@ class DB {
   // reads everything),
   // "fencedkv.fence-cache-bytes" (the fence cache's memory),
   // "fencedkv.tickers" (every RocksDB statistics ticker, "name value" per
-  // line; only with Options::collect_statistics),
+  // line; only with Options::statistics),
   // "fencedkv.aggregated.<rocksdb int property>" (summed over every column
   // family, e.g. "fencedkv.aggregated.rocksdb.cur-size-all-mem-tables"),
   // or any RocksDB property ("rocksdb.stats", "rocksdb.estimate-num-keys",

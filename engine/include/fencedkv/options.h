@@ -142,12 +142,6 @@ struct Options {
   uint64_t wal_retention_seconds = 0;
   uint64_t wal_retention_mb = 0;
 
-  // Collect RocksDB's statistics tickers (block cache hits and misses,
-  // stall time, ...: the "fencedkv.tickers" property). Tickers only, no
-  // histograms or timers: a few per-core counter increments per operation.
-  // Default: off. Not persisted.
-  bool collect_statistics = false;
-
   // Set on a replica, a database fed only by DB::ApplyLogBatch: the engine
   // then writes nothing of its own (the I/O-error recovery's empty-memtable
   // sentinel, docs/faults.md), so the replica's sequence numbers stay
