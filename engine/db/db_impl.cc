@@ -134,8 +134,7 @@ Status DBImpl::GetFenced(const ReadOptions& options, std::string_view key,
   Status s = ValidateKey(key);
   if (!s.ok()) return s;
   if (token == 0) {
-    return Status::InvalidArgument(
-        "invalid token 0: a fencing token is an integer in [1, 2^64-1]");
+    return InvalidTokenZero();
   }
   rocksdb::ReadOptions ro = ToRocks(options);
   // The domain max and the value must come from one snapshot (released

@@ -20,9 +20,6 @@ namespace fencedkv {
 
 namespace {
 
-constexpr char kInvalidTokenZero[] =
-    "invalid token 0: a fencing token is an integer in [1, 2^64-1]";
-
 rocksdb::Slice ToSlice(std::string_view s) {
   return rocksdb::Slice(s.data(), s.size());
 }
@@ -161,7 +158,7 @@ Status DBImpl::ValidateWriteOp(OpKind kind, std::string_view key,
                                    std::to_string(options_.max_value_size));
   }
   if (token == 0 && (kind == OpKind::kAdvance || !options_.allow_unfenced)) {
-    return Status::InvalidArgument(kInvalidTokenZero);
+    return InvalidTokenZero();
   }
   return CheckTokenSkew(token);
 }

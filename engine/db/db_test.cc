@@ -143,7 +143,7 @@ TEST_F(DBTest, PutGetAndFence) {
   }
 }
 
-TEST_F(DBTest, TheSeedStaleHolderIsRejectedAndChangesNothing) {
+TEST_F(DBTest, APausedHoldersStaleWriteIsRejectedAndChangesNothing) {
   while (ChangeOptions()) {
     SCOPED_TRACE(ConfigName());
     ASSERT_EQ("OK", Put("k", "from-A", 7 + 10));   // A, token 17

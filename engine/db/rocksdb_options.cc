@@ -59,7 +59,7 @@ Status BuildRocksDBOptions(const Options& options,
   // Concurrent writers overlap: the next group writes the WAL while this one
   // fills the memtable. Without it two writer threads on two cores took
   // turns through the whole write, the waiting one spinning in sched_yield
-  // (fillrandom --threads=2 went from ~125k to ~170k ops/s). A write still
+  // (fenced_bench fillrandom --threads=2 shows the difference). A write still
   // returns only once its own memtable insert is visible.
   db_options->enable_pipelined_write = true;
 

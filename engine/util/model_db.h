@@ -142,7 +142,7 @@ class ModelDB {
       result->old_values.assign(ops.size(), "");
     }
     for (const auto& [is_put, k, v, t] : ops) {
-      const std::string invalid = ValidateWrite(k, v, t);
+      std::string invalid = ValidateWrite(k, v, t);
       if (!invalid.empty()) return invalid;
     }
     if (ops.empty()) return "OK";
@@ -230,15 +230,14 @@ class ModelDB {
     return Reported(k);
   }
   std::string Get(const std::string& k) const {
-    const std::string invalid = ValidateKey(k);
+    std::string invalid = ValidateKey(k);
     if (!invalid.empty()) return invalid;
     auto it = data_.find(k);
     return it == data_.end() ? "NOT_FOUND" : it->second;
   }
   // DB::GetFenced; reads use the monotonic rule in both modes.
   std::string GetFenced(const std::string& k, Token t) {
-    const std::string invalid =
-        t == 0 ? std::string("INVALID") : ValidateKey(k);
+    std::string invalid = t == 0 ? std::string("INVALID") : ValidateKey(k);
     if (!invalid.empty()) return invalid;
     if (t < floor_) {
       ++stats_.rejected_reads;
@@ -259,7 +258,8 @@ class ModelDB {
   }
   std::string Contents() const {
     std::string out;
-    for (const auto& [k, v] : data_) out += k + "=" + v + ";";
+    for (const auto& [k, v] : data_)
+      out.append(k).append("=").append(v).append(";");
     return out;
   }
   // The token an iterator reports for k's value: the token of the write
