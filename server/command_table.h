@@ -148,6 +148,11 @@ void ReplyWrongArgs(std::string_view command, std::string* out);
 // error ("-ERR reply of more than N bytes (max_reply_bytes) ...") to *out.
 // Commands whose reply grows with the data check it while they build it.
 bool ReplyTooLarge(const ServerState& server, size_t bytes, std::string* out);
+// Matches `key` against `glob` into *matched. False, and the error reply
+// ("-ERR pattern too complex: ..."), if the match would cost more than its
+// budget (commands_kv.cc).
+bool MatchKey(const GlobPattern& glob, std::string_view key, bool* matched,
+              std::string* out);
 // Parses a token argument; on failure appends "-ERR invalid token ..." and
 // returns false.
 bool ParseTokenArg(std::string_view text, Token* token, std::string* out);

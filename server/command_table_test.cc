@@ -488,7 +488,9 @@ TEST_F(CommandTest, EveryCommandHasCategories) {
     EXPECT_NE(0u, c.categories) << c.name;
     const bool admin_only = (c.categories & kCatAdmin) != 0;
     const std::string name = c.name;
-    EXPECT_EQ(admin_only, name == "config" || name.rfind("fencedkv.", 0) == 0)
+    EXPECT_EQ(admin_only, name == "config" || name == "shutdown" ||
+                              name == "slowlog" ||
+                              name.rfind("fencedkv.", 0) == 0)
         << name;
   }
 }
@@ -543,6 +545,9 @@ TEST_F(CommandTest, KeyPositionsAndGetKeys) {
           {{"FENCE.ADVANCE", "k", "1"}, "*1\r\n$1\r\nk\r\n"},
           {{"FENCE.GET", "k"}, "*1\r\n$1\r\nk\r\n"},
           {{"FENCE.DOMAIN", "k"}, "*1\r\n$1\r\nk\r\n"},
+          {{"TYPE", "k"}, "*1\r\n$1\r\nk\r\n"},
+          {{"STRLEN", "k"}, "*1\r\n$1\r\nk\r\n"},
+          {{"MEMORY", "USAGE", "k"}, "*1\r\n$1\r\nk\r\n"},
       };
   std::set<std::string> covered;
   for (const auto& [call, keys] : calls) {
@@ -621,6 +626,177 @@ TEST_F(CommandTest, KeyPositionsAndGetKeys) {
   EXPECT_EQ("+PONG\r\n", Run({"PING"}));
 }
 
+// What redis-cli's --bigkeys and --memkeys ask: TYPE, STRLEN, MEMORY USAGE.
+TEST_F(CommandTest, TypeStrlenMemoryUsage) {
+  EXPECT_EQ("+OK\r\n", Run({"SET", "k", "hello", "FENCE", "300"}));
+  EXPECT_EQ("+string\r\n", Run({"TYPE", "k"}));
+  EXPECT_EQ("+none\r\n", Run({"TYPE", "nope"}));
+  EXPECT_EQ(":5\r\n", Run({"STRLEN", "k"}));
+  EXPECT_EQ(":0\r\n", Run({"STRLEN", "nope"}));
+  // key 1 + 8, value 1 + varint(300) 2 + 5, two 1-byte lengths.
+  EXPECT_EQ(":19\r\n", Run({"MEMORY", "USAGE", "k"}));
+  EXPECT_EQ(":19\r\n", Run({"memory", "usage", "k", "SAMPLES", "5"}));
+  EXPECT_EQ("$-1\r\n", Run({"MEMORY", "USAGE", "nope"}));
+  EXPECT_EQ("-ERR syntax error\r\n", Run({"MEMORY", "USAGE", "k", "X"}));
+  EXPECT_EQ(0u, Run({"MEMORY", "DOCTOR"}).rfind("-ERR unknown subcommand", 0));
+  EXPECT_EQ(0u, Run({"MEMORY", "HELP"}).rfind("*5\r\n", 0));
+  // A deleted key keeps its token and is "none".
+  EXPECT_EQ(":1\r\n", Run({"DEL", "k", "FENCE", "300"}));
+  EXPECT_EQ("+none\r\n", Run({"TYPE", "k"}));
+}
+
+TEST_F(CommandTest, LeaseList) {
+  EXPECT_EQ("*0\r\n", Run({"LEASE.LIST"}));
+  ASSERT_EQ(0u, Run({"LEASE.ACQUIRE", "orders", "A", "60000"}).rfind("*2", 0));
+  ASSERT_EQ(0u, Run({"LEASE.ACQUIRE", "billing", "B", "60000"}).rfind("*2", 0));
+  const std::string all = Run({"LEASE.LIST"});
+  EXPECT_EQ(0u, all.rfind("*2\r\n*5\r\n$7\r\nbilling\r\n$1\r\nB\r\n$1\r\n2\r\n:",
+                          0))
+      << all;
+  EXPECT_NE(std::string::npos,
+            all.find("*5\r\n$6\r\norders\r\n$1\r\nA\r\n$1\r\n1\r\n:"));
+  EXPECT_EQ(0u, Run({"LEASE.LIST", "o*"}).rfind("*1\r\n*5\r\n$6\r\norders", 0));
+  EXPECT_EQ("*0\r\n", Run({"LEASE.LIST", "x*"}));
+  EXPECT_EQ(0u, Run({"LEASE.LIST", "a", "b"}).rfind("-ERR wrong number", 0));
+  // Bounded by max_reply_bytes.
+  options_.max_reply_bytes = 60;
+  EXPECT_EQ(0u, Run({"LEASE.LIST"}).rfind("-ERR reply of more than 60 bytes", 0));
+}
+
+// SHUTDOWN, CLIENT KILL and SLOWLOG are operator commands; SHUTDOWN and
+// CLIENT KILL reach the server through ServerState's hooks.
+TEST_F(CommandTest, OperatorCommands) {
+  Open("key", false, "", "skiplist", "user op on >op ~* +@all\n");
+  for (const auto& call : std::vector<std::vector<std::string>>{
+           {"SHUTDOWN"}, {"CLIENT", "KILL", "ID", "1"}, {"SLOWLOG", "LEN"}}) {
+    EXPECT_EQ(0u, Run(call).rfind("-NOPERM", 0)) << call[0];
+  }
+  EXPECT_EQ("+OK\r\n", Run({"AUTH", "op", "op"}));
+  // Without the hooks (no server around): clear errors.
+  EXPECT_EQ(0u, Run({"SHUTDOWN"}).rfind("-ERR SHUTDOWN is not available", 0));
+  EXPECT_EQ(0u, Run({"CLIENT", "KILL", "ID", "1"}).rfind("-ERR CLIENT KILL", 0));
+  int shutdowns = 0;
+  state_->request_shutdown = [&shutdowns] {
+    ++shutdowns;
+    return true;
+  };
+  std::vector<KillFilter> kills;
+  state_->kill_clients = [&kills](const KillFilter& f) {
+    kills.push_back(f);
+    return size_t{2};
+  };
+  EXPECT_EQ("-ERR syntax error\r\n", Run({"SHUTDOWN", "SAVE", "NOSAVE"}));
+  EXPECT_EQ("-ERR No shutdown in progress.\r\n", Run({"SHUTDOWN", "ABORT"}));
+  EXPECT_EQ(0, shutdowns);
+  EXPECT_EQ("+OK\r\n", Run({"SET", "k", "v", "FENCE", "1"}));
+  std::string v;
+  ASSERT_TRUE(db_->GetProperty("rocksdb.num-files-at-level0", &v));
+  EXPECT_EQ("0", v);
+  EXPECT_EQ("", Run({"SHUTDOWN", "SAVE", "NOW"}));  // no reply, as Redis
+  EXPECT_EQ(1, shutdowns);
+  EXPECT_TRUE(client_.close_after_reply);
+  client_.close_after_reply = false;
+  ASSERT_TRUE(db_->GetProperty("rocksdb.num-files-at-level0", &v));
+  EXPECT_EQ("1", v);  // SAVE flushed the memtable
+
+  client_.id = 9;
+  EXPECT_EQ(":2\r\n", Run({"CLIENT", "KILL", "ID", "5", "USER", "op", "ADDR",
+                            "1.2.3.4:5", "SKIPME", "no"}));
+  ASSERT_EQ(1u, kills.size());
+  EXPECT_EQ(5u, kills[0].id.value());
+  EXPECT_EQ("op", kills[0].user.value());
+  EXPECT_EQ("1.2.3.4:5", kills[0].addr.value());
+  EXPECT_FALSE(kills[0].skipme);
+  EXPECT_EQ(9u, kills[0].self);
+  EXPECT_EQ("+OK\r\n", Run({"CLIENT", "KILL", "1.2.3.4:5"}));  // old form
+  EXPECT_TRUE(kills[1].addr.has_value());
+  EXPECT_FALSE(kills[1].id.has_value());
+  EXPECT_EQ(":0\r\n", Run({"CLIENT", "KILL", "TYPE", "master"}));
+  EXPECT_EQ(2u, kills.size());  // nothing asked for
+  EXPECT_EQ("-ERR client-id should be greater than 0\r\n",
+            Run({"CLIENT", "KILL", "ID", "0"}));
+  EXPECT_EQ("-ERR No such user 'nobody'\r\n",
+            Run({"CLIENT", "KILL", "USER", "nobody"}));
+  EXPECT_EQ("-ERR syntax error\r\n", Run({"CLIENT", "KILL", "ID", "1", "USER"}));
+  EXPECT_EQ("-ERR syntax error\r\n",
+            Run({"CLIENT", "KILL", "SKIPME", "maybe"}));
+
+  // The slow log is filled by the connections (tests/redis_tools_test.sh);
+  // here: its replies.
+  EXPECT_EQ(":0\r\n", Run({"SLOWLOG", "LEN"}));
+  EXPECT_EQ("*0\r\n", Run({"SLOWLOG", "GET"}));
+  EXPECT_EQ("+OK\r\n", Run({"SLOWLOG", "RESET"}));
+  EXPECT_EQ(0u, Run({"SLOWLOG", "HELP"}).rfind("*12\r\n", 0));
+  EXPECT_EQ(0u, Run({"SLOWLOG", "GET", "-2"}).rfind("-ERR count should be", 0));
+  EXPECT_EQ(0u, Run({"SLOWLOG", "NOPE"}).rfind("-ERR unknown subcommand", 0));
+  EXPECT_EQ("*4\r\n$23\r\nslowlog-log-slower-than\r\n$5\r\n10000\r\n"
+            "$15\r\nslowlog-max-len\r\n$3\r\n128\r\n",
+            Run({"CONFIG", "GET", "slowlog*"}));
+}
+
+// INFO's sections as Redis 7 names them; commandstats and latencystats only
+// when asked for (or "all").
+TEST_F(CommandTest, InfoSections) {
+  auto sections = [this](std::vector<std::string> words) {
+    std::string out = Run(std::move(words)), names;
+    for (size_t at = out.find("# "); at != std::string::npos;
+         at = out.find("# ", at + 1)) {
+      names += out.substr(at + 2, out.find('\r', at) - at - 2) + " ";
+    }
+    return names;
+  };
+  EXPECT_EQ("Server Clients Memory Stats Persistence Replication Fencing "
+            "Errorstats Keyspace ",
+            sections({"INFO"}));
+  EXPECT_EQ("Memory Keyspace ", sections({"INFO", "memory", "keyspace"}));
+  EXPECT_EQ("Commandstats Latencystats ",
+            sections({"INFO", "commandstats", "latencystats"}));
+  EXPECT_NE(std::string::npos, sections({"INFO", "all"}).find("Latencystats"));
+  const std::string memory = Run({"INFO", "memory"});
+  for (const char* field :
+       {"used_memory:", "used_memory_human:", "used_memory_rss:",
+        "used_memory_rss_human:", "used_memory_peak:",
+        "rocksdb_memtables_bytes:", "rocksdb_block_cache_bytes:",
+        "rocksdb_table_readers_bytes:", "fence_cache_bytes:"}) {
+    EXPECT_NE(std::string::npos, memory.find(std::string("\r\n") + field))
+        << field;
+  }
+  EXPECT_NE(std::string::npos,
+            Run({"INFO", "replication"}).find("role:master\r\nconnected_slaves:0"));
+  // No keys: no db0 line, as Redis.
+  EXPECT_EQ(std::string::npos, Run({"INFO", "keyspace"}).find("db0:"));
+  for (int i = 0; i < 20; ++i) {
+    ASSERT_EQ("+OK\r\n", Run({"SET", "k" + std::to_string(i), "1", "FENCE",
+                               "1"}));
+  }
+  // RocksDB's estimate: the engine's own tombstone (the I/O-error
+  // recovery's sentinel, written at open) counts -1.
+  const std::string keyspace = Run({"INFO", "keyspace"});
+  const size_t at = keyspace.find("db0:keys=");
+  ASSERT_NE(std::string::npos, at) << keyspace;
+  const int keys = std::stoi(keyspace.substr(at + 9));
+  EXPECT_GE(keys, 18);
+  EXPECT_LE(keys, 20);
+  EXPECT_NE(std::string::npos, keyspace.find(",expires=0,avg_ttl=0\r\n"));
+  // Dispatch records nothing (the connections do); the counters show here.
+  state_->command_stats->Record(LookupCommand("set") - AllCommands().data(),
+                                 30, false);
+  EXPECT_NE(std::string::npos,
+            Run({"INFO", "commandstats"})
+                .find("cmdstat_set:calls=1,usec=30,usec_per_call=30.00,"
+                      "rejected_calls=0,failed_calls=0\r\n"));
+  EXPECT_NE(std::string::npos,
+            Run({"INFO", "latencystats"})
+                .find("latency_percentiles_usec_set:p50=31.000,p99=31.000,"
+                      "p99.9=31.000\r\n"))
+      << "30 us is in the bucket [30, 32)";
+  Open("key", false, "", "skiplist", "user op on >op ~* +@all\n");
+  EXPECT_EQ("+OK\r\n", Run({"AUTH", "op", "op"}));
+  state_->command_stats->Record(0, 30, false);
+  EXPECT_EQ("+OK\r\n", Run({"CONFIG", "RESETSTAT"}));
+  EXPECT_EQ(0u, state_->command_stats->Get(0, false).calls);
+}
+
 TEST_F(CommandTest, CommandList) {
   const std::string all = Run({"COMMAND", "LIST"});
   EXPECT_EQ(0u, all.rfind("*" + std::to_string(AllCommands().size()) + "\r\n", 0));
@@ -632,7 +808,7 @@ TEST_F(CommandTest, CommandList) {
   EXPECT_EQ(Run({"COMMAND", "LIST", "FILTERBY", "ACLCAT", "lease"}),
             Run({"COMMAND", "LIST", "FILTERBY", "ACLCAT", "@lease"}));
   EXPECT_EQ(0u, Run({"COMMAND", "LIST", "FILTERBY", "ACLCAT", "lease"})
-                    .rfind("*4\r\n$13\r\nlease.acquire\r\n", 0));
+                    .rfind("*5\r\n$13\r\nlease.acquire\r\n", 0));
   EXPECT_EQ("*0\r\n", Run({"COMMAND", "LIST", "FILTERBY", "MODULE", "x"}));
   EXPECT_EQ("-ERR syntax error\r\n", Run({"COMMAND", "LIST", "FILTERBY"}));
 }

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdio>
+#include <cstdlib>
 
 #include <unistd.h>
 
@@ -14,6 +16,7 @@
 #include "fencedkv/version.h"
 
 #include "command_table.h"
+#include "process_memory.h"
 #include "resp_writer.h"
 
 namespace fencedkv {
@@ -155,6 +158,79 @@ void CmdHello(ServerState& server, ClientState& client, const Args& args,
   resp::ArrayHeader(out, 0);
 }
 
+// CLIENT KILL ip:port (+OK, or an error if no such client), or CLIENT KILL
+// with filters (ID id, ADDR ip:port, USER name, SKIPME yes|no, TYPE normal):
+// how many connections match them all. Each is closed by its own io loop,
+// after the replies it has ready.
+void ClientKill(ServerState& server, ClientState& client, const Args& args,
+                std::string* out) {
+  if (!server.kill_clients) {
+    resp::Error(out, "ERR CLIENT KILL is not available here");
+    return;
+  }
+  KillFilter filter;
+  filter.self = client.id;
+  if (args.size() == 3) {  // the old form: the address, itself included
+    filter.addr = std::string(args[2]);
+    filter.skipme = false;
+    if (server.kill_clients(filter) == 0) {
+      resp::Error(out, "ERR No such client");
+    } else {
+      resp::Simple(out, "OK");
+    }
+    return;
+  }
+  if (args.size() % 2 != 0) {
+    resp::Error(out, "ERR syntax error");
+    return;
+  }
+  bool none = false;  // a filter no connection can match (TYPE master)
+  for (size_t i = 2; i + 1 < args.size(); i += 2) {
+    const std::string opt = Lower(args[i]);
+    const std::string_view v = args[i + 1];
+    if (opt == "id") {
+      int64_t id = 0;
+      if (!ParseInt64Arg(v, &id, out)) return;
+      if (id <= 0) {
+        resp::Error(out, "ERR client-id should be greater than 0");
+        return;
+      }
+      filter.id = static_cast<uint64_t>(id);
+    } else if (opt == "addr") {
+      filter.addr = std::string(v);
+    } else if (opt == "user") {
+      if (server.acl().users().count(std::string(v)) == 0) {
+        resp::Error(out, "ERR No such user '" + EscapeBytes(v.substr(0, 64)) +
+                             "'");
+        return;
+      }
+      filter.user = std::string(v);
+    } else if (opt == "skipme") {
+      const std::string yes = Lower(v);
+      if (yes != "yes" && yes != "no") {
+        resp::Error(out, "ERR syntax error");
+        return;
+      }
+      filter.skipme = yes == "yes";
+    } else if (opt == "type") {
+      const std::string type = Lower(v);
+      if (type == "master" || type == "replica" || type == "slave" ||
+          type == "pubsub") {
+        none = true;  // fencedkv's clients are all "normal"
+      } else if (type != "normal") {
+        resp::Error(out, "ERR Unknown client type '" +
+                             EscapeBytes(v.substr(0, 64)) + "'");
+        return;
+      }
+    } else {
+      resp::Error(out, "ERR syntax error");
+      return;
+    }
+  }
+  resp::Integer(out, none ? 0
+                          : static_cast<int64_t>(server.kill_clients(filter)));
+}
+
 void CmdClient(ServerState& server, ClientState& client, const Args& args,
                std::string* out) {
   const std::string sub = Lower(args[1]);
@@ -179,6 +255,8 @@ void CmdClient(ServerState& server, ClientState& client, const Args& args,
   } else if (sub == "info" && args.size() == 2) {
     resp::Bulk(out, "id=" + std::to_string(client.id) + " addr=" + client.addr +
                         " name=" + client.name + " db=0\n");
+  } else if (sub == "kill" && args.size() >= 3) {
+    ClientKill(server, client, args, out);
   } else if (sub == "setinfo" && args.size() == 4) {
     resp::Simple(out, "OK");  // redis-py sends lib-name / lib-ver
   } else {
@@ -389,6 +467,9 @@ void CmdConfig(ServerState& server, ClientState&, const Args& args,
         {"appendfsync", o.sync ? "always" : "no"},
         {"proto-max-bulk-len", std::to_string(o.limits.max_request_bytes)},
         {"requirepass", o.requirepass.empty() ? "" : "********"},
+        {"slowlog-log-slower-than",
+         std::to_string(o.slowlog_log_slower_than)},
+        {"slowlog-max-len", std::to_string(o.slowlog_max_len)},
     };
     std::vector<std::pair<std::string, std::string>> hits;
     for (const auto& kv : config) {
@@ -408,6 +489,7 @@ void CmdConfig(ServerState& server, ClientState&, const Args& args,
     resp::Error(out, "ERR CONFIG SET is not supported: restart fencedkv-server "
                      "with the flag instead (see --help)");
   } else if (sub == "resetstat" && args.size() == 2) {
+    server.command_stats->Reset();
     resp::Simple(out, "OK");
   } else {
     resp::Error(out, "ERR unknown subcommand or wrong number of arguments for '" +
@@ -415,12 +497,30 @@ void CmdConfig(ServerState& server, ClientState&, const Args& args,
   }
 }
 
+// A RocksDB integer property, or 0 if the engine does not know it.
+uint64_t IntProperty(DB* db, std::string_view property) {
+  std::string v;
+  if (!db->GetProperty(property, &v)) return 0;
+  return std::strtoull(v.c_str(), nullptr, 10);
+}
+
+// INFO's sections. Redis' default set leaves out commandstats and
+// latencystats; "all" and "everything" have them.
 void CmdInfo(ServerState& server, ClientState&, const Args& args,
              std::string* out) {
-  std::string section = args.size() > 1 ? Lower(args[1]) : "default";
-  const bool all = section == "default" || section == "all" || section == "everything";
+  std::vector<std::string> asked;
+  for (size_t i = 1; i < args.size(); ++i) asked.push_back(Lower(args[i]));
+  if (asked.empty()) asked.push_back("default");
+  bool all = false, by_default = false;
+  for (const auto& a : asked) {
+    if (a == "all" || a == "everything") all = true;
+    if (a == "default") by_default = true;
+  }
   std::string info;
-  auto want = [&](const char* s) { return all || section == s; };
+  auto want = [&](const char* s, bool in_default = true) {
+    if (all || (by_default && in_default)) return true;
+    return std::find(asked.begin(), asked.end(), s) != asked.end();
+  };
   auto line = [&](const std::string& k, const std::string& v) {
     info += k + ":" + v + "\r\n";
   };
@@ -444,6 +544,39 @@ void CmdInfo(ServerState& server, ClientState&, const Args& args,
     info += "# Clients\r\n";
     line("connected_clients", std::to_string(st.connected.load()));
     line("maxclients", std::to_string(server.options->maxclients));
+    line("blocked_clients", "0");  // no blocking commands
+    info += "\r\n";
+  }
+  if (want("memory")) {
+    // used_memory is the allocator's (glibc malloc) bytes in use; RocksDB's
+    // memtables, block cache and table readers are part of it, and shown
+    // apart below.
+    const uint64_t used = NotePeakMemory(&server);
+    const uint64_t rss = RssBytes();
+    const uint64_t peak = server.peak_memory.load(std::memory_order_relaxed);
+    info += "# Memory\r\n";
+    line("used_memory", std::to_string(used));
+    line("used_memory_human", HumanBytes(used));
+    line("used_memory_rss", std::to_string(rss));
+    line("used_memory_rss_human", HumanBytes(rss));
+    line("used_memory_peak", std::to_string(peak));
+    line("used_memory_peak_human", HumanBytes(peak));
+    line("maxmemory", "0");
+    line("mem_allocator", "libc");
+    DB* db = server.db;
+    line("rocksdb_memtables_bytes",
+         std::to_string(IntProperty(
+             db, "fencedkv.aggregated.rocksdb.cur-size-all-mem-tables")));
+    line("rocksdb_block_cache_bytes",
+         std::to_string(IntProperty(db, "rocksdb.block-cache-usage")));
+    line("rocksdb_block_cache_capacity",
+         std::to_string(IntProperty(db, "rocksdb.block-cache-capacity")));
+    line("rocksdb_table_readers_bytes",
+         std::to_string(IntProperty(
+             db, "fencedkv.aggregated.rocksdb.estimate-table-readers-mem")));
+    line("fence_cache_bytes",
+         std::to_string(IntProperty(db, "fencedkv.fence-cache-bytes")));
+    line("scan_cursor_bytes", std::to_string(server.cursors.bytes()));
     info += "\r\n";
   }
   if (want("stats")) {
@@ -469,6 +602,12 @@ void CmdInfo(ServerState& server, ClientState&, const Args& args,
     if (server.db->GetProperty("rocksdb.cur-size-all-mem-tables", &v)) {
       line("rocksdb_memtable_bytes", v);
     }
+    info += "\r\n";
+  }
+  if (want("replication")) {
+    info += "# Replication\r\n";
+    line("role", "master");
+    line("connected_slaves", "0");
     info += "\r\n";
   }
   if (want("fencing")) {
@@ -500,6 +639,66 @@ void CmdInfo(ServerState& server, ClientState&, const Args& args,
     }
     info += "\r\n";
   }
+  const CommandStats& cs = *server.command_stats;
+  const auto& commands = AllCommands();
+  if (want("commandstats", false)) {
+    info += "# Commandstats\r\n";
+    for (size_t i = 0; i < commands.size(); ++i) {
+      const CommandStats::Totals t = cs.Get(i, false);
+      if (t.calls == 0 && t.rejected == 0 && t.failed == 0) continue;
+      char per_call[32];
+      std::snprintf(per_call, sizeof(per_call), "%.2f",
+                    t.calls == 0 ? 0.0
+                                 : static_cast<double>(t.usec) /
+                                       static_cast<double>(t.calls));
+      line(std::string("cmdstat_") + commands[i].name,
+           "calls=" + std::to_string(t.calls) +
+               ",usec=" + std::to_string(t.usec) +
+               ",usec_per_call=" + per_call +
+               ",rejected_calls=" + std::to_string(t.rejected) +
+               ",failed_calls=" + std::to_string(t.failed));
+    }
+    info += "\r\n";
+  }
+  if (want("errorstats")) {
+    info += "# Errorstats\r\n";
+    for (int c = 0; c < CommandStats::kNumErrorCodes; ++c) {
+      const auto code = static_cast<CommandStats::ErrorCode>(c);
+      const uint64_t n = cs.Errors(code);
+      if (n == 0) continue;
+      line(std::string("errorstat_") + CommandStats::ErrorCodeName(code),
+           "count=" + std::to_string(n));
+    }
+    info += "\r\n";
+  }
+  if (want("latencystats", false)) {
+    // Redis 7's percentiles (latency-tracking-info-percentiles "50 99
+    // 99.9"); each the largest value of its histogram bucket (within 12.5%).
+    info += "# Latencystats\r\n";
+    for (size_t i = 0; i < commands.size(); ++i) {
+      const CommandStats::Totals t = cs.Get(i, true);
+      if (t.calls == 0) continue;
+      char v[128];
+      std::snprintf(v, sizeof(v), "p50=%.3f,p99=%.3f,p99.9=%.3f",
+                    CommandStats::Percentile(t.histogram, 0.50),
+                    CommandStats::Percentile(t.histogram, 0.99),
+                    CommandStats::Percentile(t.histogram, 0.999));
+      line(std::string("latency_percentiles_usec_") + commands[i].name, v);
+    }
+    info += "\r\n";
+  }
+  if (want("keyspace")) {
+    // RocksDB's estimate (rocksdb.estimate-num-keys), not an exact count
+    // (DBSIZE is, at O(keys)): overwrites not yet compacted away, deleted
+    // keys that keep their token and the engine's own tombstones (the
+    // I/O-error recovery's sentinel, -1 each) make it differ.
+    info += "# Keyspace\r\n";
+    const uint64_t keys = IntProperty(server.db, "rocksdb.estimate-num-keys");
+    if (keys > 0) {
+      line("db0", "keys=" + std::to_string(keys) + ",expires=0,avg_ttl=0");
+    }
+    info += "\r\n";
+  }
   resp::Bulk(out, info);
 }
 
@@ -507,6 +706,93 @@ void CmdFlush(ServerState&, ClientState&, const Args& args, std::string* out) {
   resp::Error(out, "ERR " + Lower(args[0]) +
                        " is not supported: every write needs a fencing token; "
                        "delete keys with DEL ... FENCE <token>");
+}
+
+// SHUTDOWN [NOSAVE|SAVE] [NOW] [FORCE]: stops the server as SIGTERM does
+// (every acknowledged write is in the WAL). SAVE first flushes the
+// memtables, so the next start replays no WAL; NOW and FORCE change nothing
+// (there is no save to wait for or to fail). No reply: the connection
+// closes, as in Redis.
+void CmdShutdown(ServerState& server, ClientState& client, const Args& args,
+                 std::string* out) {
+  bool save = false, nosave = false;
+  for (size_t i = 1; i < args.size(); ++i) {
+    if (EqualsIgnoreCase(args[i], "SAVE")) {
+      save = true;
+    } else if (EqualsIgnoreCase(args[i], "NOSAVE")) {
+      nosave = true;
+    } else if (EqualsIgnoreCase(args[i], "ABORT")) {
+      resp::Error(out, "ERR No shutdown in progress.");
+      return;
+    } else if (!EqualsIgnoreCase(args[i], "NOW") &&
+               !EqualsIgnoreCase(args[i], "FORCE")) {
+      resp::Error(out, "ERR syntax error");
+      return;
+    }
+  }
+  if (save && nosave) {
+    resp::Error(out, "ERR syntax error");
+    return;
+  }
+  if (!server.request_shutdown) {
+    resp::Error(out, "ERR SHUTDOWN is not available: stop the process that "
+                     "embeds this server");
+    return;
+  }
+  if (save) {
+    Status s = server.db->Flush();
+    if (!s.ok()) {
+      resp::Error(out, "ERR Errors trying to SHUTDOWN: " + s.ToString());
+      return;
+    }
+  }
+  server.request_shutdown();
+  client.close_after_reply = true;
+}
+
+// SLOWLOG GET [count] | LEN | RESET | HELP.
+void CmdSlowlog(ServerState& server, ClientState&, const Args& args,
+                std::string* out) {
+  const std::string sub = Lower(args[1]);
+  if (sub == "get" && args.size() <= 3) {
+    int64_t n = 10;
+    if (args.size() == 3) {
+      if (!ParseInt64Arg(args[2], &n, out)) return;
+      if (n < -1) {
+        resp::Error(out, "ERR count should be greater than or equal to -1");
+        return;
+      }
+    }
+    server.slowlog.Reply(n, out);
+  } else if (sub == "len" && args.size() == 2) {
+    resp::Integer(out, static_cast<int64_t>(server.slowlog.Len()));
+  } else if (sub == "reset" && args.size() == 2) {
+    server.slowlog.Reset();
+    resp::Simple(out, "OK");
+  } else if (sub == "help" && args.size() == 2) {
+    static const char* const kHelp[] = {
+        "SLOWLOG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+        "GET [<count>]",
+        "    Return top <count> entries from the slowlog (default: 10, -1 "
+        "mean all).",
+        "    Entries are made of:",
+        "    id, timestamp, time in microseconds, arguments array, client IP "
+        "and port,",
+        "    client name",
+        "LEN",
+        "    Return the length of the slowlog.",
+        "RESET",
+        "    Reset the slowlog.",
+        "HELP",
+        "    Prints this help."};
+    resp::ArrayHeader(out, std::size(kHelp));
+    for (const char* line : kHelp) resp::Simple(out, line);
+  } else {
+    resp::Error(out,
+                "ERR unknown subcommand or wrong number of arguments for '" +
+                    EscapeBytes(args[1].substr(0, 64)) +
+                    "'. Try SLOWLOG HELP.");
+  }
 }
 
 }  // namespace
@@ -521,11 +807,20 @@ void AppendAdminCommands(std::vector<CommandSpec>* t) {
   // CLIENT LIST shows every connection: @admin, as in Redis.
   t->push_back({"client", CmdClient, -2, 0, {}, kCatConnection,
                 [](const Args& args) -> const char* {
-                  return EqualsIgnoreCase(args[1], "list")
-                             ? "'client|list' command"
-                             : nullptr;
+                  if (EqualsIgnoreCase(args[1], "list")) {
+                    return "'client|list' command";
+                  }
+                  if (EqualsIgnoreCase(args[1], "kill")) {
+                    return "'client|kill' command";
+                  }
+                  return nullptr;
                 },
                 kCatConnection});
+  t->push_back({"shutdown", CmdShutdown, -1, kCmdAdmin, {},
+                kCatAdmin | kCatDangerous});
+  // The slow log shows other clients' arguments: @admin, as in Redis.
+  t->push_back({"slowlog", CmdSlowlog, -2, kCmdAdmin, {},
+                kCatAdmin | kCatDangerous});
   t->push_back({"acl", CmdAcl, -2, 0, {}, kCatConnection, AclAdminForm, 0});
   t->push_back({"command", CmdCommand, -1, 0, {}, kCatConnection});
   t->push_back(

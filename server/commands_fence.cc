@@ -146,6 +146,49 @@ void CmdLeaseInfo(ServerState& server, ClientState&, const Args& args,
   }
 }
 
+// LEASE.LIST [pattern]: the leases held now whose names match (all by
+// default), in name order, each [name, holder, token, ttl_ms,
+// expires_at_ms]. The lease service waits meanwhile; the reply is bounded by
+// max_reply_bytes (then an error: ask with a narrower pattern).
+void CmdLeaseList(ServerState& server, ClientState&, const Args& args,
+                  std::string* out) {
+  if (args.size() > 2) {
+    ReplyWrongArgs("lease.list", out);
+    return;
+  }
+  const GlobPattern glob(args.size() == 2 ? args[1] : std::string_view("*"));
+  std::string body;
+  size_t n = 0;
+  bool failed = false;
+  std::string error;
+  server.leases->List("", [&](const LeaseGrant& g) {
+    bool matched;
+    if (!MatchKey(glob, g.name, &matched, &error)) {
+      failed = true;
+      return false;
+    }
+    if (!matched) return true;
+    resp::ArrayHeader(&body, 5);
+    resp::Bulk(&body, g.name);
+    resp::Bulk(&body, g.holder);
+    resp::BulkNumber(&body, g.token);
+    resp::Integer(&body, g.ttl_ms);
+    resp::Integer(&body, g.expires_at_ms);
+    ++n;
+    if (ReplyTooLarge(server, body.size(), &error)) {
+      failed = true;
+      return false;
+    }
+    return true;
+  });
+  if (failed) {
+    out->append(error);
+    return;
+  }
+  resp::ArrayHeader(out, n);
+  out->append(body);
+}
+
 }  // namespace
 
 void AppendFenceCommands(std::vector<CommandSpec>* t) {
@@ -173,6 +216,8 @@ void AppendFenceCommands(std::vector<CommandSpec>* t) {
   t->push_back({"lease.release", CmdLeaseRelease, 4, kCmdWrite, {},
                 kCatWrite | kCatLease});
   t->push_back({"lease.info", CmdLeaseInfo, 2, kCmdReadOnly, {},
+                kCatRead | kCatLease});
+  t->push_back({"lease.list", CmdLeaseList, -1, kCmdReadOnly, {},
                 kCatRead | kCatLease});
 }
 

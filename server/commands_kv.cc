@@ -130,6 +130,101 @@ void CmdGet(ServerState& server, ClientState&, const Args& args,
   }
 }
 
+// TYPE key: "string" if it has a value, else "none" (fencedkv stores
+// strings only; a deleted key that keeps its token is "none").
+void CmdType(ServerState& server, ClientState&, const Args& args,
+             std::string* out) {
+  std::string value;
+  Status s = server.db->Get(ReadOptions(), args[1], &value);
+  if (s.ok()) {
+    resp::Simple(out, "string");
+  } else if (s.IsNotFound()) {
+    resp::Simple(out, "none");
+  } else {
+    ReplyStatus(s, out);
+  }
+}
+
+void CmdStrlen(ServerState& server, ClientState&, const Args& args,
+               std::string* out) {
+  std::string value;
+  Status s = server.db->Get(ReadOptions(), args[1], &value);
+  if (s.ok()) {
+    resp::Integer(out, static_cast<int64_t>(value.size()));
+  } else if (s.IsNotFound()) {
+    resp::Integer(out, 0);
+  } else {
+    ReplyStatus(s, out);
+  }
+}
+
+size_t VarintLength(uint64_t v) {
+  size_t n = 1;
+  while (v >= 128) {
+    v >>= 7;
+    ++n;
+  }
+  return n;
+}
+
+// MEMORY USAGE key [SAMPLES n]: an estimate of the key's record, in bytes,
+// as RocksDB encodes it in a memtable or an uncompressed data block: the
+// internal key (the key and RocksDB's 8-byte sequence number and type), the
+// value with fencedkv's header (a kind byte and the token as a varint), and
+// both lengths as varints. Not counted: a share of index and filter blocks,
+// copies in the block cache, older versions not yet compacted, compression,
+// and (with domain functions other than `key`) the domain's fence record,
+// which its keys share. nil if the key has no value, as Redis. SAMPLES is
+// accepted and ignored (a string has nothing to sample).
+void CmdMemory(ServerState& server, ClientState&, const Args& args,
+               std::string* out) {
+  if (EqualsIgnoreCase(args[1], "HELP") && args.size() == 2) {
+    static const char* const kHelp[] = {
+        "MEMORY <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+        "USAGE <key> [SAMPLES <count>]",
+        "    Estimate of the bytes of the key's record (see README).",
+        "HELP",
+        "    Print this help."};
+    resp::ArrayHeader(out, std::size(kHelp));
+    for (const char* line : kHelp) resp::Simple(out, line);
+    return;
+  }
+  if (!EqualsIgnoreCase(args[1], "USAGE") || args.size() < 3) {
+    resp::Error(out,
+                "ERR unknown subcommand or wrong number of arguments for '" +
+                    EscapeBytes(args[1].substr(0, 64)) +
+                    "'. Try MEMORY HELP.");
+    return;
+  }
+  if (args.size() != 3 &&
+      !(args.size() == 5 && EqualsIgnoreCase(args[3], "SAMPLES"))) {
+    resp::Error(out, "ERR syntax error");
+    return;
+  }
+  if (args.size() == 5) {
+    int64_t samples;
+    if (!ParseInt64Arg(args[4], &samples, out)) return;
+  }
+  std::string value;
+  Status s = server.db->Get(ReadOptions(), args[2], &value);
+  if (s.IsNotFound()) {
+    resp::Null(out);
+    return;
+  }
+  Token token = 0;
+  if (s.ok()) s = server.db->GetFence(args[2], &token);
+  if (!s.ok()) {
+    ReplyStatus(s, out);
+    return;
+  }
+  const size_t internal_key = args[2].size() + 8;
+  const size_t stored_value = 1 + VarintLength(token) + value.size();
+  resp::Integer(out, static_cast<int64_t>(
+                         internal_key + stored_value +
+                         VarintLength(internal_key) +
+                         VarintLength(stored_value)));
+}
+
 void CmdExists(ServerState& server, ClientState&, const Args& args,
                std::string* out) {
   int64_t n = 0;
@@ -168,8 +263,9 @@ void CmdMget(ServerState& server, ClientState&, const Args& args,
 
 // A bulk string's framing in a reply: "$<length>\r\n" and "\r\n".
 constexpr size_t kBulkOverhead = 16;
-// Matches `key` against `glob` into *matched. False, and the error reply,
-// if the match would cost more than its budget.
+
+}  // namespace
+
 bool MatchKey(const GlobPattern& glob, std::string_view key, bool* matched,
               std::string* out) {
   const GlobPattern::Result m = glob.Match(key);
@@ -184,6 +280,8 @@ bool MatchKey(const GlobPattern& glob, std::string_view key, bool* matched,
   *matched = m == GlobPattern::Result::kMatch;
   return true;
 }
+
+namespace {
 
 ReadOptions ScanOptions() {
   ReadOptions ro;
@@ -321,6 +419,11 @@ void AppendKvCommands(std::vector<CommandSpec>* t) {
   t->push_back({"mset", CmdWrite, -3, kCmdWrite | kCmdMulti | kCmdMovableKeys,
                 {1, -3, 2}, kCatWrite});
   t->push_back({"exists", CmdExists, -2, kCmdReadOnly, {1, -1, 1}, kCatRead});
+  t->push_back({"type", CmdType, 2, kCmdReadOnly, {1, 1, 1},
+                kCatRead | kCatKeyspace});
+  t->push_back({"strlen", CmdStrlen, 2, kCmdReadOnly, {1, 1, 1}, kCatRead});
+  // MEMORY USAGE key: the key is the third word.
+  t->push_back({"memory", CmdMemory, -2, kCmdReadOnly, {2, 2, 1}, kCatRead});
   t->push_back({"mget", CmdMget, -2, kCmdReadOnly, {1, -1, 1}, kCatRead});
   t->push_back({"scan", CmdScan, -2, kCmdReadOnly | kCmdIterates, {},
                 kCatRead | kCatKeyspace});

@@ -34,6 +34,20 @@ constexpr size_t kMaxJob = 1024;
 constexpr size_t kMaxJobBytes = 4 << 20;
 // Batches and values are reused; one grown past this is not kept.
 constexpr size_t kKeepBatchBytes = 64 << 10;
+
+uint64_t UsecSince(std::chrono::steady_clock::time_point t0) {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::microseconds>(
+          std::chrono::steady_clock::now() - t0)
+          .count());
+}
+// A write for the rejected-writes counters: a mutation, or EXEC (its
+// mutations).
+bool IsWrite(const CommandSpec* cmd) {
+  return cmd != nullptr &&
+         ((cmd->flags & kCmdWrite) != 0 || (cmd->categories & kCatWrite) != 0 ||
+          std::string_view(cmd->name) == "exec");
+}
 }  // namespace
 
 int64_t NowMs() {
@@ -111,6 +125,19 @@ void Connection::Describe(int64_t now_ms, int64_t now_steady_ms,
               (user != nullptr ? user->name() : std::string()) + "\n");
 }
 
+bool Connection::Matches(const KillFilter& filter) const {
+  if (filter.skipme && client_.id == filter.self) return false;
+  if (filter.id.has_value() && *filter.id != client_.id) return false;
+  if (filter.addr.has_value() && *filter.addr != client_.addr) return false;
+  if (filter.user.has_value()) {
+    MutexLock lock(&info_mu_);
+    if (shown_user_ == nullptr || shown_user_->name() != *filter.user) {
+      return false;
+    }
+  }
+  return true;
+}
+
 void Connection::CheckTimeouts(int64_t now_steady_ms) {
   if (closed_ || reads_pending_ || job_n_ > 0) return;
   const ServerOptions& o = server_->options_;
@@ -138,11 +165,33 @@ void Connection::AppendJob(std::vector<const WriteBatch*>* out) const {
 }
 
 void Connection::OnJobDone(const Status* statuses) {
+  const uint64_t usec = UsecSince(job_start_);
   for (size_t i = 0; i < job_n_; ++i) {
+    const size_t before = out_.size();
     if (statuses[i].ok()) {
       out_.append("+OK\r\n", 5);
     } else {
       resp::Error(&out_, ErrorLine(statuses[i]));
+    }
+    if (CountCall(job_cmd_[i], false, usec,
+                  std::string_view(out_).substr(before))) {
+      // Its words again, from its batch: SET k v FENCE t / MSET k v ...
+      const WriteBatch& b = job_[i];
+      std::vector<std::string> words{job_cmd_[i]->name};
+      for (size_t j = 0; j < b.Count() && words.size() < SlowLog::kMaxArgs;
+           ++j) {
+        const WriteBatch::Op op = b.Get(j);
+        words.emplace_back(op.key);
+        words.emplace_back(op.value);
+      }
+      const std::string token =
+          std::to_string(b.Count() > 0 ? b.Get(0).token : 0);
+      const size_t argc = 1 + 2 * b.Count() + 2;  // ... FENCE t
+      LogSlow(usec, argc, [&](size_t k) -> std::string_view {
+        if (k == argc - 2) return "FENCE";
+        if (k == argc - 1) return token;
+        return words[k];  // k < kMaxArgs - 1 when argc > kMaxArgs
+      });
     }
     server_->EndCommand();
     if (job_[i].ApproximateSize() > kKeepBatchBytes) job_[i] = WriteBatch();
@@ -261,12 +310,16 @@ void Connection::Process() {
     in_begin_ += consumed;
     TEST_SYNC_POINT_CALLBACK("Connection::Process:Route", &route);
     if (route == Route::kBatchedGet) {
+      if (get_ends_.empty()) gets_start_ = std::chrono::steady_clock::now();
       get_keys_.append(args_[1].data(), args_[1].size());
       get_ends_.push_back(get_keys_.size());
       if (get_ends_.size() >= kMaxGets && FlushGets()) break;
       continue;
     }
     if (route == Route::kGroupedWrite) {
+      if (job_n_ == 0) job_start_ = std::chrono::steady_clock::now();
+      if (job_cmd_.size() <= job_n_) job_cmd_.resize(job_n_ + 1);
+      job_cmd_[job_n_] = admission.cmd;
       ++job_n_;
       job_bytes_ += consumed;
       TEST_SYNC_POINT("Connection::Process:Grouped");
@@ -277,7 +330,10 @@ void Connection::Process() {
     // large write on the database thread if it has room.
     if (route == Route::kScanThread && OffloadCommand(admission, true)) break;
     if (route == Route::kLongExec && OffloadCommand(admission, false)) break;
+    const size_t before = out_.size();
+    const auto t0 = std::chrono::steady_clock::now();
     Execute(server_->state_, client_, args_, admission, &out_);
+    NoteExecuted(admission, args_, t0, std::string_view(out_).substr(before));
     server_->EndCommand();
     AfterDispatch();
   }
@@ -332,8 +388,55 @@ void Connection::RefuseShuttingDown() {
   client_.close_after_reply = true;
 }
 
+bool Connection::CountCall(const CommandSpec* cmd, bool refused,
+                           uint64_t usec, std::string_view reply) {
+  CommandStats& stats = *server_->state_.command_stats;
+  const size_t index =
+      cmd != nullptr ? static_cast<size_t>(cmd - AllCommands().data())
+                     : stats.commands();
+  const bool failed = !reply.empty() && reply[0] == '-';
+  if (failed) stats.NoteError(CommandStats::ClassifyError(reply), IsWrite(cmd));
+  if (refused) {
+    stats.Reject(index);
+    return false;
+  }
+  stats.Record(index, usec, failed);
+  return server_->state_.slowlog.ShouldLog(usec);
+}
+
+void Connection::NoteExecuted(const Admission& admission, const Args& args,
+                              std::chrono::steady_clock::time_point t0,
+                              std::string_view reply) {
+  const uint64_t usec = UsecSince(t0);
+  if (admission.verdict == Admission::Verdict::kQueue) {
+    // Queued: counted when EXEC runs; only its error, if any.
+    if (!reply.empty() && reply[0] == '-') {
+      server_->state_.command_stats->NoteError(
+          CommandStats::ClassifyError(reply), IsWrite(admission.cmd));
+    }
+    return;
+  }
+  const bool refused = admission.verdict == Admission::Verdict::kRefuse;
+  if (CountCall(admission.cmd, refused, usec, reply)) {
+    // As Redis: the slow log never shows a password.
+    const std::string_view name =
+        admission.cmd != nullptr ? admission.cmd->name : "";
+    const bool redact = name == "auth" || name == "hello";
+    LogSlow(usec, args.size(), [&](size_t i) -> std::string_view {
+      return redact && i > 0 ? "(redacted)" : args[i];
+    });
+  }
+}
+
+void Connection::LogSlow(uint64_t usec, size_t argc,
+                         const std::function<std::string_view(size_t)>& arg) {
+  server_->state_.slowlog.Add(usec, argc, arg, client_.addr, client_.name);
+}
+
 bool Connection::OffloadCommand(const Admission& admission, bool to_scans) {
   offload_args_.assign(args_.begin(), args_.end());  // in_ may move on
+  offload_admission_ = admission;
+  offload_start_ = std::chrono::steady_clock::now();
   auto self = shared_from_this();
   auto job = [self, admission] {
     // Off the loop; this connection waits (reads_pending_).
@@ -350,6 +453,10 @@ bool Connection::OffloadCommand(const Admission& admission, bool to_scans) {
 
 void Connection::OnOffloadDone() {
   reads_pending_ = false;
+  {
+    const Args args(offload_args_.begin(), offload_args_.end());
+    NoteExecuted(offload_admission_, args, offload_start_, offload_out_);
+  }
   if (out_.empty()) {
     out_.swap(offload_out_);
   } else {
@@ -405,15 +512,22 @@ void Connection::OnReadsDone() {
 }
 
 void Connection::ReplyGets() {
+  static const CommandSpec* const kGet = LookupCommand("get");
+  const uint64_t usec = UsecSince(gets_start_);
   const size_t n = get_ends_.size();
   for (size_t i = 0; i < n; ++i) {
     const Status& st = get_statuses_[i];
+    const size_t before = out_.size();
     if (st.ok()) {
       resp::Bulk(&out_, get_values_[i]);
     } else if (st.IsNotFound()) {
       resp::Null(&out_);
     } else {
       resp::Error(&out_, ErrorLine(st));
+    }
+    if (CountCall(kGet, false, usec, std::string_view(out_).substr(before))) {
+      const std::string_view key = get_views_[i];
+      LogSlow(usec, 2, [&](size_t k) { return k == 0 ? "get" : key; });
     }
     if (get_values_[i].capacity() > kKeepBatchBytes) {
       std::string().swap(get_values_[i]);

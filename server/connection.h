@@ -20,7 +20,9 @@
 #define FENCEDKV_SERVER_CONNECTION_H_
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -57,6 +59,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // or published.
   void Describe(int64_t now_ms, int64_t now_steady_ms, std::string* out) const
       LOCKS_EXCLUDED(info_mu_);
+
+  // CLIENT KILL: whether `filter` names this connection. Thread-safe.
+  bool Matches(const KillFilter& filter) const LOCKS_EXCLUDED(info_mu_);
 
   // On the loop's timeout sweep: closes the connection if it has not
   // authenticated within auth_timeout, or sent no complete command for
@@ -108,6 +113,19 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool FlushGets();
   void OnReadsDone();
   void ReplyGets();
+  // Counts one call of `cmd` (command_stats.h) whose reply is `reply` and
+  // which took `usec`: as a refusal (`refused`: it did not run) or a call,
+  // with its error if the reply is one. True if it belongs in the slow log.
+  bool CountCall(const CommandSpec* cmd, bool refused, uint64_t usec,
+                 std::string_view reply);
+  // After `admission`'s command (args) ran from t0, appending `reply`:
+  // CountCall, and the slow log.
+  void NoteExecuted(const Admission& admission, const Args& args,
+                    std::chrono::steady_clock::time_point t0,
+                    std::string_view reply);
+  // Adds a slow log entry for this client.
+  void LogSlow(uint64_t usec, size_t argc,
+               const std::function<std::string_view(size_t)>& arg);
   // Writes out_ with non-blocking sends. True if all of it went (out_ is
   // then empty); false if the rest was handed to an asynchronous write,
   // whose completion continues, or the connection was closed.
@@ -141,6 +159,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // Grouped writes waiting for the loop's flush: job_[0, job_n_). The
   // batches are reused from one group to the next.
   std::vector<WriteBatch> job_;
+  std::vector<const CommandSpec*> job_cmd_;  // each one's command
   size_t job_n_ = 0;
   size_t job_bytes_ = 0;
   // GETs collected for one MultiGet: keys back to back in get_keys_.
@@ -155,6 +174,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // reply.
   std::vector<std::string> offload_args_;
   std::string offload_out_;
+  Admission offload_admission_;
+  // When the current group of GETs, the grouped writes, and the offloaded
+  // command began (their calls' time in INFO commandstats: from their
+  // parse to their reply).
+  std::chrono::steady_clock::time_point gets_start_, job_start_,
+      offload_start_;
 };
 
 }  // namespace server

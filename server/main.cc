@@ -6,6 +6,7 @@
 
 #include <signal.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -18,6 +19,7 @@
 
 #include <gflags/gflags.h>
 #include <glog/logging.h>
+#include <rocksdb/statistics.h>
 
 #include "fencedkv/db.h"
 #include "fencedkv/lease.h"
@@ -108,6 +110,10 @@ int main(int argc, char** argv) {
   so.auth_timeout = std::chrono::seconds(FLAGS_auth_timeout);
   so.sync = FLAGS_sync;
   so.allow_unfenced = FLAGS_allow_unfenced;
+  so.slowlog_log_slower_than = FLAGS_slowlog_log_slower_than;
+  so.slowlog_max_len = static_cast<size_t>(FLAGS_slowlog_max_len);
+  // SHUTDOWN takes the SIGTERM path: the sigwait below.
+  so.on_shutdown = [] { kill(getpid(), SIGTERM); };
   fencedkv::server::Server server(so);
   s = server.Listen();
   if (!s.ok()) return Fail("listen", s);
@@ -122,6 +128,12 @@ int main(int argc, char** argv) {
   options.write_buffer_size = static_cast<size_t>(FLAGS_write_buffer_size);
   options.block_cache_size = static_cast<size_t>(FLAGS_block_cache_size);
   options.memtable = FLAGS_memtable;
+  if (FLAGS_rocksdb_statistics) {
+    // Tickers only: a few per-core counter increments per operation.
+    options.statistics = rocksdb::CreateDBStatistics();
+    options.statistics->set_stats_level(
+        rocksdb::StatsLevel::kExceptHistogramOrTimers);
+  }
   options.fence_domain = FLAGS_fence_domain.empty() ? "key" : FLAGS_fence_domain;
   if (!FLAGS_fence_mode.empty()) {
     fencedkv::ParseFenceMode(FLAGS_fence_mode, &options.fence_mode);
@@ -189,8 +201,9 @@ int main(int argc, char** argv) {
     mo.bind = FLAGS_metrics_bind;
     mo.port = FLAGS_metrics_port;
     mo.password = FLAGS_requirepass;
-    s = fencedkv::server::MetricsExporter::Start(mo, db.get(), leases.get(),
-                                                 &server.stats(), &metrics);
+    s = fencedkv::server::MetricsExporter::Start(
+        mo, db.get(), leases.get(), &server.stats(), &server.command_stats(),
+        &metrics);
     if (!s.ok()) return Fail("metrics", s);
     LOG(INFO) << "metrics on http://" << FLAGS_metrics_bind << ":"
               << metrics->port() << "/metrics"

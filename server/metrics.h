@@ -16,6 +16,7 @@
 
 #include "fencedkv/db.h"
 #include "fencedkv/lease.h"
+#include "command_stats.h"
 #include "server.h"
 
 namespace fencedkv {
@@ -37,9 +38,12 @@ struct MetricsOptions {
 class MetricsExporter {
  public:
   // Serves /metrics as `options` say. IOError if it cannot listen. db,
-  // leases and stats must outlive the exporter.
+  // leases, stats and commands (per-command counters; may be null) must
+  // outlive the exporter. RocksDB's figures are read from its properties
+  // and statistics at each scrape.
   static Status Start(const MetricsOptions& options, DB* db,
                       LeaseService* leases, const ServerStats* stats,
+                      const CommandStats* commands,
                       std::unique_ptr<MetricsExporter>* exporter);
   virtual ~MetricsExporter();
   virtual int port() const = 0;

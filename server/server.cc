@@ -15,6 +15,7 @@
 #include <sys/resource.h>
 
 #include "connection.h"
+#include "process_memory.h"
 #include "resp_writer.h"
 #include "server_impl.h"
 #include "util/sync_point.h"
@@ -153,6 +154,15 @@ Status Server::Impl::Start(DB* db, LeaseService* leases) {
   state_.port = port_;
   state_.started = std::chrono::steady_clock::now();
   state_.list_clients = [this](std::string* out) { ListClients(out); };
+  state_.kill_clients = [this](const KillFilter& f) { return KillClients(f); };
+  if (options_.on_shutdown) {
+    state_.request_shutdown = [this] {
+      options_.on_shutdown();
+      return true;
+    };
+  }
+  state_.slowlog.Configure(options_.slowlog_log_slower_than,
+                           options_.slowlog_max_len);
   CapMaxClients();
   worker_ = std::make_unique<DbWorker>(db, ServerWriteOptions(state_));
   accept_retry_.emplace(loops_[0]->io);
@@ -225,6 +235,7 @@ void Server::Impl::ScheduleSweep() {
   timer.async_wait([this](const asio::error_code& ec) {
     if (ec || stopping_.load()) return;
     state_.cursors.DropExpired();
+    NotePeakMemory(&state_);
     ScheduleSweep();
   });
 }
@@ -315,6 +326,17 @@ void Server::Impl::ListClients(std::string* out) {
   resp::Bulk(out, list);
 }
 
+size_t Server::Impl::KillClients(const KillFilter& filter) {
+  size_t killed = 0;
+  for (const auto& c : LiveConnections()) {
+    if (c->Matches(filter)) {
+      c->Close();  // on its own loop
+      ++killed;
+    }
+  }
+  return killed;
+}
+
 void Server::Impl::Stop(std::chrono::milliseconds deadline) {
   if (stopping_.exchange(true)) return;
   // 1. Stop accepting.
@@ -365,6 +387,9 @@ void Server::Stop(std::chrono::milliseconds deadline) {
   impl_->Stop(deadline);
 }
 const ServerStats& Server::stats() const { return impl_->stats_; }
+const CommandStats& Server::command_stats() const {
+  return *impl_->state_.command_stats;
+}
 size_t Server::maxclients() const { return impl_->options_.maxclients; }
 bool Server::stopping() const { return impl_->stopping_.load(); }
 

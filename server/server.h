@@ -37,6 +37,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -50,6 +51,7 @@ namespace server {
 // Every bound a client meets (README "Limits" lists them with their flags
 // and errors).
 class Acl;
+class CommandStats;
 
 struct ServerOptions {
   std::string bind = "127.0.0.1";
@@ -79,6 +81,13 @@ struct ServerOptions {
   // The users (--aclfile, acl.h); null: only the built-in 'default' user,
   // with requirepass.
   std::shared_ptr<const Acl> acl;
+  // The slow log (slowlog.h): commands of at least this many us (negative:
+  // none, 0: all), the last max_len of them.
+  int64_t slowlog_log_slower_than = 10000;
+  size_t slowlog_max_len = 128;
+  // SHUTDOWN calls it (from an io thread) to stop the process as SIGTERM
+  // does; if unset, SHUTDOWN is refused.
+  std::function<void()> on_shutdown;
 };
 
 // Counters shared by the connections (INFO, /metrics). The per-command
@@ -129,6 +138,8 @@ class Server {
   void Stop(std::chrono::milliseconds deadline);
 
   const ServerStats& stats() const;
+  // Per-command counters (INFO commandstats, /metrics).
+  const CommandStats& command_stats() const;
   // maxclients after Start's cap.
   size_t maxclients() const;
   // True once Stop has begun.

@@ -139,6 +139,17 @@ DEFINE_int64(block_cache_size, 256 << 20,
              "RocksDB block cache bytes (uncompressed data blocks kept in "
              "memory; 0 = none)");
 
+DEFINE_int64(slowlog_log_slower_than, 10000,
+             "SLOWLOG: log commands that take at least this many "
+             "microseconds (-1: none, 0: every command)");
+DEFINE_int32(slowlog_max_len, 128,
+             "SLOWLOG: keep the last N slow commands (each at most about "
+             "5.5 KiB: 32 arguments of 128 bytes), 0..100000");
+DEFINE_bool(rocksdb_statistics, true,
+            "Collect RocksDB's statistics tickers (block cache hits and "
+            "misses, stall time) for /metrics; tickers only, no histograms "
+            "or timers");
+
 namespace {
 
 bool InRange(const char* flag, int64_t v, int64_t lo, int64_t hi) {
@@ -156,6 +167,12 @@ bool ValidateMetricsPort(const char* flag, int32_t v) {
 bool ValidateThreads(const char* flag, int32_t v) { return InRange(flag, v, 0, 256); }
 bool ValidateClients(const char* flag, int32_t v) {
   return InRange(flag, v, 1, 1000000);
+}
+bool ValidateSlowlogThreshold(const char* flag, int64_t v) {
+  return InRange(flag, v, -1, INT64_MAX);
+}
+bool ValidateSlowlogLen(const char* flag, int32_t v) {
+  return InRange(flag, v, 0, 100000);
 }
 bool ValidateRequestBytes(const char* flag, int64_t v) {
   return InRange(flag, v, 1024, int64_t{1} << 30);
@@ -238,6 +255,9 @@ const bool kRegistered = [] {
   gflags::RegisterFlagValidator(&FLAGS_token_source, &ValidateTokenSource);
   gflags::RegisterFlagValidator(&FLAGS_etcd_refresh_ms, &ValidateRefresh);
   gflags::RegisterFlagValidator(&FLAGS_fence_cache_bytes, &ValidateCache);
+  gflags::RegisterFlagValidator(&FLAGS_slowlog_log_slower_than,
+                                &ValidateSlowlogThreshold);
+  gflags::RegisterFlagValidator(&FLAGS_slowlog_max_len, &ValidateSlowlogLen);
   gflags::RegisterFlagValidator(&FLAGS_write_buffer_size, &ValidateWriteBuffer);
   gflags::RegisterFlagValidator(&FLAGS_block_cache_size, &ValidateCache);
   gflags::RegisterFlagValidator(&FLAGS_memtable, &ValidateMemtable);

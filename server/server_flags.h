@@ -42,6 +42,9 @@ DECLARE_int64(fence_cache_bytes);
 DECLARE_int64(write_buffer_size);
 DECLARE_int64(block_cache_size);
 DECLARE_string(memtable);
+DECLARE_int64(slowlog_log_slower_than);
+DECLARE_int32(slowlog_max_len);
+DECLARE_bool(rocksdb_statistics);
 
 namespace fencedkv {
 namespace server {

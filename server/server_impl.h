@@ -98,6 +98,9 @@ class Server::Impl {
   // CLIENT LIST's reply: one line per connection, or an error past
   // max_reply_bytes.
   void ListClients(std::string* out) LOCKS_EXCLUDED(conns_mu_);
+  // CLIENT KILL: closes the connections `filter` matches, each on its
+  // loop; how many.
+  size_t KillClients(const KillFilter& filter) LOCKS_EXCLUDED(conns_mu_);
   // The live connections, for CLIENT LIST and Stop.
   std::vector<std::shared_ptr<Connection>> LiveConnections()
       LOCKS_EXCLUDED(conns_mu_);

@@ -2,8 +2,13 @@
 
 #include "server_state.h"
 
+#include "command_table.h"
+
 namespace fencedkv {
 namespace server {
+
+ServerState::ServerState()
+    : command_stats(std::make_unique<CommandStats>(AllCommands().size())) {}
 
 const Acl& ServerState::acl() {
   std::call_once(acl_once_, [this] {

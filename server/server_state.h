@@ -6,11 +6,13 @@
 #ifndef FENCEDKV_SERVER_SERVER_STATE_H_
 #define FENCEDKV_SERVER_SERVER_STATE_H_
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,9 +20,11 @@
 #include "fencedkv/lease.h"
 
 #include "acl.h"
+#include "command_stats.h"
 #include "cursor_table.h"
 #include "scan_worker.h"
 #include "server.h"
+#include "slowlog.h"
 #include "write_command.h"
 
 namespace fencedkv {
@@ -55,6 +59,15 @@ struct ClientState {
   size_t queued_bytes = 0;  // their arguments' bytes (max_multi_bytes)
 };
 
+// Which connections CLIENT KILL closes: those matching every filter given.
+struct KillFilter {
+  std::optional<uint64_t> id;
+  std::optional<std::string> addr;  // "ip:port"
+  std::optional<std::string> user;
+  bool skipme = true;  // not the calling connection (`self`)
+  uint64_t self = 0;
+};
+
 // The server as handlers see it. Set up once before the first command; its
 // members are thread-safe (or immutable) from then on.
 struct ServerState {
@@ -70,6 +83,21 @@ struct ServerState {
   // CLIENT LIST: appends the reply (the list, or an error past
   // max_reply_bytes); filled by the server on demand.
   std::function<void(std::string* out)> list_clients;
+  // CLIENT KILL: closes the matching connections, each on its own loop
+  // (after the replies it has ready); returns how many. Null outside a
+  // server.
+  std::function<size_t(const KillFilter& filter)> kill_clients;
+  // SHUTDOWN: asks the process to stop as on SIGTERM; false if this server
+  // cannot be stopped so (embedded in a test). Null: cannot.
+  std::function<bool()> request_shutdown;
+  // Every command's calls, times, latencies and errors (command_stats.h).
+  std::unique_ptr<CommandStats> command_stats;
+  SlowLog slowlog;
+  // INFO memory's used_memory_peak: the largest used_memory seen (at INFO,
+  // /metrics and the server's periodic sweep).
+  std::atomic<uint64_t> peak_memory{0};
+
+  ServerState();
 
   // The users: options->acl, or if it is null the built-in 'default' user
   // with options->requirepass (acl.h). Built on first use.

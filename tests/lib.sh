@@ -67,24 +67,34 @@ start_server() {
   printf -v "PID_$name" '%s' "$pid"
 }
 
-# stop_server NAME: SIGTERM, expects a clean exit 0 within 10 s.
-stop_server() {
+# await_exit NAME HOW: waits up to 10 s for the server to exit and checks
+# it exits 0 ("server NAME exits 0 HOW"); kills it and fails if it does not.
+await_exit() {
   local pidvar="PID_$1"
   local pid=${!pidvar}
-  kill -TERM "$pid"
   local rc=0
   for _ in $(seq 1 200); do
     kill -0 "$pid" 2>/dev/null || break
     sleep 0.05
   done
   if kill -0 "$pid" 2>/dev/null; then
-    echo "server $1 ignored SIGTERM" >&2
+    echo "server $1 did not exit $2" >&2
     kill -9 "$pid"
     return 1
   fi
   wait "$pid" || rc=$?
-  check "server $1 exits 0 on SIGTERM" 0 "$rc"
+  check "server $1 exits 0 $2" 0 "$rc"
 }
+
+# stop_server NAME: SIGTERM, expects a clean exit 0 within 10 s.
+stop_server() {
+  local pidvar="PID_$1"
+  kill -TERM "${!pidvar}"
+  await_exit "$1" "on SIGTERM"
+}
+
+# wait_server_exit NAME: the server stops by itself (SHUTDOWN).
+wait_server_exit() { await_exit "$1" "by itself"; }
 
 # kill9_server NAME: the crash case.
 kill9_server() {
@@ -92,3 +102,4 @@ kill9_server() {
   kill -9 "${!pidvar}"
   wait "${!pidvar}" 2>/dev/null || true
 }
+

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <thread>
 
@@ -554,6 +555,43 @@ TEST_F(ServerE2ETest, PrometheusMetrics) {
   const std::string body = http.ReadAll();
   EXPECT_NE(std::string::npos, body.find("fencedkv_writes_rejected_total 1")) << body;
   EXPECT_NE(std::string::npos, body.find("fencedkv_writes_accepted_total 1"));
+  // Per command (the SETs went through the grouped path, the refused one
+  // too), errors by code, refused writes by reason.
+  ASSERT_EQ(0u, c.Call({"SET", "k", "v"}).rfind("-NOFENCE", 0));
+  ASSERT_EQ("$v", c.Call({"GET", "k"}));
+  Client http2(metrics_port);
+  http2.SendRaw("GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n");
+  const std::string m = http2.ReadAll();
+  for (const char* line : {
+           "fencedkv_command_calls_total{cmd=\"set\"} 3\n",
+           "fencedkv_command_failed_calls_total{cmd=\"set\"} 2\n",
+           "fencedkv_command_calls_total{cmd=\"get\"} 1\n",
+           "fencedkv_command_duration_seconds_count{cmd=\"set\"} 3\n",
+           "fencedkv_command_duration_seconds_bucket{cmd=\"set\",le=\"+Inf\"} 3\n",
+           "fencedkv_errors_total{code=\"STALE\"} 1\n",
+           "fencedkv_rejected_writes_total{reason=\"stale\"} 1\n",
+           "fencedkv_rejected_writes_total{reason=\"nofence\"} 1\n",
+           "fencedkv_rejected_writes_total{reason=\"tokenskew\"} 0\n",
+           "fencedkv_rocksdb_write_stopped 0\n",
+           "fencedkv_rocksdb_write_stalls_total 0\n",
+           "fencedkv_rocksdb_pending_compaction_bytes 0\n",
+           "fencedkv_rocksdb_block_cache_capacity_bytes 268435456\n",
+       }) {
+    EXPECT_NE(std::string::npos, m.find(line)) << line << "\n" << m;
+  }
+  // Figures that depend on the machine: present, and sane.
+  auto value = [&m](const std::string& name) {
+    const size_t at = m.find("\n" + name + " ");
+    return at == std::string::npos
+               ? -1.0
+               : std::strtod(m.c_str() + at + name.size() + 2, nullptr);
+  };
+  EXPECT_GT(value("fencedkv_rocksdb_memtable_bytes"), 0);
+  EXPECT_GE(value("fencedkv_rocksdb_block_cache_usage_bytes"), 0);
+  EXPECT_GE(value("fencedkv_rocksdb_block_cache_hits_total"), 0);
+  EXPECT_GE(value("fencedkv_rocksdb_block_cache_misses_total"), 0);
+  EXPECT_GT(value("fencedkv_memory_used_bytes"), 0);
+  EXPECT_GT(value("fencedkv_memory_rss_bytes"), 0);
   EXPECT_EQ(0, server_.Stop());
 }
 

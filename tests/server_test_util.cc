@@ -69,6 +69,13 @@ int ServerProcess::Stop() {
   return status;
 }
 
+int ServerProcess::WaitExit(int timeout_ms) {
+  if (pid_ <= 0) return -1;
+  const int status = Wait(timeout_ms);
+  if (status == -1) Kill9();
+  return status;
+}
+
 void ServerProcess::Kill9() {
   if (pid_ <= 0) return;
   kill(pid_, SIGKILL);

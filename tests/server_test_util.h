@@ -33,6 +33,9 @@ class ServerProcess {
   // SIGTERM; the exit status (128 + signal if killed), -1 if it did not
   // exit within 10 s (it is then killed).
   int Stop();
+  // Waits for the server to exit by itself (SHUTDOWN): its exit status as
+  // Stop's, -1 if it did not exit within timeout_ms (it is then killed).
+  int WaitExit(int timeout_ms = 10000);
   void Kill9();
   int port() const { return port_; }
   pid_t pid() const { return pid_; }

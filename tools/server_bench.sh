@@ -7,6 +7,9 @@
 # Workload: -c 50, -P 1 and -P 16, 100-byte values, keys over 1M:
 #   fencedkv: SET key:__rand_int__ <v> FENCE 1   and  GET key:__rand_int__
 #   redis:    SET key:__rand_int__ <v>           and  GET key:__rand_int__
+#   redis+Lua: EVALSHA <check-and-set> 1 lkey:__rand_int__ <v> 1, the fencing
+#   users script on Redis today (see FENCE_LUA below; README says what it
+#   gets wrong), on the everysec server.
 # A benchmark, not a test. Usage: tools/server_bench.sh [build-dir]
 # Environment: REPEATS (3), N1 / N16 / NSYNC (requests per run at -P 1,
 # -P 16 and with sync), FENCED_FLAGS (extra fencedkv-server flags).
@@ -43,10 +46,20 @@ start_fenced() {  # start_fenced <extra flags> -> sets FPORT
 stop() { kill -TERM "$1"; wait "$1" 2>/dev/null || true; }
 
 value=$(printf 'v%.0s' $(seq 1 100))
+# Check-and-set fencing in Lua: the key is a hash of its value (v) and the
+# highest token it has taken (m); a lower token is refused, an equal or
+# higher one writes both (fencedkv's monotonic mode).
+FENCE_LUA='local m = redis.call("HGET", KEYS[1], "m")
+if m and tonumber(m) > tonumber(ARGV[2]) then
+  return redis.error_reply("STALE token " .. ARGV[2] .. " < max " .. m)
+end
+redis.call("HSET", KEYS[1], "v", ARGV[1], "m", ARGV[2])
+return redis.status_reply("OK")'
+
 rps() {  # rps <port> <n> <P> <command...>: requests per second
   local port=$1 n=$2 p=$3 line; shift 3
   line=$(redis-benchmark -h 127.0.0.1 -p "$port" -c 50 -n "$n" -P "$p" -r 1000000 \
-    --csv "$@" 2>>"$work/redis-benchmark.err" | grep -E '^"(SET|GET) ' | tail -1)
+    --csv "$@" 2>>"$work/redis-benchmark.err" | grep -E '^"(SET|GET|EVALSHA) ' | tail -1)
   if [ -z "$line" ]; then
     echo "redis-benchmark -P $p $1 on port $port gave no result:" >&2
     tail -5 "$work/redis-benchmark.err" >&2
@@ -70,12 +83,17 @@ for rep in $(seq 1 "$REPEATS"); do
   for round in default sync; do
     if [ "$round" = default ]; then
       start_redis everysec; start_fenced
+      sha=$(redis-cli -p "$RPORT" SCRIPT LOAD "$FENCE_LUA")
+      [ "$(redis-cli -p "$RPORT" EVALSHA "$sha" 1 lcheck x 5)" = OK ] &&
+        redis-cli -p "$RPORT" EVALSHA "$sha" 1 lcheck y 4 | grep -q '^STALE' || {
+        echo "the Lua fencing script does not fence" >&2; exit 1; }
       for p in 1 16; do
         n=$([ $p = 1 ] && echo "$N1" || echo "$N16")
         measure redis-set-$p "$RPORT" "$n" "$p" SET key:__rand_int__ "$value"
         measure fenced-set-$p "$FPORT" "$n" "$p" SET key:__rand_int__ "$value" FENCE 1
         measure redis-get-$p "$RPORT" "$n" "$p" GET key:__rand_int__
         measure fenced-get-$p "$FPORT" "$n" "$p" GET key:__rand_int__
+        measure lua-set-$p "$RPORT" "$n" "$p" EVALSHA "$sha" 1 lkey:__rand_int__ "$value" 1
       done
     else
       start_redis always; start_fenced --sync
@@ -107,5 +125,7 @@ row "SET -P 1 (redis everysec)"  "${R[fenced-set-1]}"  "${R[redis-set-1]}"  0.8
 row "GET -P 1"                   "${R[fenced-get-1]}"  "${R[redis-get-1]}"  0.8
 row "SET -P 16 (redis everysec)" "${R[fenced-set-16]}" "${R[redis-set-16]}" 0.6
 row "GET -P 16"                  "${R[fenced-get-16]}" "${R[redis-get-16]}" 0.7
+row "SET -P 1 vs redis+Lua CAS"   "${R[fenced-set-1]}"  "${R[lua-set-1]}"  1.0
+row "SET -P 16 vs redis+Lua CAS"  "${R[fenced-set-16]}" "${R[lua-set-16]}" 1.0
 row "SET -P 1 --sync vs always"  "${R[fenced-sset-1]}" "${R[redis-sset-1]}" -
 row "SET -P 16 --sync vs always" "${R[fenced-sset-16]}" "${R[redis-sset-16]}" -

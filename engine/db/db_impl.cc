@@ -8,6 +8,7 @@
 #include <cstdio>
 
 #include <rocksdb/slice.h>
+#include <rocksdb/statistics.h>
 
 #include "db/db_iter.h"
 #include "db/error_recovery.h"
@@ -303,6 +304,32 @@ bool DBImpl::GetProperty(std::string_view property, std::string* value) {
              "\nhigh_water_mark: " + std::to_string(hwm_.load()) +
              "\nfence_cache_bytes: " +
              std::to_string(table_->ApproximateMemoryUsage()) + "\n";
+    return true;
+  }
+  if (property == "fencedkv.fence-cache-bytes") {
+    *value = std::to_string(table_->ApproximateMemoryUsage());
+    return true;
+  }
+  if (property == "fencedkv.tickers") {
+    // Every RocksDB ticker, "name value" per line; false without
+    // Options::statistics.
+    const rocksdb::Statistics* stats = db_->GetDBOptions().statistics.get();
+    if (stats == nullptr) return false;
+    value->clear();
+    for (const auto& [ticker, name] : rocksdb::TickersNameMap) {
+      *value += name + " " + std::to_string(stats->getTickerCount(ticker)) + "\n";
+    }
+    return true;
+  }
+  static constexpr std::string_view kAggregated = "fencedkv.aggregated.";
+  if (property.substr(0, kAggregated.size()) == kAggregated) {
+    // An integer RocksDB property summed over every column family.
+    uint64_t n = 0;
+    if (!db_->GetAggregatedIntProperty(
+            ToSlice(property.substr(kAggregated.size())), &n)) {
+      return false;
+    }
+    *value = std::to_string(n);
     return true;
   }
   if (property.substr(0, 8) == "rocksdb.") {

@@ -8,6 +8,7 @@
 #include <memory>
 
 #include <gtest/gtest.h>
+#include <rocksdb/statistics.h>
 
 #include "db/db_impl.h"
 #include "fencedkv/db.h"
@@ -554,9 +555,31 @@ TEST_F(DBTest, StatsAndProperties) {
     EXPECT_NE(std::string::npos, v.find("rejected_writes: 1\n"));
     EXPECT_TRUE(db_->GetProperty("rocksdb.estimate-num-keys", &v));
     EXPECT_FALSE(db_->GetProperty("nope", &v));
+    ASSERT_TRUE(db_->GetProperty(
+        "fencedkv.aggregated.rocksdb.cur-size-all-mem-tables", &v));
+    EXPECT_GT(std::stoull(v), 0u);
+    EXPECT_FALSE(db_->GetProperty("fencedkv.aggregated.rocksdb.nope", &v));
+    ASSERT_TRUE(db_->GetProperty("fencedkv.fence-cache-bytes", &v));
+    EXPECT_FALSE(db_->GetProperty("fencedkv.tickers", &v));  // not collected
     EXPECT_EQ(std::string(config().domain), db_->GetFenceDomain().ToString());
     EXPECT_EQ(config().mode, db_->GetFenceMode());
   }
+}
+
+TEST(DBStatisticsTest, TickersWhenCollected) {
+  test::TempDir dir;
+  Options o;
+  o.create_if_missing = true;
+  o.statistics = rocksdb::CreateDBStatistics();
+  std::unique_ptr<DB> db;
+  ASSERT_FENCEDKV_OK(DB::Open(o, dir.path(), &db));
+  ASSERT_FENCEDKV_OK(db->Put(WriteOptions(), "k", "v", 1));
+  std::string v;
+  ASSERT_TRUE(db->GetProperty("fencedkv.tickers", &v));
+  EXPECT_NE(std::string::npos, v.find("rocksdb.block.cache.hit "));
+  const size_t at = v.find("rocksdb.number.keys.written ");
+  ASSERT_NE(std::string::npos, at);
+  EXPECT_GE(std::stoull(v.substr(at + 28)), 1u);
 }
 
 TEST_F(DBTest, ExactWithoutTheCache) {

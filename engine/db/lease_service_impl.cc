@@ -190,6 +190,18 @@ class LeaseServiceImpl final : public LeaseService {
     return Status::OK();
   }
 
+  void List(std::string_view after,
+            const std::function<bool(const LeaseGrant&)>& visit) override {
+    MutexLock lock(&mu_);
+    const int64_t now = options_.now_ms();
+    LeaseGrant g;
+    for (auto it = leases_.upper_bound(after); it != leases_.end(); ++it) {
+      if (it->second.r.expires_at_ms <= now) continue;
+      Fill(it->first, it->second.r, now, &g);
+      if (!visit(g)) return;
+    }
+  }
+
   Status ReclaimExpired(size_t max, size_t* reclaimed) override {
     *reclaimed = 0;
     MutexLock lock(&mu_);

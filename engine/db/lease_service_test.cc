@@ -72,6 +72,30 @@ TEST_F(LeaseServiceTest, TokensStrictlyIncreaseAcrossReopens) {
 // Two services on one database would each keep their own counter and grant
 // the same token to two holders: the second Open is refused while the first
 // exists, and allowed once it is gone.
+TEST_F(LeaseServiceTest, ListShowsHeldLeasesInNameOrderFromACursor) {
+  OpenWithClock();
+  const Token b = Acquire("b", "B");
+  const Token a = Acquire("a", "A");
+  LeaseGrant g;
+  ASSERT_FENCEDKV_OK(leases_->Acquire("c", "C", 10, &g));
+  auto list = [this](std::string_view after, size_t max) {
+    std::vector<std::string> seen;
+    leases_->List(after, [&](const LeaseGrant& l) {
+      seen.push_back(l.name + "/" + l.holder + "/" + std::to_string(l.token));
+      return seen.size() < max;
+    });
+    return seen;
+  };
+  const std::string ta = std::to_string(a), tb = std::to_string(b),
+                    tc = std::to_string(g.token);
+  EXPECT_EQ((std::vector<std::string>{"a/A/" + ta, "b/B/" + tb, "c/C/" + tc}),
+            list("", 10));
+  EXPECT_EQ((std::vector<std::string>{"a/A/" + ta}), list("", 1));
+  EXPECT_EQ((std::vector<std::string>{"b/B/" + tb, "c/C/" + tc}), list("a", 10));
+  now_ += 11;  // c expired: no longer listed (not yet reclaimed)
+  EXPECT_EQ((std::vector<std::string>{"b/B/" + tb}), list("a", 10));
+}
+
 TEST_F(LeaseServiceTest, ASecondServiceOnTheSameDatabaseIsRefused) {
   Open();
   std::unique_ptr<LeaseService> second;

@@ -211,6 +211,11 @@ class DB {
   // "fencedkv.digest" (16 hex digits hashing every record of every column
   // family: two databases with the same records have the same digest; it
   // reads everything),
+  // "fencedkv.fence-cache-bytes" (the fence cache's memory),
+  // "fencedkv.tickers" (every RocksDB statistics ticker, "name value" per
+  // line; only with Options::statistics),
+  // "fencedkv.aggregated.<rocksdb int property>" (summed over every column
+  // family, e.g. "fencedkv.aggregated.rocksdb.cur-size-all-mem-tables"),
   // or any RocksDB property ("rocksdb.stats", "rocksdb.estimate-num-keys",
   // ...) of the data. Returns false for an unknown property.
   virtual bool GetProperty(std::string_view property, std::string* value) = 0;

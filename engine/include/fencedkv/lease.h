@@ -103,6 +103,12 @@ class LeaseService {
                          Token token) = 0;
   // The current holder; NotFound if the lease is free or expired.
   virtual Status Inspect(std::string_view name, LeaseGrant* grant) = 0;
+  // Calls visit(grant) for each lease held now (not expired) whose name is
+  // after `after` ("" = from the first), in name order, until visit
+  // returns false. Holds the service's lock meanwhile (other calls wait):
+  // the caller bounds the work (LEASE.LIST stops at its reply limit).
+  virtual void List(std::string_view after,
+                    const std::function<bool(const LeaseGrant&)>& visit) = 0;
   // Drops up to `max` expired leases from memory and disk (one synced
   // write); *reclaimed says how many. The background reclaimer calls it.
   virtual Status ReclaimExpired(size_t max, size_t* reclaimed) = 0;
