@@ -299,9 +299,11 @@ Status DBImpl::OpenImpl() {
   data_cf_ = handles[0];
   fence_cf_ = handles[1];
   meta_cf_ = handles[2];
-  // (A replica writes no sentinel: its sequence numbers are the primary's.)
+  // The sentinel goes in the meta column family, where it cannot touch the
+  // data's key count estimate; a replica writes none (its sequence numbers
+  // are the primary's).
   recovery_->Attach(db_.get(), handles,
-                    options_.log_replica ? nullptr : data_cf_);
+                    options_.log_replica ? nullptr : meta_cf_);
 
   if (create) return InitializeNewDatabase();
   if (stored.version == format::kFormatVersionMergedHwm) {

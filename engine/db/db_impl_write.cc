@@ -634,10 +634,10 @@ Status DBImpl::Commit(const WriteRequest& req, Scratch* sc) {
     if (rs.IsNotSupported()) {
       // An Env whose WAL cannot be synced beside writers (RocksDB's
       // in-memory one): a synced write of a record no reader sees (a
-      // deletion of the empty key, which no user key can be) syncs the WAL
+      // deletion of the empty key in the meta column family) syncs the WAL
       // up to it just as well.
       rocksdb::WriteBatch marker;
-      rs = marker.Delete(data_cf_, rocksdb::Slice());
+      rs = marker.Delete(meta_cf_, rocksdb::Slice());
       rocksdb::WriteOptions wo;
       wo.sync = true;
       if (rs.ok()) rs = recovery_->Write(db_.get(), wo, &marker);

@@ -408,7 +408,7 @@ void ErrorRecovery::MaybeWriteSentinel(rocksdb::DB* db) {
                 std::chrono::steady_clock::now() - last_error_at_ < kTroubled);
   }
   if (cf == nullptr || SomeMemtableHoldsData(db)) return;
-  // A deletion of the empty key, which no user key can be: it puts an
+  // A deletion of the empty key, which no meta key is: it puts an
   // entry in the memtable and leaves no record a reader sees. Normally
   // through the WAL (unsynced): a write without it takes a sequence number
   // the log does not hold, a gap that log shipping (DB::NewLogReader) must

@@ -55,7 +55,7 @@
 //     in Debian's build (the process aborts; a release build fails every
 //     write for ever, per its source). So (a) when the DB is attached and
 //     whenever a flush leaves every active memtable empty, the recovery
-//     thread deletes the empty key (which no user key can be) in the data
+//     thread deletes the empty key (which no meta key is) in the meta
 //     column family: a tombstone in the memtable that no reader sees. It
 //     goes through the WAL, as a WAL-less write leaves a gap in the log's
 //     sequence numbers that log shipping must refuse -- except within 30 s
