@@ -525,5 +525,117 @@ TEST_F(CommandTest, AuthAndAdmin) {
   EXPECT_TRUE(client_.close_after_reply);
 }
 
+// A call of each command that takes keys, and its keys: COMMAND GETKEYS
+// says exactly these, COMMAND INFO's positions give them for the fenced
+// form, and a user without keys may run none of these commands.
+TEST_F(CommandTest, KeyPositionsAndGetKeys) {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> calls =
+      {
+          {{"GET", "k"}, "*1\r\n$1\r\nk\r\n"},
+          {{"GET", "k", "FENCE", "7"}, "*1\r\n$1\r\nk\r\n"},
+          {{"SET", "k", "v", "NX", "FENCE", "1"}, "*1\r\n$1\r\nk\r\n"},
+          {{"DEL", "a", "b", "FENCE", "1"},
+           "*2\r\n$1\r\na\r\n$1\r\nb\r\n"},
+          {{"MSET", "a", "1", "b", "2", "FENCE", "1"},
+           "*2\r\n$1\r\na\r\n$1\r\nb\r\n"},
+          {{"EXISTS", "a", "b"}, "*2\r\n$1\r\na\r\n$1\r\nb\r\n"},
+          {{"MGET", "a", "b"}, "*2\r\n$1\r\na\r\n$1\r\nb\r\n"},
+          {{"FENCE.ADVANCE", "k", "1"}, "*1\r\n$1\r\nk\r\n"},
+          {{"FENCE.GET", "k"}, "*1\r\n$1\r\nk\r\n"},
+          {{"FENCE.DOMAIN", "k"}, "*1\r\n$1\r\nk\r\n"},
+      };
+  std::set<std::string> covered;
+  for (const auto& [call, keys] : calls) {
+    std::vector<std::string> words = {"COMMAND", "GETKEYS"};
+    words.insert(words.end(), call.begin(), call.end());
+    EXPECT_EQ(keys, Run(words)) << call[0];
+    // The static positions give the same keys for these (fenced) calls.
+    const CommandSpec* c = LookupCommand(call[0]);
+    ASSERT_NE(nullptr, c);
+    covered.insert(c->name);
+    const Args args(call.begin(), call.end());
+    const int argc = static_cast<int>(args.size());
+    const int last = c->keys.last < 0 ? argc + c->keys.last : c->keys.last;
+    std::string got = "*" + std::to_string((last - c->keys.first) /
+                                               c->keys.step +
+                                           1) +
+                      "\r\n";
+    for (int i = c->keys.first; i <= last; i += c->keys.step) {
+      got += "$" + std::to_string(args[i].size()) + "\r\n" +
+             std::string(args[i]) + "\r\n";
+    }
+    EXPECT_EQ(keys, got) << call[0];
+  }
+  for (const auto& c : AllCommands()) {
+    EXPECT_EQ(c.keys.first > 0, covered.count(c.name) == 1)
+        << c.name << ": a command with keys needs a call above";
+    if (c.flags & kCmdMovableKeys) {
+      WriteCommand::Kind kind;
+      EXPECT_TRUE(IsWriteCommand(c.name, &kind)) << c.name;
+    }
+  }
+  // The unfenced forms (--allow_unfenced) have keys up to their end.
+  EXPECT_EQ("*2\r\n$1\r\na\r\n$1\r\nb\r\n",
+            Run({"COMMAND", "GETKEYS", "DEL", "a", "b"}));
+  EXPECT_EQ("*2\r\n$1\r\na\r\n$1\r\nb\r\n",
+            Run({"COMMAND", "GETKEYS", "MSET", "a", "1", "b", "2"}));
+  EXPECT_EQ("*1\r\n$5\r\nFENCE\r\n",
+            Run({"COMMAND", "GETKEYS", "DEL", "FENCE", "FENCE", "1"}));
+  // Redis' errors.
+  EXPECT_EQ("-ERR Invalid command specified\r\n",
+            Run({"COMMAND", "GETKEYS", "NOPE", "k"}));
+  EXPECT_EQ("-ERR The command has no key arguments\r\n",
+            Run({"COMMAND", "GETKEYS", "SCAN", "0"}));
+  EXPECT_EQ("-ERR The command has no key arguments\r\n",
+            Run({"COMMAND", "GETKEYS", "LEASE.INFO", "name"}));
+  EXPECT_EQ("-ERR Invalid number of arguments specified for command\r\n",
+            Run({"COMMAND", "GETKEYS", "GET"}));
+  EXPECT_EQ("-ERR Invalid arguments specified for command\r\n",
+            Run({"COMMAND", "GETKEYS", "MSET", "a", "1", "b"}));
+  EXPECT_EQ("-ERR wrong number of arguments for 'command|getkeys' command\r\n",
+            Run({"COMMAND", "GETKEYS"}));
+
+  // COMMAND INFO: MSET is 1,-3,2 with movablekeys; keyless commands 0,0,0.
+  EXPECT_EQ(0u, Run({"COMMAND", "INFO", "mset"})
+                    .rfind("*1\r\n*7\r\n$4\r\nmset\r\n:-3\r\n*2\r\n+write\r\n"
+                           "+movablekeys\r\n:1\r\n:-3\r\n:2\r\n",
+                           0));
+  EXPECT_EQ(0u, Run({"COMMAND", "INFO", "get"})
+                    .rfind("*1\r\n*7\r\n$3\r\nget\r\n:-2\r\n*1\r\n+readonly"
+                           "\r\n:1\r\n:1\r\n:1\r\n",
+                           0));
+  EXPECT_EQ(0u, Run({"COMMAND", "INFO", "scan"})
+                    .rfind("*1\r\n*7\r\n$4\r\nscan\r\n:-2\r\n*1\r\n+readonly"
+                           "\r\n:0\r\n:0\r\n:0\r\n",
+                           0));
+
+  // A user without keys may run no command with keys; the others, yes.
+  Open("key", false, "", "skiplist", "user nokeys on >nk +@all -@admin\n");
+  EXPECT_EQ("+OK\r\n", Run({"AUTH", "nokeys", "nk"}));
+  for (const auto& [call, keys] : calls) {
+    EXPECT_EQ(0u, Run(call).rfind("-NOPERM this user has no permissions to "
+                                  "access one of the keys",
+                                  0))
+        << call[0];
+  }
+  EXPECT_EQ("+PONG\r\n", Run({"PING"}));
+}
+
+TEST_F(CommandTest, CommandList) {
+  const std::string all = Run({"COMMAND", "LIST"});
+  EXPECT_EQ(0u, all.rfind("*" + std::to_string(AllCommands().size()) + "\r\n", 0));
+  EXPECT_NE(std::string::npos, all.find("$13\r\nfence.advance\r\n"));
+  EXPECT_EQ(
+      "*4\r\n$13\r\nfence.advance\r\n$12\r\nfence.domain\r\n$11\r\nfence."
+      "floor\r\n$9\r\nfence.get\r\n",
+      Run({"COMMAND", "LIST", "FILTERBY", "PATTERN", "FENCE.*"}));
+  EXPECT_EQ(Run({"COMMAND", "LIST", "FILTERBY", "ACLCAT", "lease"}),
+            Run({"COMMAND", "LIST", "FILTERBY", "ACLCAT", "@lease"}));
+  EXPECT_EQ(0u, Run({"COMMAND", "LIST", "FILTERBY", "ACLCAT", "lease"})
+                    .rfind("*4\r\n$13\r\nlease.acquire\r\n", 0));
+  EXPECT_EQ("*0\r\n", Run({"COMMAND", "LIST", "FILTERBY", "MODULE", "x"}));
+  EXPECT_EQ("-ERR syntax error\r\n", Run({"COMMAND", "LIST", "FILTERBY"}));
+}
+
 }  // namespace server
 }  // namespace fencedkv

@@ -1,7 +1,7 @@
 // Copyright (c) fencedkv authors.
 //
-// PING ECHO QUIT SELECT HELLO AUTH ACL CLIENT COMMAND CONFIG INFO MULTI EXEC
-// DISCARD, and a clear refusal of FLUSHDB / FLUSHALL (unfenced mass deletes).
+// PING ECHO QUIT SELECT HELLO AUTH ACL CLIENT COMMAND CONFIG INFO, and a
+// clear refusal of FLUSHDB / FLUSHALL (unfenced mass deletes).
 
 #include <algorithm>
 #include <cctype>
@@ -251,6 +251,8 @@ void CmdAcl(ServerState& server, ClientState& client, const Args& args,
   }
 }
 
+// COMMAND INFO's entry: name, arity, flags, first key, last key, step, and
+// Redis 7's seventh field, the ACL categories.
 void CommandInfo(const CommandSpec& c, std::string* out) {
   resp::ArrayHeader(out, 7);
   resp::Bulk(out, c.name);
@@ -260,14 +262,12 @@ void CommandInfo(const CommandSpec& c, std::string* out) {
   if (c.flags & kCmdReadOnly) flags.push_back("readonly");
   if (c.flags & kCmdAdmin) flags.push_back("admin");
   if (c.flags & kCmdNoAuth) flags.push_back("no_auth");
+  if (c.flags & kCmdMovableKeys) flags.push_back("movablekeys");
   resp::ArrayHeader(out, flags.size());
   for (const char* f : flags) resp::Simple(out, f);
-  const bool has_key = (c.flags & (kCmdWrite | kCmdReadOnly)) &&
-                       std::string_view(c.name).rfind("lease.", 0) != 0;
-  resp::Integer(out, has_key ? 1 : 0);
-  resp::Integer(out, has_key ? 1 : 0);
-  resp::Integer(out, has_key ? 1 : 0);
-  // Redis 7's seventh field: the ACL categories.
+  resp::Integer(out, c.keys.first);
+  resp::Integer(out, c.keys.last);
+  resp::Integer(out, c.keys.step);
   const auto& names = AclCategoryNames();
   const uint32_t cats = AllCategories(c);
   std::vector<std::string> in;
@@ -276,6 +276,70 @@ void CommandInfo(const CommandSpec& c, std::string* out) {
   }
   resp::ArrayHeader(out, in.size());
   for (const auto& n : in) resp::Simple(out, n);
+}
+
+// COMMAND GETKEYS command [arg ...]: the keys of that call, as the server
+// finds them (Redis' errors).
+void CommandGetKeys(const Args& args, std::string* out) {
+  if (args.size() < 3) {
+    resp::Error(out,
+                "ERR wrong number of arguments for 'command|getkeys' command");
+    return;
+  }
+  const Args call(args.begin() + 2, args.end());
+  const CommandSpec* c = LookupCommand(call[0]);
+  const auto argc = static_cast<int>(call.size());
+  std::vector<size_t> positions;
+  if (c == nullptr) {
+    resp::Error(out, "ERR Invalid command specified");
+  } else if (c->keys.first == 0) {
+    resp::Error(out, "ERR The command has no key arguments");
+  } else if ((c->arity > 0 && argc != c->arity) ||
+             (c->arity < 0 && argc < -c->arity)) {
+    resp::Error(out, "ERR Invalid number of arguments specified for command");
+  } else if (!CommandKeys(*c, call, &positions)) {
+    resp::Error(out, "ERR Invalid arguments specified for command");
+  } else {
+    resp::ArrayHeader(out, positions.size());
+    for (size_t p : positions) resp::Bulk(out, call[p]);
+  }
+}
+
+// COMMAND LIST [FILTERBY ACLCAT category | PATTERN pattern | MODULE name]:
+// the commands' names (no modules: MODULE lists none).
+void CommandList(const Args& args, std::string* out) {
+  const auto& all = AllCommands();
+  std::vector<const char*> names;
+  if (args.size() == 2) {
+    for (const auto& c : all) names.push_back(c.name);
+  } else if (args.size() == 5 && EqualsIgnoreCase(args[2], "FILTERBY")) {
+    const std::string by = Lower(args[3]);
+    if (by == "aclcat") {
+      const auto& cats = AclCategoryNames();
+      std::string want = Lower(args[4]);
+      if (!want.empty() && want[0] == '@') want.erase(0, 1);
+      auto it = std::find(cats.begin(), cats.end(), want);
+      const uint32_t cat =
+          it == cats.end() ? 0 : 1u << static_cast<int>(it - cats.begin());
+      for (const auto& c : all) {
+        if (AllCategories(c) & cat) names.push_back(c.name);
+      }
+    } else if (by == "pattern") {
+      for (const auto& c : all) {
+        if (GlobMatch(args[4], c.name, /*nocase=*/true)) {
+          names.push_back(c.name);
+        }
+      }
+    } else if (by != "module") {
+      resp::Error(out, "ERR syntax error");
+      return;
+    }
+  } else {
+    resp::Error(out, "ERR syntax error");
+    return;
+  }
+  resp::ArrayHeader(out, names.size());
+  for (const char* n : names) resp::Bulk(out, n);
 }
 
 void CmdCommand(ServerState&, ClientState&, const Args& args, std::string* out) {
@@ -290,6 +354,10 @@ void CmdCommand(ServerState&, ClientState&, const Args& args, std::string* out) 
     resp::Integer(out, static_cast<int64_t>(all.size()));
   } else if (sub == "docs") {
     resp::ArrayHeader(out, 0);  // no docs: redis-cli works without hints
+  } else if (sub == "getkeys") {
+    CommandGetKeys(args, out);
+  } else if (sub == "list") {
+    CommandList(args, out);
   } else if (sub == "info") {
     resp::ArrayHeader(out, args.size() - 2);
     for (size_t i = 2; i < args.size(); ++i) {
@@ -435,38 +503,6 @@ void CmdInfo(ServerState& server, ClientState&, const Args& args,
   resp::Bulk(out, info);
 }
 
-void CmdMulti(ServerState&, ClientState& client, const Args&, std::string* out) {
-  if (client.in_multi) {
-    resp::Error(out, "ERR MULTI calls can not be nested");
-    return;
-  }
-  client.in_multi = true;
-  client.multi_failed = false;
-  client.queued.clear();
-  resp::Simple(out, "OK");
-}
-
-void CmdExec(ServerState& server, ClientState& client, const Args&,
-             std::string* out) {
-  if (!client.in_multi) {
-    resp::Error(out, "ERR EXEC without MULTI");
-    return;
-  }
-  ExecTransaction(server, client, out);
-}
-
-void CmdDiscard(ServerState&, ClientState& client, const Args&,
-                std::string* out) {
-  if (!client.in_multi) {
-    resp::Error(out, "ERR DISCARD without MULTI");
-    return;
-  }
-  client.in_multi = false;
-  client.multi_failed = false;
-  client.queued.clear();
-  resp::Simple(out, "OK");
-}
-
 void CmdFlush(ServerState&, ClientState&, const Args& args, std::string* out) {
   resp::Error(out, "ERR " + Lower(args[0]) +
                        " is not supported: every write needs a fencing token; "
@@ -476,30 +512,28 @@ void CmdFlush(ServerState&, ClientState&, const Args& args, std::string* out) {
 }  // namespace
 
 void AppendAdminCommands(std::vector<CommandSpec>* t) {
-  t->push_back({"ping", CmdPing, -1, kCmdMulti, kCatConnection});
-  t->push_back({"echo", CmdEcho, 2, 0, kCatConnection});
-  t->push_back({"quit", CmdQuit, -1, kCmdNoAuth, kCatConnection});
-  t->push_back({"select", CmdSelect, 2, 0, kCatConnection});
-  t->push_back({"auth", CmdAuth, -2, kCmdNoAuth, kCatConnection});
-  t->push_back({"hello", CmdHello, -1, kCmdNoAuth, kCatConnection});
+  t->push_back({"ping", CmdPing, -1, kCmdMulti, {}, kCatConnection});
+  t->push_back({"echo", CmdEcho, 2, 0, {}, kCatConnection});
+  t->push_back({"quit", CmdQuit, -1, kCmdNoAuth, {}, kCatConnection});
+  t->push_back({"select", CmdSelect, 2, 0, {}, kCatConnection});
+  t->push_back({"auth", CmdAuth, -2, kCmdNoAuth, {}, kCatConnection});
+  t->push_back({"hello", CmdHello, -1, kCmdNoAuth, {}, kCatConnection});
   // CLIENT LIST shows every connection: @admin, as in Redis.
-  t->push_back({"client", CmdClient, -2, 0, kCatConnection,
+  t->push_back({"client", CmdClient, -2, 0, {}, kCatConnection,
                 [](const Args& args) -> const char* {
                   return EqualsIgnoreCase(args[1], "list")
                              ? "'client|list' command"
                              : nullptr;
                 },
                 kCatConnection});
-  t->push_back({"acl", CmdAcl, -2, 0, kCatConnection, AclAdminForm, 0});
-  t->push_back({"command", CmdCommand, -1, 0, kCatConnection});
-  t->push_back({"config", CmdConfig, -2, kCmdAdmin, kCatAdmin | kCatDangerous});
-  t->push_back({"info", CmdInfo, -1, 0, kCatDangerous});
-  t->push_back({"multi", CmdMulti, 1, 0, kCatTransaction});
-  t->push_back({"exec", CmdExec, 1, 0, kCatTransaction});
-  t->push_back({"discard", CmdDiscard, 1, 0, kCatTransaction});
-  t->push_back({"flushdb", CmdFlush, -1, kCmdAdmin,
+  t->push_back({"acl", CmdAcl, -2, 0, {}, kCatConnection, AclAdminForm, 0});
+  t->push_back({"command", CmdCommand, -1, 0, {}, kCatConnection});
+  t->push_back(
+      {"config", CmdConfig, -2, kCmdAdmin, {}, kCatAdmin | kCatDangerous});
+  t->push_back({"info", CmdInfo, -1, 0, {}, kCatDangerous});
+  t->push_back({"flushdb", CmdFlush, -1, kCmdAdmin, {},
                 kCatWrite | kCatKeyspace | kCatDangerous});
-  t->push_back({"flushall", CmdFlush, -1, kCmdAdmin,
+  t->push_back({"flushall", CmdFlush, -1, kCmdAdmin, {},
                 kCatWrite | kCatKeyspace | kCatDangerous});
 }
 

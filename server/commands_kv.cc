@@ -1,12 +1,15 @@
 // Copyright (c) fencedkv authors.
 //
 // GET SET DEL EXISTS MGET MSET SCAN KEYS DBSIZE, with Redis behaviour plus
-// fencing arguments, and EXEC's batch of fenced writes.
+// fencing arguments, and ResolveWriteToken (the FENCE policy).
 //
 //   GET key [FENCE token]                 fenced read with FENCE
 //   SET key value [NX|XX] [GET] FENCE token
 //   DEL key [key ...] FENCE token         one atomic batch
 //   MSET key value [key value ...] FENCE token   one atomic batch
+//
+// The write commands' arguments are parsed by ParseWriteCommand
+// (write_command.h), as MULTI and the io loops' group commit parse them.
 
 #include <algorithm>
 #include <charconv>
@@ -20,98 +23,88 @@
 namespace fencedkv {
 namespace server {
 
-namespace {
-
-// The token of a write: from its FENCE clause, or 0 (explicitly unfenced)
-// when the server allows it. Otherwise replies -NOFENCE and returns false.
-bool ResolveWriteToken(ServerState& server, bool has_fence,
-                       std::string_view token_text, std::string_view command,
-                       std::string_view key, Token* token, std::string* out) {
-  if (has_fence) return ParseTokenArg(token_text, token, out);
+bool ResolveWriteToken(ServerState& server, const Args& args,
+                       const WriteCommand& cmd, Token* token,
+                       std::string* out) {
+  switch (cmd.fence) {
+    case WriteCommand::Fence::kToken:
+      *token = cmd.token;
+      return true;
+    case WriteCommand::Fence::kInvalid:
+      return ParseTokenArg(args[cmd.token_arg], token, out);  // the error
+    case WriteCommand::Fence::kNone:
+      break;
+  }
   if (!server.options->allow_unfenced) {
     server.stats->nofence_rejections.fetch_add(1, std::memory_order_relaxed);
-    resp::Error(out, "NOFENCE " + std::string(command) +
+    resp::Error(out, std::string("NOFENCE ") + cmd.name() +
                          " needs FENCE <token>: this server refuses unfenced "
                          "writes (see --allow_unfenced)");
     return false;
   }
   server.stats->unfenced_writes.fetch_add(1, std::memory_order_relaxed);
-  LOG(WARNING) << "unfenced write (--allow_unfenced): " << command << " "
-               << EscapeBytes(key.substr(0, 128));
+  LOG(WARNING) << "unfenced write (--allow_unfenced): " << cmd.name() << " "
+               << EscapeBytes(args[1].substr(0, 128));
   *token = 0;
   return true;
 }
 
-struct SetRequest {
-  std::string_view key, value;
-  bool nx = false, xx = false, get = false;
-  bool has_fence = false;
-  std::string_view token_text;
-};
+namespace {
 
-// Parses SET's arguments; on failure *error is the reply line. NX, XX and GET
-// may be repeated (Redis 7 accepts "SET k v NX NX"); FENCE may not.
-bool ParseSet(const Args& args, SetRequest* req, std::string* error) {
-  req->key = args[1];
-  req->value = args[2];
-  for (size_t i = 3; i < args.size(); ++i) {
-    const std::string_view a = args[i];
-    if (EqualsIgnoreCase(a, "NX")) {
-      req->nx = true;
-    } else if (EqualsIgnoreCase(a, "XX")) {
-      req->xx = true;
-    } else if (EqualsIgnoreCase(a, "GET")) {
-      req->get = true;
-    } else if (EqualsIgnoreCase(a, "FENCE") && i + 1 < args.size()) {
-      if (req->has_fence) {  // which token would the write carry?
-        *error = "ERR syntax error: FENCE given more than once";
-        return false;
-      }
-      req->has_fence = true;
-      req->token_text = args[++i];
-    } else if (EqualsIgnoreCase(a, "EX") || EqualsIgnoreCase(a, "PX") ||
-               EqualsIgnoreCase(a, "EXAT") || EqualsIgnoreCase(a, "PXAT") ||
-               EqualsIgnoreCase(a, "KEEPTTL")) {
-      *error = "ERR SET option " + std::string(a) +
-               " is not supported: fencedkv keys do not expire";
-      return false;
+// SET, DEL and MSET: parsed by ParseWriteCommand, applied as one atomic
+// batch (a plain SET as one Put).
+void CmdWrite(ServerState& server, ClientState&, const Args& args,
+              std::string* out) {
+  WriteCommand cmd;
+  std::string error;
+  if (!ParseWriteCommand(args, &cmd, &error)) {
+    resp::Error(out, error);
+    return;
+  }
+  Token token;
+  if (!ResolveWriteToken(server, args, cmd, &token, out)) return;
+  const WriteOptions wo = ServerWriteOptions(server);
+  if (cmd.kind == WriteCommand::Kind::kSet && !cmd.nx && !cmd.xx &&
+      !cmd.get) {
+    Status s = server.db->Put(wo, args[1], args[2], token);
+    if (s.ok()) {
+      resp::Simple(out, "OK");
     } else {
-      *error = "ERR syntax error";
-      return false;
+      ReplyStatus(s, out);
     }
+    return;
   }
-  if (req->nx && req->xx) {
-    *error = "ERR syntax error";
-    return false;
+  WriteBatch batch;
+  AppendWriteOps(args, cmd, token, &batch);
+  if (cmd.kind == WriteCommand::Kind::kMset) {
+    Status s = server.db->Write(wo, batch);  // (no result wanted: no reads)
+    if (s.ok()) {
+      resp::Simple(out, "OK");
+    } else {
+      ReplyStatus(s, out);
+    }
+    return;
   }
-  return true;
-}
-
-// DEL keys and fence clause: "DEL k1 k2 FENCE 7". False if no key.
-bool SplitFenceSuffix(const Args& args, size_t first, size_t* end,
-                      bool* has_fence, std::string_view* token_text) {
-  *end = args.size();
-  *has_fence = false;
-  if (args.size() >= first + 3 && EqualsIgnoreCase(args[args.size() - 2], "FENCE")) {
-    *has_fence = true;
-    *token_text = args.back();
-    *end = args.size() - 2;
+  WriteResult result;
+  result.want_old_values = cmd.get;
+  Status s = server.db->Write(wo, batch, &result);
+  if (!s.ok()) {
+    ReplyStatus(s, out);
+  } else if (cmd.kind == WriteCommand::Kind::kDel) {
+    int64_t deleted = 0;
+    for (bool e : result.existed) deleted += e ? 1 : 0;
+    resp::Integer(out, deleted);
+  } else if (cmd.get) {
+    if (result.existed[0]) {
+      resp::Bulk(out, result.old_values[0]);
+    } else {
+      resp::Null(out);
+    }
+  } else if (result.applied) {
+    resp::Simple(out, "OK");
+  } else {
+    resp::Null(out);  // SET NX / XX: the condition failed
   }
-  return *end > first;
-}
-
-// MSET pairs and fence clause. False on an odd number of pair arguments.
-bool SplitMset(const Args& args, size_t* end, bool* has_fence,
-               std::string_view* token_text) {
-  const size_t n = args.size();
-  *has_fence = false;
-  *end = n;
-  if (n >= 5 && (n - 1) % 2 == 0 && EqualsIgnoreCase(args[n - 2], "FENCE")) {
-    *has_fence = true;
-    *token_text = args[n - 1];
-    *end = n - 2;
-  }
-  return *end > 1 && (*end - 1) % 2 == 0;
 }
 
 void CmdGet(ServerState& server, ClientState&, const Args& args,
@@ -132,102 +125,6 @@ void CmdGet(ServerState& server, ClientState&, const Args& args,
     resp::Bulk(out, value);
   } else if (s.IsNotFound()) {
     resp::Null(out);
-  } else {
-    ReplyStatus(s, out);
-  }
-}
-
-void CmdSet(ServerState& server, ClientState&, const Args& args,
-            std::string* out) {
-  SetRequest req;
-  std::string error;
-  if (!ParseSet(args, &req, &error)) {
-    resp::Error(out, error);
-    return;
-  }
-  Token token;
-  if (!ResolveWriteToken(server, req.has_fence, req.token_text, "SET", req.key,
-                         &token, out)) {
-    return;
-  }
-  if (!req.nx && !req.xx && !req.get) {
-    Status s = server.db->Put(ServerWriteOptions(server), req.key, req.value,
-                              token);
-    if (s.ok()) {
-      resp::Simple(out, "OK");
-    } else {
-      ReplyStatus(s, out);
-    }
-    return;
-  }
-  WriteBatch batch;
-  batch.Put(req.key, req.value, token,
-            req.nx ? WriteCondition::kIfAbsent
-                   : req.xx ? WriteCondition::kIfPresent : WriteCondition::kNone);
-  WriteResult result;
-  result.want_old_values = req.get;
-  Status s = server.db->Write(ServerWriteOptions(server), batch, &result);
-  if (!s.ok()) {
-    ReplyStatus(s, out);
-  } else if (req.get) {
-    if (result.existed[0]) {
-      resp::Bulk(out, result.old_values[0]);
-    } else {
-      resp::Null(out);
-    }
-  } else if (result.applied) {
-    resp::Simple(out, "OK");
-  } else {
-    resp::Null(out);
-  }
-}
-
-void CmdDel(ServerState& server, ClientState&, const Args& args,
-            std::string* out) {
-  size_t end;
-  bool has_fence;
-  std::string_view token_text;
-  if (!SplitFenceSuffix(args, 1, &end, &has_fence, &token_text)) {
-    ReplyWrongArgs("del", out);
-    return;
-  }
-  Token token;
-  if (!ResolveWriteToken(server, has_fence, token_text, "DEL", args[1], &token,
-                         out)) {
-    return;
-  }
-  WriteBatch batch;
-  for (size_t i = 1; i < end; ++i) batch.Delete(args[i], token);
-  WriteResult result;
-  Status s = server.db->Write(ServerWriteOptions(server), batch, &result);
-  if (!s.ok()) {
-    ReplyStatus(s, out);
-    return;
-  }
-  int64_t deleted = 0;
-  for (bool e : result.existed) deleted += e ? 1 : 0;
-  resp::Integer(out, deleted);
-}
-
-void CmdMset(ServerState& server, ClientState&, const Args& args,
-             std::string* out) {
-  size_t end;
-  bool has_fence;
-  std::string_view token_text;
-  if (!SplitMset(args, &end, &has_fence, &token_text)) {
-    ReplyWrongArgs("mset", out);
-    return;
-  }
-  Token token;
-  if (!ResolveWriteToken(server, has_fence, token_text, "MSET", args[1], &token,
-                         out)) {
-    return;
-  }
-  WriteBatch batch;
-  for (size_t i = 1; i + 1 < end; i += 2) batch.Put(args[i], args[i + 1], token);
-  Status s = server.db->Write(ServerWriteOptions(server), batch);
-  if (s.ok()) {
-    resp::Simple(out, "OK");
   } else {
     ReplyStatus(s, out);
   }
@@ -412,130 +309,24 @@ void CmdDbsize(ServerState& server, ClientState&, const Args&,
 
 }  // namespace
 
-bool CheckQueueable(const Args& args, std::string* error) {
-  if (EqualsIgnoreCase(args[0], "SET")) {
-    SetRequest req;
-    if (!ParseSet(args, &req, error)) return false;
-    if (req.nx || req.xx || req.get) {
-      *error = "ERR SET options NX, XX and GET are not supported inside MULTI";
-      return false;
-    }
-    return true;
-  }
-  size_t end;
-  bool has_fence;
-  std::string_view token_text;
-  if (EqualsIgnoreCase(args[0], "DEL") &&
-      !SplitFenceSuffix(args, 1, &end, &has_fence, &token_text)) {
-    *error = "ERR wrong number of arguments for 'del' command";
-    return false;
-  }
-  if (EqualsIgnoreCase(args[0], "MSET") &&
-      !SplitMset(args, &end, &has_fence, &token_text)) {
-    *error = "ERR wrong number of arguments for 'mset' command";
-    return false;
-  }
-  return true;
-}
-
-void ExecTransaction(ServerState& server, ClientState& client,
-                     std::string* out) {
-  // The queued commands (already checked by CheckQueueable) become one
-  // atomic batch; each op's index range is kept for the per-command replies.
-  std::vector<std::vector<std::string>> queued;
-  queued.swap(client.queued);
-  client.in_multi = false;
-  if (client.multi_failed) {
-    client.multi_failed = false;
-    resp::Error(out, "EXECABORT Transaction discarded because of previous errors.");
-    return;
-  }
-  WriteBatch batch;
-  std::vector<std::pair<size_t, size_t>> ranges;  // [first op, end op)
-  for (const auto& cmd : queued) {
-    const Args args(cmd.begin(), cmd.end());
-    const size_t first = batch.Count();
-    std::string error;
-    size_t end;
-    bool has_fence = false;
-    std::string_view token_text;
-    Token token = 0;
-    if (EqualsIgnoreCase(args[0], "SET")) {
-      SetRequest req;
-      ParseSet(args, &req, &error);
-      if (!ResolveWriteToken(server, req.has_fence, req.token_text, "SET",
-                             req.key, &token, out)) {
-        return;
-      }
-      batch.Put(req.key, req.value, token);
-    } else if (EqualsIgnoreCase(args[0], "DEL")) {
-      SplitFenceSuffix(args, 1, &end, &has_fence, &token_text);
-      if (!ResolveWriteToken(server, has_fence, token_text, "DEL", args[1],
-                             &token, out)) {
-        return;
-      }
-      for (size_t i = 1; i < end; ++i) batch.Delete(args[i], token);
-    } else if (EqualsIgnoreCase(args[0], "MSET")) {
-      SplitMset(args, &end, &has_fence, &token_text);
-      if (!ResolveWriteToken(server, has_fence, token_text, "MSET", args[1],
-                             &token, out)) {
-        return;
-      }
-      for (size_t i = 1; i + 1 < end; i += 2) batch.Put(args[i], args[i + 1], token);
-    }
-    ranges.emplace_back(first, batch.Count());
-  }
-  WriteResult result;
-  Status s = server.db->Write(ServerWriteOptions(server), batch, &result);
-  if (!s.ok()) {
-    // e.g. -STALE ... at command N: nothing was applied. The op index maps
-    // back to the queued command that holds it.
-    if (s.IsStaleToken()) {
-      StaleTokenInfo info = *s.stale();
-      for (size_t c = 0; c < ranges.size(); ++c) {
-        if (static_cast<size_t>(info.batch_index) < ranges[c].second) {
-          info.batch_index = static_cast<int64_t>(c);
-          break;
-        }
-      }
-      resp::Error(out, ErrorLine(Status::StaleToken(info), true));
-    } else {
-      ReplyStatus(s, out);
-    }
-    return;
-  }
-  resp::ArrayHeader(out, queued.size());
-  for (size_t c = 0; c < queued.size(); ++c) {
-    const std::string& name = queued[c][0];
-    if (EqualsIgnoreCase(name, "DEL")) {
-      int64_t n = 0;
-      for (size_t i = ranges[c].first; i < ranges[c].second; ++i) {
-        n += result.existed[i] ? 1 : 0;
-      }
-      resp::Integer(out, n);
-    } else if (EqualsIgnoreCase(name, "PING")) {
-      resp::Simple(out, "PONG");
-    } else {
-      resp::Simple(out, "OK");
-    }
-  }
-}
-
 void AppendKvCommands(std::vector<CommandSpec>* t) {
-  t->push_back({"get", CmdGet, -2, kCmdReadOnly | kCmdKeys, kCatRead});
+  t->push_back({"get", CmdGet, -2, kCmdReadOnly, {1, 1, 1}, kCatRead});
   t->push_back(
-      {"set", CmdSet, -3, kCmdWrite | kCmdMulti | kCmdKeys, kCatWrite});
-  t->push_back(
-      {"del", CmdDel, -2, kCmdWrite | kCmdMulti | kCmdKeys, kCatWrite});
-  t->push_back(
-      {"mset", CmdMset, -3, kCmdWrite | kCmdMulti | kCmdKeys, kCatWrite});
-  t->push_back({"exists", CmdExists, -2, kCmdReadOnly | kCmdKeys, kCatRead});
-  t->push_back({"mget", CmdMget, -2, kCmdReadOnly | kCmdKeys, kCatRead});
-  t->push_back({"scan", CmdScan, -2, kCmdReadOnly | kCmdIterates,
+      {"set", CmdWrite, -3, kCmdWrite | kCmdMulti, {1, 1, 1}, kCatWrite});
+  // DEL k [k ...] FENCE t, MSET k v [k v ...] FENCE t: the FENCE clause is
+  // not a key (-3: the last key is the third argument from the end). An
+  // unfenced call (--allow_unfenced) has keys up to its end: movable keys.
+  t->push_back({"del", CmdWrite, -2, kCmdWrite | kCmdMulti | kCmdMovableKeys,
+                {1, -3, 1}, kCatWrite});
+  t->push_back({"mset", CmdWrite, -3, kCmdWrite | kCmdMulti | kCmdMovableKeys,
+                {1, -3, 2}, kCatWrite});
+  t->push_back({"exists", CmdExists, -2, kCmdReadOnly, {1, -1, 1}, kCatRead});
+  t->push_back({"mget", CmdMget, -2, kCmdReadOnly, {1, -1, 1}, kCatRead});
+  t->push_back({"scan", CmdScan, -2, kCmdReadOnly | kCmdIterates, {},
                 kCatRead | kCatKeyspace});
-  t->push_back({"keys", CmdKeys, 2, kCmdReadOnly | kCmdIterates,
+  t->push_back({"keys", CmdKeys, 2, kCmdReadOnly | kCmdIterates, {},
                 kCatRead | kCatKeyspace | kCatDangerous});
-  t->push_back({"dbsize", CmdDbsize, 1, kCmdReadOnly | kCmdIterates,
+  t->push_back({"dbsize", CmdDbsize, 1, kCmdReadOnly | kCmdIterates, {},
                 kCatRead | kCatKeyspace});
 }
 

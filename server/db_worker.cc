@@ -32,7 +32,7 @@ void DbWorker::SubmitWrite(std::vector<const WriteBatch*> batches,
                            WriteDone done) {
   const size_t n = batches.size();
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (!stop_) {
       const bool was_empty = queue_.empty();
       queue_.push_back(Job{std::move(batches), std::move(done), nullptr});
@@ -44,7 +44,7 @@ void DbWorker::SubmitWrite(std::vector<const WriteBatch*> batches,
 }
 
 bool DbWorker::TrySubmitRead(std::function<void()> read) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (stop_ || queue_.size() >= kMaxQueuedReads) return false;
   queue_.push_back(Job{{}, nullptr, std::move(read)});
   cv_.notify_one();
@@ -53,7 +53,7 @@ bool DbWorker::TrySubmitRead(std::function<void()> read) {
 
 void DbWorker::Stop() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     stop_ = true;
     cv_.notify_one();
   }
@@ -65,8 +65,8 @@ void DbWorker::Run() {
   while (true) {
     jobs.clear();
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+      MutexLock lock(&mu_);
+      while (!stop_ && queue_.empty()) cv_.wait(mu_);
       if (queue_.empty()) return;  // stopped, and nothing left to run
       // Everything queued, in order, within the group bound.
       size_t n = 0;

@@ -30,11 +30,12 @@
 #include <condition_variable>
 #include <deque>
 #include <functional>
-#include <mutex>
 #include <thread>
 #include <vector>
 
 #include "fencedkv/db.h"
+#include "util/mutexlock.h"
+#include "util/thread_annotations.h"
 
 namespace fencedkv {
 namespace server {
@@ -58,14 +59,15 @@ class DbWorker {
 
   // Queues `batches` (which must stay valid until `done` runs). After
   // Stop(), `done` gets -SHUTDOWN statuses at once, on the calling thread.
-  void SubmitWrite(std::vector<const WriteBatch*> batches, WriteDone done);
+  void SubmitWrite(std::vector<const WriteBatch*> batches, WriteDone done)
+      LOCKS_EXCLUDED(mu_);
   // Queues `read`, to run on the worker thread, if fewer than two jobs are
   // waiting (so the worker always has the next one at hand). False, and
   // nothing queued, if it is that far behind or stopped: the caller reads
   // itself.
-  bool TrySubmitRead(std::function<void()> read);
+  bool TrySubmitRead(std::function<void()> read) LOCKS_EXCLUDED(mu_);
   // Refuses new jobs, runs the queued ones, joins the thread. Idempotent.
-  void Stop();
+  void Stop() LOCKS_EXCLUDED(mu_);
 
  private:
   struct Job {
@@ -73,16 +75,17 @@ class DbWorker {
     WriteDone done;
     std::function<void()> read;              // a read job
   };
-  void Run();
+  void Run() LOCKS_EXCLUDED(mu_);
   // Applies jobs[first, last), all writes, as one group.
-  void WriteJobs(std::vector<Job>* jobs, size_t first, size_t last);
+  void WriteJobs(std::vector<Job>* jobs, size_t first, size_t last)
+      LOCKS_EXCLUDED(mu_);
 
   DB* const db_;
   const WriteOptions options_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<Job> queue_;
-  bool stop_ = false;
+  Mutex mu_;
+  std::condition_variable_any cv_;
+  std::deque<Job> queue_ GUARDED_BY(mu_);
+  bool stop_ GUARDED_BY(mu_) = false;
   // Reused by WriteJobs (worker thread only).
   std::vector<const WriteBatch*> ptrs_;
   std::vector<Status> statuses_;

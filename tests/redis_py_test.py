@@ -77,6 +77,18 @@ check("FENCE.ADVANCE near 2^64", b"18446744073709551615",
 token2, _ = r.execute_command("LEASE.ACQUIRE", "py:lease2", "holder-1", 5000)
 check("leases still granted after a token of 2^64-1", int(token) + 1, int(token2))
 
+# The keys a cluster client would route by: redis-py's CommandsParser reads
+# COMMAND's key positions, and asks COMMAND GETKEYS for movablekeys ones
+# (DEL, MSET: their FENCE clause is not a key).
+from redis.commands.parser import CommandsParser
+keys = CommandsParser(r)
+check("routing keys of MSET ... FENCE t", ["a", "b"],
+      keys.get_keys(r, "MSET", "a", "1", "b", "2", "FENCE", "3"))
+check("routing keys of DEL ... FENCE t", ["a", "b"],
+      keys.get_keys(r, "DEL", "a", "b", "FENCE", "3"))
+check("routing keys of SET", ["k"], keys.get_keys(r, "SET", "k", "v", "FENCE", "3"))
+check("routing keys of MGET", ["a", "b"], keys.get_keys(r, "MGET", "a", "b"))
+
 info = r.info("fencing")
 check("INFO fencing counts the rejection", True, info["rejected_writes"] >= 1)
 check("INFO fence_domain", "key", info["fence_domain"])

@@ -7,8 +7,10 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <filesystem>
 #include <memory>
+#include <mutex>
 #include <thread>
 
 #include <fcntl.h>
@@ -21,6 +23,7 @@
 #include "fencedkv/db.h"
 #include "fencedkv/lease.h"
 
+#include "fast_path.h"
 #include "server.h"
 #include "server_test_util.h"
 #include "util/sync_point.h"
@@ -233,6 +236,129 @@ TEST_F(ServerInProcessTest, ShutdownKeepsGroupedRepliesInOrder) {
   std::string v;
   EXPECT_FENCEDKV_OK(db->Get(ReadOptions(), "a", &v));
   EXPECT_TRUE(db->Get(ReadOptions(), "b", &v).IsNotFound());
+}
+
+const char* RouteName(server::Route r) {
+  switch (r) {
+    case server::Route::kExecute:
+      return "execute";
+    case server::Route::kBatchedGet:
+      return "get";
+    case server::Route::kGroupedWrite:
+      return "write";
+    case server::Route::kScanThread:
+      return "scan";
+    case server::Route::kLongExec:
+      return "long-exec";
+  }
+  return "?";
+}
+
+// The io loop's fast paths over a real socket, with and without --sync: a
+// run of pipelined GETs is read with one MultiGet, consecutive plain fenced
+// SET / MSET are one group commit, anything else takes Execute, SCAN the
+// scan thread -- and every reply comes in request order (the GETs after
+// the writes see them). The loop is held on the first command while the
+// rest of the pipeline arrives, so it reads it all in one pass.
+TEST_F(ServerInProcessTest, PipelinedCommandsTakeTheFastPaths) {
+  for (bool sync : {false, true}) {
+    SCOPED_TRACE(sync ? "--sync" : "no sync");
+    test::TempDir dir;
+    Options o;
+    o.create_if_missing = true;
+    InProcessServer s;
+    server::ServerOptions so;
+    so.sync = sync;
+    ASSERT_FENCEDKV_OK(s.Start(dir.path(), o, so));
+
+    std::mutex mu;
+    std::condition_variable cv;
+    bool release = false;
+    std::vector<std::string> routes;  // after the first command's
+    std::vector<size_t> get_runs, groups;
+    bool held = false;
+    SyncPoint::Get()->SetCallback("Connection::Process:Route", [&](void* arg) {
+      std::unique_lock<std::mutex> lock(mu);
+      if (!held) {  // the first command (PING): hold the loop
+        held = true;
+        cv.wait(lock, [&] { return release; });
+        return;
+      }
+      routes.push_back(RouteName(*static_cast<server::Route*>(arg)));
+    });
+    SyncPoint::Get()->SetCallback("Connection::FlushGets", [&](void* arg) {
+      std::lock_guard<std::mutex> lock(mu);
+      get_runs.push_back(*static_cast<size_t*>(arg));
+    });
+    SyncPoint::Get()->SetCallback("Server::Flush:Batches", [&](void* arg) {
+      std::lock_guard<std::mutex> lock(mu);
+      groups.push_back(
+          static_cast<std::vector<const WriteBatch*>*>(arg)->size());
+    });
+    SyncPoint::Get()->EnableProcessing();
+
+    RespTestClient c(s.port());
+    ASSERT_TRUE(c.connected());
+    c.Send({"PING"});
+    std::string pipeline;
+    for (int i = 0; i < 10; ++i) {
+      pipeline += RespTestClient::Encode({"GET", "g" + std::to_string(i)});
+    }
+    for (const std::vector<std::string>& w :
+         std::vector<std::vector<std::string>>{
+             {"SET", "a", "1", "FENCE", "5"},
+             {"MSET", "b", "2", "c", "3", "FENCE", "5"},
+             {"GET", "a"},
+             {"GET", "b"},
+             {"GET", "c"},
+             {"SET", "a", "x", "NX", "FENCE", "5"},
+             {"SET", "d", "4", "FENCE", "0"},
+             {"DEL", "a", "FENCE", "5"},
+             {"GET", "a"},
+             {"SCAN", "0"},
+         }) {
+      pipeline += RespTestClient::Encode(w);
+    }
+    c.SendRaw(pipeline);
+    // On loopback the bytes are in the server's socket buffer once sent;
+    // the pause is a margin.
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      ASSERT_TRUE(held) << "the first command never reached the loop";
+      release = true;
+      cv.notify_all();
+    }
+    EXPECT_EQ("+PONG", c.Read());
+    for (int i = 0; i < 10; ++i) EXPECT_EQ("$nil", c.Read()) << i;
+    EXPECT_EQ("+OK", c.Read());
+    EXPECT_EQ("+OK", c.Read());
+    EXPECT_EQ("$1", c.Read());
+    EXPECT_EQ("$2", c.Read());
+    EXPECT_EQ("$3", c.Read());
+    EXPECT_EQ("$nil", c.Read());  // NX: a exists
+    EXPECT_EQ(0u, c.Read().rfind("-ERR invalid token '0'", 0));
+    EXPECT_EQ(":1", c.Read());
+    EXPECT_EQ("$nil", c.Read());
+    EXPECT_EQ("*[$0,*[$b,$c]]", c.Read());
+    SyncPoint::Get()->DisableProcessing();
+    SyncPoint::Get()->ClearAllCallbacks();
+    std::lock_guard<std::mutex> lock(mu);
+    EXPECT_EQ((std::vector<std::string>{"get",     "get",     "get",
+                                        "get",     "get",     "get",
+                                        "get",     "get",     "get",
+                                        "get",     "write",   "write",
+                                        "get",     "get",     "get",
+                                        "execute", "execute", "execute",
+                                        "get",     "scan"}),
+              routes);
+    EXPECT_EQ((std::vector<size_t>{10, 3, 1}), get_runs)
+        << "one MultiGet per run of GETs";
+    EXPECT_EQ((std::vector<size_t>{2}), groups)
+        << "the SET and the MSET: one group commit";
+    c.Close();
+    s.Stop();
+  }
 }
 
 size_t OpenFds() {

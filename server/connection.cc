@@ -1,0 +1,461 @@
+// Copyright (c) fencedkv authors.
+
+#include "connection.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "command_table.h"
+#include "error_mapping.h"
+#include "fast_path.h"
+#include "resp_writer.h"
+#include "util/sync_point.h"
+
+namespace fencedkv {
+namespace server {
+
+namespace {
+constexpr size_t kInitialReadBuffer = 16 << 10;
+// Parse no further while this much output waits: bounds a pipelining
+// client's memory to this plus one command's reply (or one MultiGet's: at
+// most kMaxGets values).
+constexpr size_t kMaxPendingOutput = 4 << 20;
+// An idle connection frees buffers and scratch vectors larger than these
+// (a large request or reply grew them).
+constexpr size_t kKeepBufferBytes = 64 << 10;
+constexpr size_t kKeepScratchItems = 1024;
+// GETs read with one MultiGet at most; fewer than kOffloadGets are read on
+// the loop itself.
+constexpr size_t kMaxGets = 16;
+constexpr size_t kOffloadGets = 4;
+// One connection's share of a group commit: at most this many commands or
+// bytes of requests.
+constexpr size_t kMaxJob = 1024;
+constexpr size_t kMaxJobBytes = 4 << 20;
+// Batches and values are reused; one grown past this is not kept.
+constexpr size_t kKeepBatchBytes = 64 << 10;
+}  // namespace
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+int64_t SteadyMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+Connection::Connection(Server::Impl* server, Loop* loop,
+                       asio::ip::tcp::socket socket, uint64_t id)
+    : server_(server),
+      loop_(loop),
+      socket_(std::move(socket)),
+      parser_(server->options_.limits),
+      in_(kInitialReadBuffer),
+      connected_ms_(SteadyMs()),
+      last_command_ms_(connected_ms_) {
+  client_.id = id;
+  client_.created_ms = NowMs();
+  StartSession(server->state_, &client_);
+  parser_.set_authenticated(client_.authed);
+  asio::error_code ec;
+  auto ep = socket_.remote_endpoint(ec);
+  if (!ec) {
+    client_.addr = ep.address().to_string() + ":" + std::to_string(ep.port());
+  }
+  socket_.set_option(asio::ip::tcp::no_delay(true), ec);
+  // Replies are written straight away when the socket takes them.
+  socket_.non_blocking(true, ec);
+}
+
+Connection::~Connection() {
+  server_->state_.cursors.DropOwner(client_.id);  // its SCAN cursors go
+  server_->stats_.connected.fetch_sub(1);
+  server_->Unregister(client_.id);
+}
+
+void Connection::Start() {
+  auto self = shared_from_this();
+  asio::post(loop_->io, [self] {
+    if (self->server_->timeouts_enabled()) self->loop_->conns.push_back(self);
+    self->DoRead();
+  });
+}
+
+void Connection::Close() {
+  auto self = shared_from_this();
+  asio::post(loop_->io, [self] { self->CloseNow(/*flush=*/true); });
+}
+
+void Connection::Describe(int64_t now_ms, int64_t now_steady_ms,
+                          std::string* out) const {
+  std::string name;
+  int64_t multi;
+  const AclUser* user;  // the ACL's users live as long as the server
+  {
+    MutexLock lock(&info_mu_);
+    name = shown_name_;
+    multi = shown_multi_;
+    user = shown_user_;
+  }
+  const int64_t idle_ms =
+      now_steady_ms - last_command_ms_.load(std::memory_order_relaxed);
+  out->append("id=" + std::to_string(client_.id) + " addr=" + client_.addr +
+              " name=" + name +
+              " age=" + std::to_string((now_ms - client_.created_ms) / 1000) +
+              " idle=" + std::to_string(std::max<int64_t>(0, idle_ms) / 1000) +
+              " db=0 multi=" + std::to_string(multi) + " user=" +
+              (user != nullptr ? user->name() : std::string()) + "\n");
+}
+
+void Connection::CheckTimeouts(int64_t now_steady_ms) {
+  if (closed_ || reads_pending_ || job_n_ > 0) return;
+  const ServerOptions& o = server_->options_;
+  const auto auth_ms = static_cast<int64_t>(o.auth_timeout.count());
+  const auto idle_ms = static_cast<int64_t>(o.idle_timeout.count());
+  if (!client_.authed && auth_ms > 0 &&
+      now_steady_ms - connected_ms_ >= auth_ms) {
+    server_->stats_.timeouts.fetch_add(1);
+    if (!writing_) {
+      resp::Error(&out_, "NOAUTH authentication timeout: no AUTH within " +
+                             std::to_string(auth_ms) +
+                             " ms of connecting (auth_timeout)");
+    }
+    CloseNow(/*flush=*/true);
+  } else if (idle_ms > 0 &&
+             now_steady_ms - last_command_ms_.load(std::memory_order_relaxed) >=
+                 idle_ms) {
+    server_->stats_.timeouts.fetch_add(1);
+    CloseNow(/*flush=*/false);  // as Redis: silently
+  }
+}
+
+void Connection::AppendJob(std::vector<const WriteBatch*>* out) const {
+  for (size_t i = 0; i < job_n_; ++i) out->push_back(&job_[i]);
+}
+
+void Connection::OnJobDone(const Status* statuses) {
+  for (size_t i = 0; i < job_n_; ++i) {
+    if (statuses[i].ok()) {
+      out_.append("+OK\r\n", 5);
+    } else {
+      resp::Error(&out_, ErrorLine(statuses[i]));
+    }
+    server_->EndCommand();
+    if (job_[i].ApproximateSize() > kKeepBatchBytes) job_[i] = WriteBatch();
+  }
+  job_n_ = 0;
+  job_bytes_ = 0;
+  Continue();
+}
+
+void Connection::CloseNow(bool flush) {
+  if (closed_) return;
+  closed_ = true;
+  asio::error_code ec;
+  if (flush && !writing_ && !out_.empty()) {
+    socket_.write_some(asio::buffer(out_), ec);
+  }
+  socket_.shutdown(asio::ip::tcp::socket::shutdown_both, ec);
+  socket_.close(ec);
+}
+
+void Connection::DoRead() {
+  if (closed_) return;
+  if (in_end_ == in_.size()) {
+    if (in_begin_ > 0) {
+      std::memmove(in_.data(), in_.data() + in_begin_, in_end_ - in_begin_);
+      in_end_ -= in_begin_;
+      in_begin_ = 0;
+    } else {
+      // One command is larger than the buffer: grow, within the limit
+      // (the parser refuses anything over max_request_bytes first).
+      const size_t cap =
+          server_->options_.limits.max_request_bytes + (64 << 10);
+      in_.resize(std::min(cap, in_.size() * 2));
+      if (in_end_ == in_.size()) {
+        resp::Error(&out_, "ERR Protocol error: request too large");
+        client_.close_after_reply = true;
+        Continue();
+        return;
+      }
+    }
+  }
+  auto self = shared_from_this();
+  socket_.async_read_some(
+      asio::buffer(in_.data() + in_end_, in_.size() - in_end_),
+      [self](const asio::error_code& ec, size_t n) { self->OnRead(ec, n); });
+}
+
+void Connection::OnRead(const asio::error_code& ec, size_t n) {
+  if (ec) {
+    CloseNow();
+    return;
+  }
+  in_end_ += n;
+  Continue();
+}
+
+void Connection::Continue() {
+  while (!closed_) {
+    Process();
+    if (reads_pending_) return;  // OnReadsDone / OnOffloadDone continues
+    if (job_n_ > 0) {
+      server_->AddWriter(loop_, shared_from_this());
+      return;
+    }
+    if (!out_.empty()) {
+      if (!WriteNow()) return;  // the rest goes asynchronously
+      continue;                 // all written: on with what is buffered
+    }
+    if (client_.close_after_reply) {
+      CloseNow();
+    } else {
+      if (in_begin_ == in_end_) ShrinkIdle();
+      DoRead();
+    }
+    return;
+  }
+}
+
+void Connection::Process() {
+  const size_t begin = in_begin_;
+  while (in_begin_ < in_end_ && !client_.close_after_reply &&
+         out_.size() < kMaxPendingOutput) {
+    size_t consumed = 0;
+    const auto r = parser_.Parse(in_.data() + in_begin_, in_end_ - in_begin_,
+                                 &args_, &consumed);
+    if (r == RespParser::Result::kNeedMore) break;
+    if (r == RespParser::Result::kError) {
+      server_->stats_.protocol_errors.fetch_add(1);
+      resp::Error(&out_, "ERR " + parser_.error());
+      client_.close_after_reply = true;
+      break;
+    }
+    if (args_.empty()) {  // an empty command
+      in_begin_ += consumed;
+      continue;
+    }
+    // The gates come first, whatever the command's route: Admit (login,
+    // ACL, arity, MULTI), then shutting down. Only an admitted command may
+    // take a fast path.
+    const Admission admission = Admit(client_, args_);
+    if (job_n_ == job_.size()) job_.emplace_back();
+    Route route = ChooseRoute(admission, client_, args_, &job_[job_n_]);
+    // Replies in request order: the GETs collected so far are answered
+    // before anything but another GET, the grouped writes before anything
+    // but another grouped write. (This command is parsed again once they
+    // are.)
+    if (route != Route::kBatchedGet && FlushGets()) break;
+    if (route != Route::kGroupedWrite && job_n_ > 0) break;
+    if (!server_->BeginCommand()) {
+      // Shutting down: what was collected before this command is answered
+      // first (then it is parsed again); it gets -SHUTDOWN, and did nothing.
+      if (FlushGets() || job_n_ > 0) break;
+      RefuseShuttingDown();
+      break;
+    }
+    in_begin_ += consumed;
+    TEST_SYNC_POINT_CALLBACK("Connection::Process:Route", &route);
+    if (route == Route::kBatchedGet) {
+      get_keys_.append(args_[1].data(), args_[1].size());
+      get_ends_.push_back(get_keys_.size());
+      if (get_ends_.size() >= kMaxGets && FlushGets()) break;
+      continue;
+    }
+    if (route == Route::kGroupedWrite) {
+      ++job_n_;
+      job_bytes_ += consumed;
+      TEST_SYNC_POINT("Connection::Process:Grouped");
+      if (job_n_ >= kMaxJob || job_bytes_ >= kMaxJobBytes) break;
+      continue;
+    }
+    // A walk of the key space runs on the scan thread, a long EXEC's one
+    // large write on the database thread if it has room.
+    if (route == Route::kScanThread && OffloadCommand(admission, true)) break;
+    if (route == Route::kLongExec && OffloadCommand(admission, false)) break;
+    Execute(server_->state_, client_, args_, admission, &out_);
+    server_->EndCommand();
+    AfterDispatch();
+  }
+  if (!reads_pending_) FlushGets();
+  if (in_begin_ != begin) {
+    last_command_ms_.store(SteadyMs(), std::memory_order_relaxed);
+  }
+  if (in_begin_ == in_end_) in_begin_ = in_end_ = 0;
+}
+
+void Connection::AfterDispatch() {
+  parser_.set_authenticated(client_.authed);
+  const int64_t multi =
+      client_.in_multi ? static_cast<int64_t>(client_.queued.size()) : -1;
+  if (multi == published_multi_ && client_.name == published_name_ &&
+      client_.user == published_user_) {
+    return;
+  }
+  published_multi_ = multi;
+  published_name_ = client_.name;
+  published_user_ = client_.user;
+  MutexLock lock(&info_mu_);
+  shown_multi_ = multi;
+  shown_name_ = client_.name;
+  shown_user_ = client_.user;
+}
+
+void Connection::ShrinkIdle() {
+  if (in_.size() > kInitialReadBuffer) {
+    std::vector<char>(kInitialReadBuffer).swap(in_);
+    in_begin_ = in_end_ = 0;
+  }
+  if (out_.capacity() > kKeepBufferBytes) std::string().swap(out_);
+  if (args_.capacity() > kKeepScratchItems) {
+    std::vector<std::string_view>().swap(args_);
+  }
+  if (offload_args_.capacity() > kKeepScratchItems) {
+    std::vector<std::string>().swap(offload_args_);
+  }
+  if (offload_out_.capacity() > kKeepBufferBytes) {
+    std::string().swap(offload_out_);
+  }
+  if (get_keys_.capacity() > kKeepBufferBytes) std::string().swap(get_keys_);
+  if (!client_.in_multi && client_.queued.capacity() > kKeepScratchItems) {
+    std::vector<QueuedCommand>().swap(client_.queued);
+  }
+  parser_.ShrinkScratch();
+}
+
+void Connection::RefuseShuttingDown() {
+  resp::Error(&out_, "SHUTDOWN the server is shutting down");
+  client_.close_after_reply = true;
+}
+
+bool Connection::OffloadCommand(const Admission& admission, bool to_scans) {
+  offload_args_.assign(args_.begin(), args_.end());  // in_ may move on
+  auto self = shared_from_this();
+  auto job = [self, admission] {
+    // Off the loop; this connection waits (reads_pending_).
+    const Args args(self->offload_args_.begin(), self->offload_args_.end());
+    Execute(self->server_->state_, self->client_, args, admission,
+            &self->offload_out_);
+    asio::post(self->loop_->io, [self] { self->OnOffloadDone(); });
+  };
+  const bool queued = to_scans ? server_->state_.scans.Submit(job)
+                               : server_->worker_->TrySubmitRead(job);
+  if (queued) reads_pending_ = true;
+  return queued;
+}
+
+void Connection::OnOffloadDone() {
+  reads_pending_ = false;
+  if (out_.empty()) {
+    out_.swap(offload_out_);
+  } else {
+    out_.append(offload_out_);
+    offload_out_.clear();
+  }
+  offload_args_.clear();
+  server_->EndCommand();
+  AfterDispatch();
+  Continue();
+}
+
+bool Connection::FlushGets() {
+  size_t n = get_ends_.size();
+  if (n == 0) return false;
+  TEST_SYNC_POINT_CALLBACK("Connection::FlushGets", &n);
+  get_views_.clear();
+  size_t begin = 0;
+  for (size_t end : get_ends_) {
+    get_views_.emplace_back(get_keys_.data() + begin, end - begin);
+    begin = end;
+  }
+  if (get_values_.size() < n) get_values_.resize(n);
+  get_statuses_.assign(n, Status());
+  DB* db = server_->state_.db;
+  if (n >= kOffloadGets) {
+    auto self = shared_from_this();
+    const bool queued = server_->worker_->TrySubmitRead([self, db, n] {
+      // On the database thread; this connection waits (reads_pending_).
+      db->MultiGet(ReadOptions(), n, self->get_views_.data(),
+                   self->get_values_.data(), self->get_statuses_.data());
+      asio::post(self->loop_->io, [self] { self->OnReadsDone(); });
+    });
+    if (queued) {
+      reads_pending_ = true;
+      return true;
+    }
+  }
+  if (n == 1) {
+    get_statuses_[0] = db->Get(ReadOptions(), get_views_[0], &get_values_[0]);
+  } else {
+    db->MultiGet(ReadOptions(), n, get_views_.data(), get_values_.data(),
+                 get_statuses_.data());
+  }
+  ReplyGets();
+  return false;
+}
+
+void Connection::OnReadsDone() {
+  reads_pending_ = false;
+  ReplyGets();
+  Continue();
+}
+
+void Connection::ReplyGets() {
+  const size_t n = get_ends_.size();
+  for (size_t i = 0; i < n; ++i) {
+    const Status& st = get_statuses_[i];
+    if (st.ok()) {
+      resp::Bulk(&out_, get_values_[i]);
+    } else if (st.IsNotFound()) {
+      resp::Null(&out_);
+    } else {
+      resp::Error(&out_, ErrorLine(st));
+    }
+    if (get_values_[i].capacity() > kKeepBatchBytes) {
+      std::string().swap(get_values_[i]);
+    }
+    server_->EndCommand();
+  }
+  get_keys_.clear();
+  get_ends_.clear();
+}
+
+bool Connection::WriteNow() {
+  size_t sent = 0;
+  asio::error_code ec;
+  while (sent < out_.size()) {
+    const size_t n = socket_.write_some(
+        asio::buffer(out_.data() + sent, out_.size() - sent), ec);
+    if (ec) break;
+    sent += n;
+  }
+  if (sent == out_.size()) {
+    out_.clear();
+    return true;
+  }
+  if (ec != asio::error::would_block && ec != asio::error::try_again) {
+    CloseNow();
+    return false;
+  }
+  out_.erase(0, sent);
+  auto self = shared_from_this();
+  writing_ = true;
+  asio::async_write(socket_, asio::buffer(out_),
+                    [self](const asio::error_code& wec, size_t) {
+                      self->writing_ = false;
+                      if (wec) {
+                        self->CloseNow();
+                        return;
+                      }
+                      self->out_.clear();
+                      self->Continue();
+                    });
+  return false;
+}
+
+}  // namespace server
+}  // namespace fencedkv

@@ -1,0 +1,163 @@
+// Copyright (c) fencedkv authors.
+//
+// Connection: one client's state machine (kvrocks' redis_connection.cc). It
+// reads requests, parses them (resp_parser.h), passes each command through
+// the gates (Admit for login, ACL, arity and MULTI; the server's for
+// shutdown), then takes its route (fast_path.h): GETs collected for one
+// MultiGet, plain fenced SET / MSET joining the loop's group commit, SCAN
+// and friends on the scan thread, a long EXEC on the database thread, or
+// Execute on the loop. Replies go out
+// in request order, each only after its command's effect is durable to the
+// configured level. It also closes itself on a timeout, and frees what a large
+// request or reply grew once idle.
+//
+// Thread safety: every handler runs on the connection's loop, except a
+// command handed to the scan or database thread, which runs there while the
+// loop leaves this connection alone (reads_pending_). What other threads
+// may read (CLIENT LIST) is immutable or published under info_mu_.
+
+#ifndef FENCEDKV_SERVER_CONNECTION_H_
+#define FENCEDKV_SERVER_CONNECTION_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "loop.h"
+#include "resp_parser.h"
+#include "server_impl.h"
+#include "util/mutexlock.h"
+#include "util/thread_annotations.h"
+
+namespace fencedkv {
+namespace server {
+
+// Wall-clock milliseconds since the epoch (CLIENT LIST's age).
+int64_t NowMs();
+// Monotonic milliseconds, for idle times and deadlines.
+int64_t SteadyMs();
+
+class Connection : public std::enable_shared_from_this<Connection> {
+ public:
+  Connection(Server::Impl* server, Loop* loop, asio::ip::tcp::socket socket,
+             uint64_t id);
+  ~Connection();
+
+  // Starts reading, on the connection's loop. Thread-safe.
+  void Start();
+
+  // Sends what replies are ready (if the socket takes them now), then
+  // closes the socket, on the connection's loop. Thread-safe.
+  void Close();
+
+  // Appends CLIENT LIST's line. Thread-safe: reads only what is immutable
+  // or published.
+  void Describe(int64_t now_ms, int64_t now_steady_ms, std::string* out) const
+      LOCKS_EXCLUDED(info_mu_);
+
+  // On the loop's timeout sweep: closes the connection if it has not
+  // authenticated within auth_timeout, or sent no complete command for
+  // idle_timeout. A connection whose command is still running is left
+  // alone.
+  void CheckTimeouts(int64_t now_steady_ms);
+
+  // On the loop's flush: the grouped writes waiting for it, appended to
+  // *out (valid until OnJobDone), and how many.
+  void AppendJob(std::vector<const WriteBatch*>* out) const;
+  size_t job_size() const { return job_n_; }
+  // Their statuses, in order: the replies, then on with what is buffered.
+  void OnJobDone(const Status* statuses);
+
+ private:
+  // With `flush`, first sends what of out_ the socket takes now (no
+  // waiting), unless an asynchronous write is under way.
+  void CloseNow(bool flush = false);
+  void DoRead();
+  void OnRead(const asio::error_code& ec, size_t n);
+  // Runs what is buffered and writes the replies, until it must wait: for
+  // more input, for the socket to take more output, for the loop's flush of
+  // its grouped writes (which calls OnJobDone) or for a command handed to
+  // another thread.
+  void Continue();
+  // Parses and runs the buffered commands, while the replies may wait.
+  void Process();
+  // After a command ran: the parser's limits follow AUTH, and what CLIENT
+  // LIST shows follows the name and the MULTI queue.
+  void AfterDispatch() LOCKS_EXCLUDED(info_mu_);
+  // Frees what a large request or reply left behind; called when nothing is
+  // buffered and nothing waits (so that memory per idle client stays
+  // small).
+  void ShrinkIdle();
+  // The reply to a command that arrives once shutdown has begun.
+  void RefuseShuttingDown();
+  // Runs the admitted command in args_ elsewhere, so this loop's other
+  // connections do not wait for it: on the scan thread (to_scans: a walk of
+  // the key space may take long and first sort the memtable,
+  // --memtable=hash), else on the database thread if it has room. True if
+  // handed over: then nothing more is processed until OnOffloadDone. (The
+  // handler reads client_, which the loop leaves alone meanwhile.)
+  bool OffloadCommand(const Admission& admission, bool to_scans);
+  void OnOffloadDone();
+  // Answers the GETs collected by Process: here if few, else with one
+  // MultiGet on the database thread, so this loop serves its other
+  // connections meanwhile. True if handed to it: then nothing more may be
+  // processed until OnReadsDone.
+  bool FlushGets();
+  void OnReadsDone();
+  void ReplyGets();
+  // Writes out_ with non-blocking sends. True if all of it went (out_ is
+  // then empty); false if the rest was handed to an asynchronous write,
+  // whose completion continues, or the connection was closed.
+  bool WriteNow();
+
+  Server::Impl* const server_;
+  Loop* const loop_;  // every handler of this connection runs on its thread
+  asio::ip::tcp::socket socket_;
+  bool closed_ = false;
+  bool writing_ = false;  // an asynchronous write of out_ is under way
+  ClientState client_;
+  RespParser parser_;
+  std::vector<char> in_;
+  size_t in_begin_ = 0, in_end_ = 0;
+  std::string out_;
+  std::vector<std::string_view> args_;
+  // Steady-clock ms: when the connection was accepted, and when its last
+  // complete command was parsed (relaxed: CLIENT LIST reads it elsewhere).
+  const int64_t connected_ms_;
+  std::atomic<int64_t> last_command_ms_;
+  // What CLIENT LIST shows: the name, MULTI queue length and user as of the
+  // last command, copied here by AfterDispatch (published_* are the loop's
+  // own copies, so an unchanged state costs no lock).
+  mutable Mutex info_mu_;
+  std::string shown_name_ GUARDED_BY(info_mu_);
+  int64_t shown_multi_ GUARDED_BY(info_mu_) = -1;
+  const AclUser* shown_user_ GUARDED_BY(info_mu_) = nullptr;
+  std::string published_name_;
+  int64_t published_multi_ = -1;
+  const AclUser* published_user_ = nullptr;
+  // Grouped writes waiting for the loop's flush: job_[0, job_n_). The
+  // batches are reused from one group to the next.
+  std::vector<WriteBatch> job_;
+  size_t job_n_ = 0;
+  size_t job_bytes_ = 0;
+  // GETs collected for one MultiGet: keys back to back in get_keys_.
+  std::string get_keys_;
+  std::vector<size_t> get_ends_;
+  std::vector<std::string_view> get_views_;
+  std::vector<std::string> get_values_;
+  std::vector<Status> get_statuses_;
+  // A MultiGet or command of ours is on the scan or database thread.
+  bool reads_pending_ = false;
+  // A command run on the scan thread or the database thread: its words and
+  // reply.
+  std::vector<std::string> offload_args_;
+  std::string offload_out_;
+};
+
+}  // namespace server
+}  // namespace fencedkv
+
+#endif  // FENCEDKV_SERVER_CONNECTION_H_

@@ -1,0 +1,40 @@
+// Copyright (c) fencedkv authors.
+
+#include "fast_path.h"
+
+#include <string>
+
+namespace fencedkv {
+namespace server {
+
+Route ChooseRoute(const Admission& admission, const ClientState& client,
+                  const Args& args, WriteBatch* batch) {
+  if (admission.verdict != Admission::Verdict::kRun) return Route::kExecute;
+  static const CommandSpec* const kGet = LookupCommand("get");
+  static const CommandSpec* const kSet = LookupCommand("set");
+  static const CommandSpec* const kMset = LookupCommand("mset");
+  static const CommandSpec* const kExec = LookupCommand("exec");
+  const CommandSpec* cmd = admission.cmd;
+  if (cmd == kGet) {
+    return args.size() == 2 ? Route::kBatchedGet : Route::kExecute;
+  }
+  if (cmd == kSet || cmd == kMset) {
+    WriteCommand write;
+    std::string error;
+    if (!ParseWriteCommand(args, &write, &error) || !write.PlainFenced()) {
+      return Route::kExecute;  // its handler answers (or refuses) it
+    }
+    batch->Clear();
+    AppendWriteOps(args, write, write.token, batch);
+    return Route::kGroupedWrite;
+  }
+  if ((cmd->flags & kCmdIterates) != 0) return Route::kScanThread;
+  if (cmd == kExec && client.in_multi &&
+      client.queued.size() >= kOffloadExecCommands) {
+    return Route::kLongExec;
+  }
+  return Route::kExecute;
+}
+
+}  // namespace server
+}  // namespace fencedkv

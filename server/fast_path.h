@@ -1,0 +1,53 @@
+// Copyright (c) fencedkv authors.
+//
+// Which path a command takes on an io loop (Connection::Process). Most run
+// their handler on the loop, through Execute; a few common or long ones
+// take a faster or less blocking path. A fast path is only ever chosen for
+// a command Admit admitted to run: login, ACL, arity and MULTI are checked
+// once, by the same gate as every other command's.
+
+#ifndef FENCEDKV_SERVER_FAST_PATH_H_
+#define FENCEDKV_SERVER_FAST_PATH_H_
+
+#include <cstddef>
+#include <cstdint>
+
+#include "fencedkv/write_batch.h"
+
+#include "command_table.h"
+
+namespace fencedkv {
+namespace server {
+
+enum class Route : uint8_t {
+  // Execute on the loop: every command below does when it is not admitted
+  // to run (its refusal, or MULTI's queueing) or does not fit its path.
+  kExecute,
+  // GET key: read with the connection's next MultiGet, together with the
+  // GETs pipelined after it.
+  kBatchedGet,
+  // SET k v FENCE t / MSET k v ... FENCE t with a valid token and no
+  // condition: joins the loop's next group commit (DB::WriteGroup), each
+  // command one batch.
+  kGroupedWrite,
+  // SCAN, KEYS, DBSIZE: on the scan thread.
+  kScanThread,
+  // EXEC of at least kOffloadExecCommands queued commands: on the database
+  // thread, if it has room.
+  kLongExec,
+};
+
+// An EXEC of at least this many queued commands runs on the database
+// thread, so the loop serves its other connections meanwhile.
+constexpr size_t kOffloadExecCommands = 64;
+
+// The route of `args`, which `admission` (Admit's verdict on it, for
+// `client`) admits or not. For kGroupedWrite, *batch is cleared and holds
+// the command's puts. Changes nothing else.
+Route ChooseRoute(const Admission& admission, const ClientState& client,
+                  const Args& args, WriteBatch* batch);
+
+}  // namespace server
+}  // namespace fencedkv
+
+#endif  // FENCEDKV_SERVER_FAST_PATH_H_

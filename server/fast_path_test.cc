@@ -1,0 +1,176 @@
+// Copyright (c) fencedkv authors.
+//
+// Which path each command takes on an io loop (ChooseRoute after Admit):
+// the fast paths (GETs read together, grouped SET / MSET, the scan thread,
+// a long EXEC on the database thread) and everything that falls back to
+// Execute on the loop -- in particular every command the gate does not
+// admit to run (not logged in, not allowed, wrong arity, inside MULTI).
+
+#include "fast_path.h"
+
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "util/testutil.h"
+
+namespace fencedkv {
+namespace server {
+namespace {
+
+const char* Name(Route r) {
+  switch (r) {
+    case Route::kExecute:
+      return "execute";
+    case Route::kBatchedGet:
+      return "batched-get";
+    case Route::kGroupedWrite:
+      return "grouped-write";
+    case Route::kScanThread:
+      return "scan-thread";
+    case Route::kLongExec:
+      return "long-exec";
+  }
+  return "?";
+}
+
+class FastPathTest : public testing::Test {
+ protected:
+  // The users: default (no password), plus those of `acl_text`.
+  void Users(const std::string& acl_text, const std::string& pass = "") {
+    options_ = ServerOptions();
+    options_.requirepass = pass;
+    ASSERT_FENCEDKV_OK(Acl::Parse(acl_text, "acl", pass, &options_.acl));
+    state_ = std::make_unique<ServerState>();
+    state_->options = &options_;
+    client_ = ClientState();
+    StartSession(*state_, &client_);
+  }
+  void SetUp() override { Users(""); }
+
+  void LogIn(const std::string& user, const std::string& pass) {
+    client_.user = state_->acl().Authenticate(user, pass);
+    ASSERT_NE(nullptr, client_.user);
+    client_.authed = true;
+  }
+
+  // The route of `words` for client_; *batch_ops gets the grouped batch's
+  // puts ("k=v,k=v").
+  std::string RouteOf(std::vector<std::string> words,
+                      std::string* batch_ops = nullptr) {
+    const Args args(words.begin(), words.end());
+    WriteBatch batch;
+    batch.Put("stale", "op", 1);  // a grouped write replaces it
+    const Route r = ChooseRoute(Admit(client_, args), client_, args, &batch);
+    if (batch_ops != nullptr) {
+      batch_ops->clear();
+      for (size_t i = 0; i < batch.Count(); ++i) {
+        const WriteBatch::Op op = batch.Get(i);
+        if (!batch_ops->empty()) *batch_ops += ",";
+        *batch_ops += std::string(op.key) + "=" + std::string(op.value) + "@" +
+                      std::to_string(op.token);
+      }
+    }
+    return Name(r);
+  }
+
+  ServerOptions options_;
+  std::unique_ptr<ServerState> state_;
+  ClientState client_;
+};
+
+TEST_F(FastPathTest, FastPaths) {
+  EXPECT_EQ("batched-get", RouteOf({"GET", "k"}));
+  EXPECT_EQ("batched-get", RouteOf({"get", "k"}));
+  std::string ops;
+  EXPECT_EQ("grouped-write", RouteOf({"SET", "k", "v", "FENCE", "7"}, &ops));
+  EXPECT_EQ("k=v@7", ops);
+  EXPECT_EQ("grouped-write",
+            RouteOf({"mset", "a", "1", "b", "2", "fence", "9"}, &ops));
+  EXPECT_EQ("a=1@9,b=2@9", ops);
+  EXPECT_EQ("scan-thread", RouteOf({"SCAN", "0"}));
+  EXPECT_EQ("scan-thread", RouteOf({"KEYS", "*"}));
+  EXPECT_EQ("scan-thread", RouteOf({"DBSIZE"}));
+}
+
+// Anything but a plain fenced SET / MSET is executed by its handler: the
+// conditions, an invalid or missing token, a syntax or arity error, DEL.
+TEST_F(FastPathTest, WritesThatAreNotGrouped) {
+  for (const std::vector<std::string>& w :
+       std::vector<std::vector<std::string>>{
+           {"SET", "k", "v", "NX", "FENCE", "1"},
+           {"SET", "k", "v", "GET", "FENCE", "1"},
+           {"SET", "k", "v", "FENCE", "0"},
+           {"SET", "k", "v", "FENCE", "007"},
+           {"SET", "k", "v"},
+           {"SET", "k", "v", "FENCE", "1", "FENCE", "2"},
+           {"SET", "k", "v", "EX", "1", "FENCE", "1"},
+           {"SET", "k"},
+           {"MSET", "a", "1", "b", "FENCE", "1"},
+           {"MSET", "a", "1"},
+           {"DEL", "k", "FENCE", "1"},
+           {"GET", "k", "FENCE", "1"},
+           {"GET"},
+           {"KEYS", "a", "b"},
+           {"FENCE.ADVANCE", "k", "5"},
+           {"NOPE", "k"},
+       }) {
+    EXPECT_EQ("execute", RouteOf(w)) << w[0] << " " << w.size();
+  }
+}
+
+// The gate comes first: a fast path is never taken by a command that is
+// not admitted to run.
+TEST_F(FastPathTest, RefusedCommandsNeverTakeAFastPath) {
+  Users(
+      "user ro on >ro ~* +@read +@connection +@transaction\n"
+      "user nokeys on >nk +@all -@admin\n"
+      "user getter on >g ~* +get +scan\n",
+      "pw");
+  // Not logged in (--requirepass): every command is refused.
+  for (const auto& w : std::vector<std::vector<std::string>>{
+           {"GET", "k"}, {"SET", "k", "v", "FENCE", "1"}, {"SCAN", "0"}}) {
+    const Args args(w.begin(), w.end());
+    EXPECT_EQ(Admission::Refusal::kNoAuth, Admit(client_, args).refusal);
+    EXPECT_EQ("execute", RouteOf(w)) << w[0];
+  }
+  LogIn("ro", "ro");
+  EXPECT_EQ("batched-get", RouteOf({"GET", "k"}));
+  EXPECT_EQ("execute", RouteOf({"SET", "k", "v", "FENCE", "1"}));  // NOPERM
+  EXPECT_EQ("execute", RouteOf({"MSET", "a", "1", "FENCE", "1"}));
+  LogIn("nokeys", "nk");
+  EXPECT_EQ("execute", RouteOf({"GET", "k"}));
+  EXPECT_EQ("execute", RouteOf({"SET", "k", "v", "FENCE", "1"}));
+  EXPECT_EQ("execute", RouteOf({"SCAN", "0"}));  // @keyspace
+  LogIn("getter", "g");
+  EXPECT_EQ("batched-get", RouteOf({"GET", "k"}));
+  EXPECT_EQ("scan-thread", RouteOf({"SCAN", "0"}));
+  EXPECT_EQ("execute", RouteOf({"KEYS", "*"}));
+  EXPECT_EQ("execute", RouteOf({"MSET", "a", "1", "FENCE", "1"}));
+}
+
+// Inside MULTI every command is queued or refused by Execute; EXEC of a
+// long queue goes to the database thread.
+TEST_F(FastPathTest, MultiAndLongExec) {
+  client_.in_multi = true;
+  EXPECT_EQ("execute", RouteOf({"SET", "k", "v", "FENCE", "1"}));  // queued
+  EXPECT_EQ("execute", RouteOf({"GET", "k"}));                     // refused
+  EXPECT_EQ("execute", RouteOf({"SCAN", "0"}));                    // refused
+  {
+    const std::vector<std::string> w = {"SET", "k", "v", "FENCE", "1"};
+    EXPECT_EQ(Admission::Verdict::kQueue,
+              Admit(client_, Args(w.begin(), w.end())).verdict);
+  }
+  client_.queued.resize(kOffloadExecCommands - 1);
+  EXPECT_EQ("execute", RouteOf({"EXEC"}));
+  client_.queued.resize(kOffloadExecCommands);
+  EXPECT_EQ("long-exec", RouteOf({"exec"}));
+  EXPECT_EQ("execute", RouteOf({"DISCARD"}));
+  client_.in_multi = false;
+  EXPECT_EQ("execute", RouteOf({"EXEC"}));  // EXEC without MULTI
+}
+
+}  // namespace
+}  // namespace server
+}  // namespace fencedkv

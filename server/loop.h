@@ -1,0 +1,50 @@
+// Copyright (c) fencedkv authors.
+//
+// Loop: one io thread of the server, running its own Asio io_context. Every
+// handler of a connection runs on that connection's loop, so they never run
+// concurrently (no strand needed), and the fenced writes its connections
+// parsed in one pass are flushed as one group (Server::Impl::Flush).
+//
+// Not thread-safe: everything here but `io` and `thread` is touched only on
+// the loop's own thread (Server::Impl sets it up before the thread starts and
+// joins the thread before tearing it down).
+
+#ifndef FENCEDKV_SERVER_LOOP_H_
+#define FENCEDKV_SERVER_LOOP_H_
+
+#define ASIO_STANDALONE
+#include <memory>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include <asio.hpp>
+
+namespace fencedkv {
+namespace server {
+
+class Connection;
+
+struct Loop {
+  Loop() : io(1) {}
+  asio::io_context io;
+  std::optional<asio::executor_work_guard<asio::io_context::executor_type>>
+      work;
+  std::thread thread;
+  // Connections with grouped writes for this pass's flush.
+  std::vector<std::shared_ptr<Connection>> writers;
+  bool flush_posted = false;
+  // This loop's connections, for the timeout checks (expired entries are
+  // dropped as they are met).
+  std::vector<std::weak_ptr<Connection>> conns;
+  // Closes connections past idle_timeout or auth_timeout, if either is set.
+  // (Timers after `io`, so they are destroyed first.)
+  std::optional<asio::steady_timer> timeouts;
+  // Loop 0 only: releases SCAN iterators parked too long.
+  std::optional<asio::steady_timer> sweep;
+};
+
+}  // namespace server
+}  // namespace fencedkv
+
+#endif  // FENCEDKV_SERVER_LOOP_H_

@@ -1,0 +1,125 @@
+// Copyright (c) fencedkv authors.
+//
+// Server::Impl: the server's own threads and shared state (server.cc):
+// the acceptor, the io loops (loop.h), the registry of connections (for
+// CLIENT LIST and shutdown), the flush of each loop's grouped writes, the
+// timeout and cursor sweeps, and the shutdown sequence. The connections
+// (connection.h) call back into it.
+//
+// Thread safety: what the connections share -- options_ (immutable once
+// Start has run), state_, stats_, stopping_, worker_ and the registry
+// (conns_mu_) -- is thread-safe; each Loop is its own thread's, and the
+// acceptor with its retry state is loop 0's.
+
+#ifndef FENCEDKV_SERVER_SERVER_IMPL_H_
+#define FENCEDKV_SERVER_SERVER_IMPL_H_
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "command_table.h"
+#include "db_worker.h"
+#include "loop.h"
+#include "server.h"
+#include "util/mutexlock.h"
+#include "util/thread_annotations.h"
+
+namespace fencedkv {
+namespace server {
+
+class Connection;
+
+class Server::Impl {
+ public:
+  explicit Impl(const ServerOptions& options);
+  ~Impl();
+
+  Status Listen();
+  Status Start(DB* db, LeaseService* leases);
+  void Stop(std::chrono::milliseconds deadline);
+
+  // The shutdown gate: a command may run only between these; false if
+  // shutting down. (Stop sets stopping_ then sums the shards; a command
+  // bumps its shard then reads stopping_: with seq_cst, one of them sees
+  // the other.)
+  bool BeginCommand() {
+    ServerStats::Shard& shard = stats_.Local();
+    shard.executing.fetch_add(1);
+    if (stopping_.load()) {
+      shard.executing.fetch_sub(1);
+      return false;
+    }
+    shard.commands.fetch_add(1, std::memory_order_relaxed);
+    return true;
+  }
+  void EndCommand() { stats_.Local().executing.fetch_sub(1); }
+
+  // On `loop`'s thread: `c` has grouped writes. They go out with the loop's
+  // next flush, which runs once the loop has handled what is ready now.
+  void AddWriter(Loop* loop, std::shared_ptr<Connection> c);
+  // Whether idle_timeout or auth_timeout (with a password) applies; only
+  // then do the loops keep their connections in Loop::conns.
+  bool timeouts_enabled() const {
+    return options_.idle_timeout.count() > 0 ||
+           (!options_.requirepass.empty() && options_.auth_timeout.count() > 0);
+  }
+  // The registry of live connections (CLIENT LIST, Stop).
+  void Register(uint64_t id, const std::shared_ptr<Connection>& c)
+      LOCKS_EXCLUDED(conns_mu_);
+  void Unregister(uint64_t id) LOCKS_EXCLUDED(conns_mu_);
+
+  ServerOptions options_;
+  ServerStats stats_;
+  ServerState state_;
+  int port_ = 0;
+  std::atomic<bool> stopping_{false};
+  bool started_ = false;
+  // The database thread (db_worker.h): --sync group commits, offloaded
+  // reads and long EXECs.
+  std::unique_ptr<DbWorker> worker_;
+
+ private:
+  // On `loop`: applies the grouped writes of its connections as one
+  // DB::WriteGroup, here or (--sync) on the database thread, and answers
+  // them.
+  void Flush(Loop* loop);
+  // Every few seconds on loop 0: parked SCAN iterators past their time go.
+  void ScheduleSweep();
+  // On each loop, if a timeout is set: closes the connections past it.
+  void ScheduleTimeouts(Loop* loop);
+  // Caps options_.maxclients to what RLIMIT_NOFILE leaves (see Start).
+  void CapMaxClients();
+  // CLIENT LIST's reply: one line per connection, or an error past
+  // max_reply_bytes.
+  void ListClients(std::string* out) LOCKS_EXCLUDED(conns_mu_);
+  // The live connections, for CLIENT LIST and Stop.
+  std::vector<std::shared_ptr<Connection>> LiveConnections()
+      LOCKS_EXCLUDED(conns_mu_);
+  void DoAccept();
+  // After a failed accept: logs (rate-limited) and retries after a pause.
+  void AcceptFailed(const asio::error_code& ec);
+
+  std::atomic<uint64_t> next_id_{1};
+  Mutex conns_mu_;
+  std::unordered_map<uint64_t, std::weak_ptr<Connection>> conns_
+      GUARDED_BY(conns_mu_);
+  std::vector<std::unique_ptr<Loop>> loops_;
+  // Loop 0's: the acceptor, the next loop to give a connection to, and
+  // after accept() failures the retry timer and what was logged.
+  std::optional<asio::ip::tcp::acceptor> acceptor_;
+  size_t next_loop_ = 0;
+  std::optional<asio::steady_timer> accept_retry_;
+  std::chrono::steady_clock::time_point accept_logged_;
+  uint64_t accept_errors_unlogged_ = 0;
+};
+
+}  // namespace server
+}  // namespace fencedkv
+
+#endif  // FENCEDKV_SERVER_SERVER_IMPL_H_

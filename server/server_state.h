@@ -1,0 +1,86 @@
+// Copyright (c) fencedkv authors.
+//
+// What command handlers see: the server (ServerState, shared by every
+// connection) and the connection they run for (ClientState).
+
+#ifndef FENCEDKV_SERVER_SERVER_STATE_H_
+#define FENCEDKV_SERVER_SERVER_STATE_H_
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "fencedkv/db.h"
+#include "fencedkv/lease.h"
+
+#include "acl.h"
+#include "cursor_table.h"
+#include "scan_worker.h"
+#include "server.h"
+#include "write_command.h"
+
+namespace fencedkv {
+namespace server {
+
+// A command queued by MULTI: its own copy of the words, and for a write
+// (SET, DEL, MSET) its parse, which EXEC applies. (The other command MULTI
+// queues is PING.)
+struct QueuedCommand {
+  std::vector<std::string> args;
+  bool is_write = false;
+  WriteCommand write;  // if is_write
+};
+
+// One connection's state. Not thread-safe: only the connection's own
+// commands touch it, one at a time (on its io loop, or on the thread a
+// command was handed to while the loop leaves the connection alone).
+struct ClientState {
+  uint64_t id = 0;
+  std::string name;
+  std::string addr;
+  int64_t created_ms = 0;
+  bool authed = false;
+  // The ACL user the connection runs as (set with authed; see StartSession),
+  // owned by the server's Acl.
+  const AclUser* user = nullptr;
+  bool close_after_reply = false;
+  // MULTI: the queued commands and whether one was refused.
+  bool in_multi = false;
+  bool multi_failed = false;
+  std::vector<QueuedCommand> queued;
+  size_t queued_bytes = 0;  // their arguments' bytes (max_multi_bytes)
+};
+
+// The server as handlers see it. Set up once before the first command; its
+// members are thread-safe (or immutable) from then on.
+struct ServerState {
+  DB* db = nullptr;
+  LeaseService* leases = nullptr;
+  const ServerOptions* options = nullptr;
+  ServerStats* stats = nullptr;
+  CursorTable cursors;
+  // Runs SCAN, KEYS and DBSIZE off the io loops (scan_worker.h).
+  ScanWorker scans;
+  std::chrono::steady_clock::time_point started;
+  int port = 0;
+  // CLIENT LIST: appends the reply (the list, or an error past
+  // max_reply_bytes); filled by the server on demand.
+  std::function<void(std::string* out)> list_clients;
+
+  // The users: options->acl, or if it is null the built-in 'default' user
+  // with options->requirepass (acl.h). Built on first use.
+  const Acl& acl();
+
+ private:
+  std::once_flag acl_once_;
+  std::shared_ptr<const Acl> acl_;
+};
+
+}  // namespace server
+}  // namespace fencedkv
+
+#endif  // FENCEDKV_SERVER_SERVER_STATE_H_
