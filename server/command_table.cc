@@ -75,6 +75,7 @@ const std::vector<CommandSpec>& AllCommands() {
     AppendFenceCommands(t);
     AppendAdminCommands(t);
     AppendBackupCommands(t);
+    AppendReplicationCommands(t);
     std::sort(t->begin(), t->end(), [](const CommandSpec& a, const CommandSpec& b) {
       return std::string_view(a.name) < std::string_view(b.name);
     });
@@ -125,6 +126,7 @@ bool CommandKeys(const CommandSpec& cmd, const Args& args,
 void StartSession(ServerState& server, ClientState* client) {
   client->user = server.acl().InitialUser();
   client->authed = client->user != nullptr;
+  client->read_only = server.read_only;
 }
 
 Admission Admit(const ClientState& client, const Args& args) {
@@ -160,6 +162,32 @@ Admission Admit(const ClientState& client, const Args& args) {
     if (!client.user->allkeys() &&
         (cmd.keys.first > 0 || (cmd.categories & kCatKeyspace) != 0)) {
       a.refusal = Refusal::kNoKeys;
+      return a;
+    }
+  }
+  if (client.read_only != nullptr &&
+      client.read_only->load(std::memory_order_relaxed)) {
+    const std::string_view name(cmd.name);
+    const bool admin_write =
+        (cmd.admin_categories & kCatWrite) != 0 && cmd.admin_form != nullptr &&
+        cmd.admin_form(args) != nullptr;
+    bool queued_write = false;
+    if (name == "exec") {
+      for (const auto& q : client.queued) queued_write |= q.is_write;
+    }
+    if ((cmd.categories & kCatWrite) != 0 || admin_write || queued_write) {
+      a.refusal = Refusal::kReadOnly;
+      return a;
+    }
+    if ((cmd.categories & kCatLease) != 0) {
+      a.refusal = Refusal::kReadOnlyLease;
+      return a;
+    }
+    // The fence state a replica keeps in memory (the floor, cached maxima)
+    // is not refreshed by the batches it applies: only the primary answers.
+    if ((name == "get" && args.size() > 2) ||
+        ((cmd.categories & kCatFencing) != 0 && name != "fence.domain")) {
+      a.refusal = Refusal::kReadOnlyFencedRead;
       return a;
     }
   }
@@ -211,6 +239,13 @@ std::string RefusalLine(const Admission& a, const Args& args) {
       return "ERR " + std::string(a.cmd->name) +
              " is not allowed inside MULTI: a fencedkv transaction applies "
              "fenced writes (SET, DEL, MSET) as one atomic batch";
+    case Refusal::kReadOnly:
+      return "READONLY You can't write against a read only replica.";
+    case Refusal::kReadOnlyFencedRead:
+      return "READONLY fenced reads are answered by the primary: a replica "
+             "may lag";
+    case Refusal::kReadOnlyLease:
+      return "READONLY the lease service runs on the primary";
     case Refusal::kNone:
       break;
   }

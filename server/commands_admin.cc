@@ -14,6 +14,7 @@
 #include "fencedkv/version.h"
 
 #include "command_table.h"
+#include "replication.h"
 #include "resp_writer.h"
 
 namespace fencedkv {
@@ -498,6 +499,11 @@ void CmdInfo(ServerState& server, ClientState&, const Args& args,
     if (server.db->GetProperty("fencedkv.high-water-mark", &hwm)) {
       line("high_water_mark", hwm);
     }
+    info += "\r\n";
+  }
+  if (want("replication") && server.repl != nullptr) {
+    info += "# Replication\r\n";
+    server.repl->AppendInfo(&info);
     info += "\r\n";
   }
   resp::Bulk(out, info);

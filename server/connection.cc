@@ -8,6 +8,7 @@
 #include "command_table.h"
 #include "error_mapping.h"
 #include "fast_path.h"
+#include "replication.h"
 #include "resp_writer.h"
 #include "util/sync_point.h"
 
@@ -277,9 +278,18 @@ void Connection::Process() {
     // large write on the database thread if it has room.
     if (route == Route::kScanThread && OffloadCommand(admission, true)) break;
     if (route == Route::kLongExec && OffloadCommand(admission, false)) break;
+    static const CommandSpec* const kWait = LookupCommand("wait");
+    if (admission.verdict == Admission::Verdict::kRun &&
+        admission.cmd == kWait && StartWait()) {
+      break;
+    }
     Execute(server_->state_, client_, args_, admission, &out_);
     server_->EndCommand();
     AfterDispatch();
+    if (client_.handoff) {
+      HandOff();
+      break;
+    }
   }
   if (!reads_pending_) FlushGets();
   if (in_begin_ != begin) {
@@ -360,6 +370,39 @@ void Connection::OnOffloadDone() {
   server_->EndCommand();
   AfterDispatch();
   Continue();
+}
+
+bool Connection::StartWait() {
+  Replication* repl = server_->state_.repl;
+  size_t n;
+  int64_t timeout_ms;
+  if (repl == nullptr || repl->is_replica() ||
+      !ParseWaitArgs(args_, &n, &timeout_ms)) {
+    return false;
+  }
+  reads_pending_ = true;
+  auto self = shared_from_this();
+  repl->WaitReplicas(n, timeout_ms, [self](size_t count) {
+    asio::post(self->loop_->io, [self, count] {
+      resp::Integer(&self->offload_out_, static_cast<int64_t>(count));
+      self->OnOffloadDone();
+    });
+  });
+  return true;
+}
+
+void Connection::HandOff() {
+  client_.handoff = false;
+  asio::error_code ec;
+  if (!out_.empty()) {
+    socket_.non_blocking(false, ec);
+    asio::write(socket_, asio::buffer(out_), ec);
+    out_.clear();
+  }
+  closed_ = true;
+  const int fd = socket_.release(ec);
+  if (ec || fd < 0) return;
+  server_->state_.repl->AcceptReplica(fd, std::move(client_.handoff_args));
 }
 
 bool Connection::FlushGets() {

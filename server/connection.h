@@ -101,6 +101,14 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // handler reads client_, which the loop leaves alone meanwhile.)
   bool OffloadCommand(const Admission& admission, bool to_scans);
   void OnOffloadDone();
+  // WAIT on a primary: waits for the replicas' acknowledgements off the
+  // loop (the answer comes as an offloaded command's). False if it cannot
+  // wait (a replica, bad arguments): then its handler answers.
+  bool StartWait();
+  // After FENCEDKV.SYNC: what replies are waiting are written, then the
+  // socket goes to the replication (a link thread) and this connection
+  // ends.
+  void HandOff();
   // Answers the GETs collected by Process: here if few, else with one
   // MultiGet on the database thread, so this loop serves its other
   // connections meanwhile. True if handed to it: then nothing more may be

@@ -17,6 +17,7 @@
 #include "connection.h"
 #include "resp_writer.h"
 #include "server_impl.h"
+#include "replication.h"
 #include "util/sync_point.h"
 
 namespace fencedkv {
@@ -147,9 +148,11 @@ Status Server::Impl::Listen() {
   return Status::OK();
 }
 
-Status Server::Impl::Start(DB* db, LeaseService* leases) {
+Status Server::Impl::Start(DB* db, LeaseService* leases, Replication* repl) {
   state_.db = db;
   state_.leases = leases;
+  state_.repl = repl;
+  if (repl != nullptr) state_.read_only = repl->read_only();
   state_.port = port_;
   state_.started = std::chrono::steady_clock::now();
   state_.list_clients = [this](std::string* out) { ListClients(out); };
@@ -354,8 +357,8 @@ Server::Server(const ServerOptions& options) : impl_(new Impl(options)) {}
 Server::~Server() { Stop(std::chrono::milliseconds(0)); }
 Status Server::Listen() { return impl_->Listen(); }
 int Server::port() const { return impl_->port_; }
-Status Server::Start(DB* db, LeaseService* leases) {
-  return impl_->Start(db, leases);
+Status Server::Start(DB* db, LeaseService* leases, Replication* repl) {
+  return impl_->Start(db, leases, repl);
 }
 void Server::Stop(std::chrono::milliseconds deadline) {
   if (!impl_->started_) {

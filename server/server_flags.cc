@@ -139,6 +139,34 @@ DEFINE_int64(block_cache_size, 256 << 20,
              "RocksDB block cache bytes (uncompressed data blocks kept in "
              "memory; 0 = none)");
 
+// Replication (docs/replication.md, README "Replicas and failover").
+DEFINE_string(replicaof, "",
+              "host:port of the primary to replicate (manual mode, as Redis' "
+              "replicaof; no automatic failover). Empty: start as a primary. "
+              "REPLICAOF host port / REPLICAOF NO ONE change it at run time");
+DEFINE_string(masteruser, "",
+              "ACL user a replica logs in to its primary as (FENCEDKV.SYNC "
+              "is @admin); with --masterauth");
+DEFINE_string(masterauth, "",
+              "Password a replica logs in to its primary with (AUTH); empty: "
+              "no AUTH");
+DEFINE_int32(min_insync_replicas, 1,
+             "A write is acknowledged only while the in-sync replica set, "
+             "this server included, has at least this many members "
+             "(1 = the primary alone)");
+DEFINE_int32(repl_timeout_ms, 10000,
+             "A replication link silent for this long is dropped (the "
+             "replica reconnects); so is a replica that takes nothing sent "
+             "to it for this long");
+DEFINE_int32(max_replicas, 16, "Replicas a primary serves at once at most");
+DEFINE_int64(wal_retention_mb, 1024,
+             "MiB of write-ahead log kept after it is flushed, so that a "
+             "replica that was away can catch up from the log instead of a "
+             "full copy (0 with --wal_retention_seconds=0: none kept)");
+DEFINE_int64(wal_retention_seconds, 0,
+             "Seconds the write-ahead log is kept after it is flushed "
+             "(0: by size only, --wal_retention_mb)");
+
 namespace {
 
 bool InRange(const char* flag, int64_t v, int64_t lo, int64_t hi) {
@@ -220,7 +248,23 @@ bool ValidateMode(const char* flag, const std::string& v) {
   return false;
 }
 
+bool ValidateInsync(const char* flag, int32_t v) { return InRange(flag, v, 1, 64); }
+bool ValidateReplTimeout(const char* flag, int32_t v) {
+  return InRange(flag, v, 100, 3600 * 1000);
+}
+bool ValidateMaxReplicas(const char* flag, int32_t v) {
+  return InRange(flag, v, 1, 1024);
+}
+bool ValidateRetention(const char* flag, int64_t v) {
+  return InRange(flag, v, 0, int64_t{1} << 40);
+}
+
 const bool kRegistered = [] {
+  gflags::RegisterFlagValidator(&FLAGS_min_insync_replicas, &ValidateInsync);
+  gflags::RegisterFlagValidator(&FLAGS_repl_timeout_ms, &ValidateReplTimeout);
+  gflags::RegisterFlagValidator(&FLAGS_max_replicas, &ValidateMaxReplicas);
+  gflags::RegisterFlagValidator(&FLAGS_wal_retention_mb, &ValidateRetention);
+  gflags::RegisterFlagValidator(&FLAGS_wal_retention_seconds, &ValidateRetention);
   gflags::RegisterFlagValidator(&FLAGS_port, &ValidatePort);
   gflags::RegisterFlagValidator(&FLAGS_metrics_port, &ValidateMetricsPort);
   gflags::RegisterFlagValidator(&FLAGS_io_threads, &ValidateThreads);

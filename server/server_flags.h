@@ -42,6 +42,14 @@ DECLARE_int64(fence_cache_bytes);
 DECLARE_int64(write_buffer_size);
 DECLARE_int64(block_cache_size);
 DECLARE_string(memtable);
+DECLARE_string(replicaof);
+DECLARE_string(masteruser);
+DECLARE_string(masterauth);
+DECLARE_int32(min_insync_replicas);
+DECLARE_int32(repl_timeout_ms);
+DECLARE_int32(max_replicas);
+DECLARE_int64(wal_retention_mb);
+DECLARE_int64(wal_retention_seconds);
 
 namespace fencedkv {
 namespace server {

@@ -1,0 +1,191 @@
+// Copyright (c) fencedkv authors.
+//
+// Replication: the server's role (primary or replica) and the streams
+// between them (docs/replication.md). Manual mode: REPLICAOF / --replicaof
+// choose the primary, as in Redis; nothing fails over by itself.
+//
+//  - As a primary it serves replicas: a connection that sent
+//    FENCEDKV.SYNC is handed over (AcceptReplica) to a thread of its own,
+//    which answers the handshake, ships a checkpoint if the replica's log
+//    cannot continue (full sync), then ships the committed write batches in
+//    commit order, read from the WAL (DB::NewLogReader), and collects the
+//    replica's acknowledgements (CommitTracker: WAIT, INFO, ROLE).
+//  - As a replica it runs one thread that connects to the primary, applies
+//    the batches verbatim (DB::ApplyLogBatch, synced with --sync) and
+//    acknowledges each. After a full sync it has the new copy beside the
+//    database and asks the server to restart on it (options.restart).
+//    Writes are refused (read_only()).
+//
+// Every buffer is bounded: a link holds one batch and what the socket
+// holds; a replica that takes nothing for timeout_ms is dropped (it
+// reconnects and resyncs), nothing queues for it in memory.
+//
+// Thread-safe.
+
+#ifndef FENCEDKV_SERVER_REPLICATION_H_
+#define FENCEDKV_SERVER_REPLICATION_H_
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <list>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "fencedkv/db.h"
+
+#include "lease_slot.h"
+#include "repl_commit.h"
+#include "repl_state.h"
+#include "repl_stream.h"
+#include "util/mutexlock.h"
+#include "util/thread_annotations.h"
+
+namespace fencedkv {
+namespace server {
+
+struct ReplicationOptions {
+  std::string db_path;
+  // This server's "host:port", told to the primary (INFO, ROLE).
+  std::string self_addr;
+  // Credentials a replica logs in to its primary with (FENCEDKV.SYNC is
+  // @admin): AUTH [masteruser] masterauth, if masterauth is set.
+  std::string masteruser;
+  std::string masterauth;
+  bool sync = false;  // apply replicated batches with fsync (--sync)
+  int min_insync_replicas = 1;
+  // A link that moved nothing (no batch, ping or acknowledgement) for this
+  // long is dropped; so is a replica that took nothing sent for this long.
+  int64_t timeout_ms = 10000;
+  size_t max_replicas = 16;  // connected replicas at most
+  // A replicated frame (one batch) at most.
+  size_t max_frame_bytes = 256 << 20;
+  // Called on the replica's thread once a full copy is in place beside the
+  // database (FullSyncDir): the server must stop, then restart with
+  // --replicaof=`primary`; at start, AdoptFullSync swaps it in.
+  std::function<void(const std::string& primary)> restart;
+};
+
+class Replication {
+ public:
+  Replication(ReplicationOptions options, DB* db, LeaseSlot* leases);
+  ~Replication();
+  Replication(const Replication&) = delete;
+  Replication& operator=(const Replication&) = delete;
+
+  // Before the database opens: if a completed full sync waits beside
+  // `db_path`, it replaces the database (the old one is removed).
+  static Status AdoptFullSync(const std::string& db_path);
+
+  // Becomes a replica of `replicaof` ("host:port"), or the primary if it is
+  // empty (then opens the lease service and starts a new epoch).
+  Status Start(const std::string& replicaof) LOCKS_EXCLUDED(mu_);
+  // Stops every link and thread; WAITs are answered. Idempotent.
+  void Stop() LOCKS_EXCLUDED(mu_);
+
+  // True while this server must refuse writes (a replica). Admit reads it.
+  const std::atomic<bool>* read_only() const { return &read_only_; }
+  bool is_replica() const { return read_only_.load(); }
+
+  // REPLICAOF host port (primary = "host:port") / REPLICAOF NO ONE
+  // (primary empty). *reply is the status line to answer.
+  Status ReplicaOf(const std::string& primary, std::string* reply)
+      LOCKS_EXCLUDED(mu_);
+
+  // A connection that sent FENCEDKV.SYNC `args` (the command's words) is
+  // handed over: its socket `fd` becomes a replica link (or gets the
+  // handshake's error and is closed). Takes ownership of fd.
+  void AcceptReplica(int fd, std::vector<std::string> args) LOCKS_EXCLUDED(mu_);
+
+  // WAIT numreplicas timeout_ms (0: forever): done(count) with the number
+  // of replicas that acknowledged everything written before the call, once
+  // `n` did or at the timeout. done runs on another thread.
+  void WaitReplicas(size_t n, int64_t timeout_ms,
+                    std::function<void(size_t)> done);
+
+  // INFO replication's lines; ROLE's reply.
+  void AppendInfo(std::string* out) LOCKS_EXCLUDED(mu_);
+  void AppendRole(std::string* out) LOCKS_EXCLUDED(mu_);
+
+  CommitTracker& tracker() { return tracker_; }
+
+  // Where a full copy is written while it arrives, and where it waits
+  // complete for the restart.
+  static std::string FullSyncTmpDir(const std::string& db_path);
+  static std::string FullSyncDir(const std::string& db_path);
+
+ private:
+  struct Link {
+    std::thread thread;
+    std::shared_ptr<ReplSocket> socket;
+    std::atomic<bool> done{false};
+  };
+
+  // Role changes. REQUIRES: mu_ not held; role_mu_ held.
+  Status BecomePrimary() EXCLUSIVE_LOCKS_REQUIRED(role_mu_);
+  void BecomeReplica(const std::string& primary)
+      EXCLUSIVE_LOCKS_REQUIRED(role_mu_);
+  void StopReplicaThread() EXCLUSIVE_LOCKS_REQUIRED(role_mu_);
+  void StopLinks() LOCKS_EXCLUDED(mu_);
+
+  // ---- Primary side (each on its link's thread) ----
+  void ServeReplica(Link* link, std::vector<std::string> args);
+  // Answers the handshake with `header` and the checkpoint's files.
+  Status SendFullSync(ReplSocket* socket, const std::string& header);
+  // Ships the batches after `after` (the first one, read by the handshake,
+  // in first_seq / first_batch unless empty) until the link ends.
+  void StreamTo(ReplSocket* socket, const std::string& addr, uint64_t epoch,
+                uint64_t after, uint64_t first_seq, std::string first_batch,
+                std::unique_ptr<LogReader> reader, Link* link);
+
+  // ---- Replica side (on replica_thread_) ----
+  void ReplicaLoop(std::string primary, uint64_t generation);
+  // One connection to the primary; returns why it ended.
+  Status ReplicaSession(const std::string& primary, uint64_t generation);
+  Status ReceiveFullSync(ReplSocket* socket, FrameReader* in,
+                         const ReplState& adopted);
+  bool ReplicaStopping(uint64_t generation) LOCKS_EXCLUDED(mu_);
+  void SetLink(const std::string& state, const std::string& error)
+      LOCKS_EXCLUDED(mu_);
+  // Sleeps up to ms unless the replica thread is told to stop.
+  void Backoff(uint64_t generation, int64_t ms) LOCKS_EXCLUDED(mu_);
+
+  const ReplicationOptions options_;
+  DB* const db_;
+  LeaseSlot* const leases_;
+  CommitTracker tracker_;
+  std::atomic<bool> read_only_{false};
+
+  // Serializes role changes (REPLICAOF, Start, Stop).
+  Mutex role_mu_;  // before mu_
+  std::thread replica_thread_ GUARDED_BY(role_mu_);
+
+  Mutex mu_;
+  std::condition_variable_any cv_;
+  bool stopped_ GUARDED_BY(mu_) = false;
+  ReplState state_ GUARDED_BY(mu_);
+  uint64_t epoch_ GUARDED_BY(mu_) = 0;  // as a primary: the current epoch
+  // As a replica: the primary, the thread's generation (a new REPLICAOF
+  // ends the old thread), the socket it uses (to wake it), and the link's
+  // state for INFO.
+  std::string primary_ GUARDED_BY(mu_);
+  uint64_t generation_ GUARDED_BY(mu_) = 0;
+  std::shared_ptr<ReplSocket> replica_socket_ GUARDED_BY(mu_);
+  std::string link_state_ GUARDED_BY(mu_) = "connect";
+  std::string link_error_ GUARDED_BY(mu_);
+  int64_t last_io_ms_ GUARDED_BY(mu_) = 0;
+  uint64_t primary_latest_ GUARDED_BY(mu_) = 0;
+  // As a primary: the replica links (finished ones are reaped on the next
+  // accept), and whether a full sync is being sent.
+  std::list<std::unique_ptr<Link>> links_ GUARDED_BY(mu_);
+  bool full_sync_running_ GUARDED_BY(mu_) = false;
+  std::thread ticker_;  // Tick()s the tracker (WAIT timeouts)
+};
+
+}  // namespace server
+}  // namespace fencedkv
+
+#endif  // FENCEDKV_SERVER_REPLICATION_H_
