@@ -129,6 +129,21 @@ void StartSession(ServerState& server, ClientState* client) {
   client->read_only = server.read_only;
 }
 
+bool IsWriteCall(const CommandSpec& cmd, const ClientState& client,
+                 const Args& args) {
+  if ((cmd.categories & kCatWrite) != 0) return true;
+  if ((cmd.admin_categories & kCatWrite) != 0 && cmd.admin_form != nullptr &&
+      cmd.admin_form(args) != nullptr) {
+    return true;  // FENCE.FLOOR t
+  }
+  if (std::string_view(cmd.name) == "exec") {
+    for (const auto& q : client.queued) {
+      if (q.is_write) return true;
+    }
+  }
+  return false;
+}
+
 Admission Admit(const ClientState& client, const Args& args) {
   using Verdict = Admission::Verdict;
   using Refusal = Admission::Refusal;
@@ -168,14 +183,7 @@ Admission Admit(const ClientState& client, const Args& args) {
   if (client.read_only != nullptr &&
       client.read_only->load(std::memory_order_relaxed)) {
     const std::string_view name(cmd.name);
-    const bool admin_write =
-        (cmd.admin_categories & kCatWrite) != 0 && cmd.admin_form != nullptr &&
-        cmd.admin_form(args) != nullptr;
-    bool queued_write = false;
-    if (name == "exec") {
-      for (const auto& q : client.queued) queued_write |= q.is_write;
-    }
-    if ((cmd.categories & kCatWrite) != 0 || admin_write || queued_write) {
+    if (IsWriteCall(cmd, client, args)) {
       a.refusal = Refusal::kReadOnly;
       return a;
     }

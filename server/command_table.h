@@ -83,6 +83,13 @@ bool CommandKeys(const CommandSpec& cmd, const Args& args,
 // user is on and needs no password; else none (the client must AUTH).
 void StartSession(ServerState& server, ClientState* client);
 
+// True if the call (of `cmd`, arity checked) writes: a @write command, a
+// command's writing administrative form (FENCE.FLOOR t), or EXEC of a
+// queue holding writes. A replica refuses these; a primary's replies to
+// them wait for the in-sync replicas.
+bool IsWriteCall(const CommandSpec& cmd, const ClientState& client,
+                 const Args& args);
+
 // What the gate decided for one command.
 struct Admission {
   enum class Verdict : uint8_t {

@@ -139,6 +139,20 @@ void Connection::AppendJob(std::vector<const WriteBatch*>* out) const {
 }
 
 void Connection::OnJobDone(const Status* statuses) {
+  Replication* const repl = server_->state_.repl;
+  if (repl != nullptr && repl->tracker().NeedsAcks()) {
+    // The replies wait for the in-sync replicas (OnRepliesCommitted).
+    std::vector<std::string> lines(job_n_);
+    for (size_t i = 0; i < job_n_; ++i) {
+      if (!statuses[i].ok()) lines[i] = ErrorLine(statuses[i]);
+      if (job_[i].ApproximateSize() > kKeepBatchBytes) job_[i] = WriteBatch();
+    }
+    const size_t n = job_n_;
+    job_n_ = 0;
+    job_bytes_ = 0;
+    HoldReplies(out_.size(), std::move(lines), n);
+    return;
+  }
   for (size_t i = 0; i < job_n_; ++i) {
     if (statuses[i].ok()) {
       out_.append("+OK\r\n", 5);
@@ -246,6 +260,17 @@ void Connection::Process() {
     const Admission admission = Admit(client_, args_);
     if (job_n_ == job_.size()) job_.emplace_back();
     Route route = ChooseRoute(admission, client_, args_, &job_[job_n_]);
+    // A primary that may not take writes now (fewer in-sync replicas than
+    // min_insync_replicas) refuses them before they run: nothing is lost.
+    Replication* const repl = server_->state_.repl;
+    const bool is_write = repl != nullptr &&
+                          admission.verdict == Admission::Verdict::kRun &&
+                          IsWriteCall(*admission.cmd, client_, args_);
+    std::string refusal;
+    if (is_write && repl->tracker().MayRefuse() &&
+        !repl->tracker().Writable(&refusal)) {
+      route = Route::kExecute;
+    }
     // Replies in request order: the GETs collected so far are answered
     // before anything but another GET, the grouped writes before anything
     // but another grouped write. (This command is parsed again once they
@@ -283,7 +308,18 @@ void Connection::Process() {
         admission.cmd == kWait && StartWait()) {
       break;
     }
+    if (!refusal.empty()) {
+      resp::Error(&out_, refusal);
+      server_->EndCommand();
+      AfterDispatch();
+      continue;
+    }
+    const size_t mark = out_.size();
     Execute(server_->state_, client_, args_, admission, &out_);
+    if (is_write && repl->tracker().NeedsAcks()) {
+      HoldReplies(mark, {}, 1);  // ends the command once committed
+      break;
+    }
     server_->EndCommand();
     AfterDispatch();
     if (client_.handoff) {
@@ -354,12 +390,16 @@ bool Connection::OffloadCommand(const Admission& admission, bool to_scans) {
   };
   const bool queued = to_scans ? server_->state_.scans.Submit(job)
                                : server_->worker_->TrySubmitRead(job);
-  if (queued) reads_pending_ = true;
+  if (queued) {
+    reads_pending_ = true;
+    offload_write_ = !to_scans;  // a long EXEC
+  }
   return queued;
 }
 
 void Connection::OnOffloadDone() {
   reads_pending_ = false;
+  const size_t mark = out_.size();
   if (out_.empty()) {
     out_.swap(offload_out_);
   } else {
@@ -367,7 +407,57 @@ void Connection::OnOffloadDone() {
     offload_out_.clear();
   }
   offload_args_.clear();
+  if (offload_write_) {
+    offload_write_ = false;
+    Replication* const repl = server_->state_.repl;
+    if (repl != nullptr && repl->tracker().NeedsAcks()) {
+      HoldReplies(mark, {}, 1);
+      return;
+    }
+  }
   server_->EndCommand();
+  AfterDispatch();
+  Continue();
+}
+
+void Connection::HoldReplies(size_t mark, std::vector<std::string> grouped,
+                             size_t commands) {
+  reads_pending_ = true;
+  held_mark_ = mark;
+  held_grouped_ = std::move(grouped);
+  held_commands_ = commands;
+  auto self = shared_from_this();
+  server_->state_.repl->tracker().Wait(
+      server_->state_.db->GetLatestSequenceNumber(),
+      [self](const std::string* error) {
+        std::string e = error != nullptr ? *error : std::string();
+        asio::post(self->loop_->io, [self, e = std::move(e)] {
+          self->OnRepliesCommitted(e);
+        });
+      });
+}
+
+void Connection::OnRepliesCommitted(const std::string& error) {
+  reads_pending_ = false;
+  if (held_grouped_.empty()) {
+    if (!error.empty()) {
+      out_.resize(held_mark_);
+      resp::Error(&out_, error);
+    }
+  } else {
+    for (const std::string& line : held_grouped_) {
+      if (!line.empty()) {
+        resp::Error(&out_, line);  // refused: nothing was written
+      } else if (error.empty()) {
+        out_.append("+OK\r\n", 5);
+      } else {
+        resp::Error(&out_, error);
+      }
+    }
+    held_grouped_.clear();
+  }
+  for (size_t i = 0; i < held_commands_; ++i) server_->EndCommand();
+  held_commands_ = 0;
   AfterDispatch();
   Continue();
 }

@@ -186,6 +186,7 @@ int main(int argc, char** argv) {
   ro.sync = FLAGS_sync;
   ro.min_insync_replicas = FLAGS_min_insync_replicas;
   ro.timeout_ms = FLAGS_repl_timeout_ms;
+  ro.replica_lag_ms = FLAGS_replica_lag_ms;
   ro.max_replicas = static_cast<size_t>(FLAGS_max_replicas);
   ro.max_frame_bytes = static_cast<size_t>(FLAGS_max_request_bytes) * 2 +
                        (1 << 20);

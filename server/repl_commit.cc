@@ -66,6 +66,10 @@ size_t CommitTracker::AckedCountLocked(uint64_t seq) {
 }
 
 void CommitTracker::CollectLocked(int64_t now, Fired* fired) {
+  std::string ignored;
+  may_refuse_.store(
+      lease_deadline_ms_ != INT64_MAX || BlockedLocked(now, &ignored),
+      std::memory_order_release);
   if (!waiters_.empty()) {
     if (BlockedLocked(now, &fired->error)) {
       for (auto& [seq, done] : waiters_)

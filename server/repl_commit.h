@@ -70,6 +70,9 @@ class CommitTracker {
   bool Writable(std::string* error_line) LOCKS_EXCLUDED(mu_);
   // True if replies to writes must wait for replicas (some are required).
   bool NeedsAcks() const { return needs_acks_.load(std::memory_order_acquire); }
+  // False while Writable would say yes for certain: a lock-free check for
+  // every write (then Writable gives the reason).
+  bool MayRefuse() const { return may_refuse_.load(std::memory_order_acquire); }
   // Calls done(nullptr) once `seq` is committed (at once if it is), or
   // done(&error) when it cannot be any more (the conditions above).
   void Wait(uint64_t seq, Done done) LOCKS_EXCLUDED(mu_);
@@ -140,6 +143,7 @@ class CommitTracker {
 
   const int min_insync_;
   std::atomic<bool> needs_acks_{false};
+  std::atomic<bool> may_refuse_{true};
   Mutex mu_;
   bool primary_ GUARDED_BY(mu_) = false;
   std::string not_primary_error_ GUARDED_BY(mu_);

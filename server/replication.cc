@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <deque>
 #include <filesystem>
 #include <fstream>
 
@@ -80,6 +81,7 @@ Replication::Replication(ReplicationOptions options, DB* db, LeaseSlot* leases)
         if (stopped_) return;
       }
       tracker_.Tick();
+      UpdateIsr();
     }
   });
 }
@@ -181,6 +183,10 @@ Status Replication::BecomePrimary() {
   }
   s = leases_->Open();
   if (!s.ok()) return s;
+  {
+    MutexLock lock(&mu_);
+    isr_.clear();
+  }
   tracker_.SetIsr({}, 1);
   tracker_.SetPrimary(true, "");
   read_only_.store(false);
@@ -471,6 +477,9 @@ void Replication::StreamTo(ReplSocket* socket, const std::string& addr,
   std::vector<std::string_view> words;
   std::string out;
   uint64_t sent = after;
+  // (sequence, when it was all the primary had), for the replica's lag:
+  // once it acknowledges the sequence, it was caught up as of then.
+  std::deque<std::pair<uint64_t, int64_t>> marks;
   int64_t last_send = ReplNowMs();
   int64_t last_heard = last_send;
   Status s;
@@ -511,6 +520,11 @@ void Replication::StreamTo(ReplSocket* socket, const std::string& addr,
     }
     if (!s.ok()) break;
     const int64_t now = ReplNowMs();
+    if (db_->GetLatestSequenceNumber() <= sent &&
+        (marks.empty() || marks.back().first != sent)) {
+      marks.emplace_back(sent, now);
+      if (marks.size() > 1024) marks.pop_front();
+    }
     if (out.empty() && now - last_send >= kPingMs) {
       AppendFrame(&out, {"FENCEDKV.PING",
                          std::to_string(db_->GetLatestSequenceNumber())});
@@ -530,8 +544,12 @@ void Replication::StreamTo(ReplSocket* socket, const std::string& addr,
       uint64_t seq;
       if (words.size() == 2 && words[0] == "FENCEDKV.ACK" &&
           ParseU64Text(words[1], &seq)) {
-        tracker_.OnAck(addr, id, seq,
-                       seq >= db_->GetLatestSequenceNumber() ? ReplNowMs() : 0);
+        int64_t caught_up = 0;
+        while (!marks.empty() && marks.front().first <= seq) {
+          caught_up = marks.front().second;
+          marks.pop_front();
+        }
+        tracker_.OnAck(addr, id, seq, caught_up);
       } else {
         s = Status::InvalidArgument("unexpected frame from the replica: " +
                                     Words(words, 0));
@@ -549,6 +567,41 @@ void Replication::StreamTo(ReplSocket* socket, const std::string& addr,
     LOG(WARNING) << "replication: link to " << addr
                  << " dropped: " << s.ToString();
   }
+}
+
+void Replication::UpdateIsr() {
+  if (read_only_.load()) return;
+  const uint64_t latest = db_->GetLatestSequenceNumber();
+  const auto replicas = tracker_.Replicas(latest);
+  std::vector<std::string> isr;
+  {
+    MutexLock lock(&mu_);
+    for (const auto& r : replicas) {
+      const bool member =
+          std::find(isr_.begin(), isr_.end(), r.addr) != isr_.end();
+      // A member stays while it keeps up within replica_lag_ms; a replica
+      // joins once well within it (half: no flapping at the edge).
+      const int64_t bound =
+          member ? options_.replica_lag_ms : options_.replica_lag_ms / 2;
+      if (r.connected && r.state == "online" && r.lag_ms <= bound) {
+        isr.push_back(r.addr);
+      }
+    }
+    if (isr == isr_) return;
+    for (const auto& a : isr_) {
+      if (std::find(isr.begin(), isr.end(), a) == isr.end()) {
+        LOG(WARNING) << "replication: " << a << " leaves the in-sync set";
+      }
+    }
+    for (const auto& a : isr) {
+      if (std::find(isr_.begin(), isr_.end(), a) == isr_.end()) {
+        LOG(INFO) << "replication: " << a << " joins the in-sync set";
+      }
+    }
+    isr_ = isr;
+  }
+  const size_t size = isr.size() + 1;
+  tracker_.SetIsr(std::move(isr), size);
 }
 
 // ---------------------------------------------------------------- replica
@@ -874,6 +927,10 @@ void Replication::AppendInfo(std::string* out) {
     line("slave_read_only", "1");
   } else {
     line("master_repl_offset", std::to_string(latest));
+    std::string isr = options_.self_addr;
+    for (const auto& a : isr_) isr += "," + a;
+    line("isr", isr);
+    line("isr_size", std::to_string(isr_.size() + 1));
     size_t connected = 0;
     for (const auto& r : replicas) connected += r.connected ? 1 : 0;
     line("connected_slaves", std::to_string(connected));

@@ -57,6 +57,10 @@ struct ReplicationOptions {
   std::string masterauth;
   bool sync = false;  // apply replicated batches with fsync (--sync)
   int min_insync_replicas = 1;
+  // A replica of the in-sync set that has not acknowledged what the primary
+  // had this long ago leaves it (writes stop waiting for it); one that
+  // catches up within half of it joins again.
+  int64_t replica_lag_ms = 10000;
   // A link that moved nothing (no batch, ping or acknowledgement) for this
   // long is dropped; so is a replica that took nothing sent for this long.
   int64_t timeout_ms = 10000;
@@ -141,6 +145,10 @@ class Replication {
                 uint64_t after, uint64_t first_seq, std::string first_batch,
                 std::unique_ptr<LogReader> reader, Link* link);
 
+  // Every tick as a primary: replicas that lag past replica_lag_ms leave
+  // the in-sync set, caught-up ones join it (CommitTracker::SetIsr).
+  void UpdateIsr() LOCKS_EXCLUDED(mu_);
+
   // ---- Replica side (on replica_thread_) ----
   void ReplicaLoop(std::string primary, uint64_t generation);
   // One connection to the primary; returns why it ended.
@@ -182,7 +190,10 @@ class Replication {
   // accept), and whether a full sync is being sent.
   std::list<std::unique_ptr<Link>> links_ GUARDED_BY(mu_);
   bool full_sync_running_ GUARDED_BY(mu_) = false;
-  std::thread ticker_;  // Tick()s the tracker (WAIT timeouts)
+  // As a primary: the replicas of the in-sync set (the commit rule waits
+  // for each), kept by UpdateIsr.
+  std::vector<std::string> isr_ GUARDED_BY(mu_);
+  std::thread ticker_;  // Tick()s the tracker (WAIT timeouts), UpdateIsr
 };
 
 }  // namespace server

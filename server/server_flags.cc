@@ -154,6 +154,10 @@ DEFINE_int32(min_insync_replicas, 1,
              "A write is acknowledged only while the in-sync replica set, "
              "this server included, has at least this many members "
              "(1 = the primary alone)");
+DEFINE_int32(replica_lag_ms, 10000,
+             "A replica of the in-sync set that has not acknowledged, for "
+             "this long, what the primary had then leaves the set (writes "
+             "stop waiting for it); it joins again once caught up");
 DEFINE_int32(repl_timeout_ms, 10000,
              "A replication link silent for this long is dropped (the "
              "replica reconnects); so is a replica that takes nothing sent "
@@ -262,6 +266,7 @@ bool ValidateRetention(const char* flag, int64_t v) {
 const bool kRegistered = [] {
   gflags::RegisterFlagValidator(&FLAGS_min_insync_replicas, &ValidateInsync);
   gflags::RegisterFlagValidator(&FLAGS_repl_timeout_ms, &ValidateReplTimeout);
+  gflags::RegisterFlagValidator(&FLAGS_replica_lag_ms, &ValidateReplTimeout);
   gflags::RegisterFlagValidator(&FLAGS_max_replicas, &ValidateMaxReplicas);
   gflags::RegisterFlagValidator(&FLAGS_wal_retention_mb, &ValidateRetention);
   gflags::RegisterFlagValidator(&FLAGS_wal_retention_seconds, &ValidateRetention);

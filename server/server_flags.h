@@ -47,6 +47,7 @@ DECLARE_string(masteruser);
 DECLARE_string(masterauth);
 DECLARE_int32(min_insync_replicas);
 DECLARE_int32(repl_timeout_ms);
+DECLARE_int32(replica_lag_ms);
 DECLARE_int32(max_replicas);
 DECLARE_int64(wal_retention_mb);
 DECLARE_int64(wal_retention_seconds);

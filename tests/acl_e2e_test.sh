@@ -84,7 +84,10 @@ config
 fence.floor
 fencedkv.backup
 fencedkv.checkpoint
-fencedkv.jobstatus" "$(as app apppw ACL CAT admin | sort)"
+fencedkv.jobstatus
+fencedkv.sync
+replicaof
+slaveof" "$(as app apppw ACL CAT admin | sort)"
 check "ACL SETUSER is refused"   "ERR ACL SETUSER is not supported: users come from --aclfile (edit it and restart)" \
       "$(as admin adminpw ACL SETUSER x on)"
 stop_server acl

@@ -113,7 +113,7 @@ fencedkv" "$(cli HELLO 2 | head -2)"
 check "COMMAND COUNT"           "true"  "$( [ "$(cli COMMAND COUNT)" -gt 20 ] && echo true)"
 check "CONFIG GET appendonly"   "appendonly
 yes" "$(op CONFIG GET appendonly)"
-check "INFO sections"           "# Server # Clients # Stats # Persistence # Fencing" \
+check "INFO sections"           "# Server # Clients # Stats # Persistence # Fencing # Replication" \
       "$(cli INFO | tr -d '\r' | grep '^#' | tr '\n' ' ' | sed 's/ $//')"
 check "QUIT"                    "OK"    "$(cli QUIT)"
 check "FLUSHALL refused"        "ERR"   "$(cli FLUSHALL | cut -d' ' -f1)"

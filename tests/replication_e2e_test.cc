@@ -397,6 +397,72 @@ TEST_F(ReplicationE2ETest, TheHandshakeRefusesAnotherFenceConfigurationOrPeer) {
 }
 
 TEST_F(ReplicationE2ETest,
+       AWriteIsAcknowledgedOnlyOnceEveryInSyncReplicaHasIt) {
+  Server primary, replica;
+  ASSERT_TRUE(StartPrimary(
+      &primary, "p", {"--min_insync_replicas=2", "--replica_lag_ms=500"}));
+  Client p(primary.port());
+  // Below the minimum: refused before it runs, nothing written.
+  const std::string refused = p.Call({"SET", "a", "1", "FENCE", "1"});
+  EXPECT_EQ(0u, refused.find("-NOREPLICAS Not enough good replicas to write"))
+      << refused;
+  EXPECT_EQ(0u, p.Call({"MSET", "a", "1", "FENCE", "1"}).find("-NOREPLICAS"));
+  EXPECT_EQ("$nil", p.Call({"GET", "a"}));
+  EXPECT_EQ("$0", p.Call({"FENCE.GET", "a"}));
+
+  ASSERT_TRUE(StartReplica(&replica, "r", primary.port()));
+  ASSERT_TRUE(
+      WaitUntil([&] { return Info(primary.port())["isr_size"] == "2"; }, 15000))
+      << primary.Log();
+  // Every +OK is already on the replica: read it there at once.
+  Client r(replica.port());
+  for (int i = 1; i <= 200; ++i) {
+    const std::string v = "v" + std::to_string(i);
+    ASSERT_EQ("+OK", p.Call({"SET", "k" + std::to_string(i % 7), v, "FENCE",
+                             std::to_string(i)}));
+    ASSERT_EQ("$" + v, r.Call({"GET", "k" + std::to_string(i % 7)})) << i;
+  }
+  // Pipelined (one group commit) and the other write paths.
+  std::string batch;
+  for (int i = 0; i < 16; ++i) {
+    batch +=
+        Client::Encode({"SET", "g" + std::to_string(i), "x", "FENCE", "300"});
+  }
+  p.SendRaw(batch);
+  for (int i = 0; i < 16; ++i) ASSERT_EQ("+OK", p.Read());
+  for (int i = 0; i < 16; ++i) {
+    ASSERT_EQ("$x", r.Call({"GET", "g" + std::to_string(i)}));
+  }
+  EXPECT_EQ(":1", p.Call({"DEL", "g0", "FENCE", "301"}));
+  EXPECT_EQ("$nil", r.Call({"GET", "g0"}));
+  EXPECT_EQ("+OK", p.Call({"MULTI"}));
+  EXPECT_EQ("+QUEUED", p.Call({"SET", "t", "1", "FENCE", "302"}));
+  EXPECT_EQ("*[+OK]", p.Call({"EXEC"}));
+  EXPECT_EQ("$1", r.Call({"GET", "t"}));
+
+  // The replica stops answering: the write waiting for it fails once it
+  // leaves the in-sync set (then below the minimum); later writes are
+  // refused at once, and write nothing.
+  kill(replica.pid(), SIGSTOP);
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::string waited = p.Call({"SET", "s", "1", "FENCE", "400"});
+  const auto took = std::chrono::steady_clock::now() - t0;
+  EXPECT_EQ(0u, waited.find("-NOREPLICAS")) << waited;
+  EXPECT_GE(took, milliseconds(400));
+  EXPECT_LT(took, milliseconds(5000));
+  EXPECT_EQ(0u, p.Call({"SET", "s2", "1", "FENCE", "401"}).find("-NOREPLICAS"));
+  EXPECT_EQ("$nil", p.Call({"GET", "s2"}));
+  EXPECT_EQ("1", Info(primary.port())["isr_size"]);
+  // Back: it catches up, joins again, and writes are acknowledged again.
+  kill(replica.pid(), SIGCONT);
+  ASSERT_TRUE(WaitUntil([&] { return Info(primary.port())["isr_size"] == "2"; },
+                        15000));
+  EXPECT_EQ("+OK", p.Call({"SET", "s2", "2", "FENCE", "402"}));
+  EXPECT_EQ("$2", r.Call({"GET", "s2"}));
+  EXPECT_EQ("$1", r.Call({"GET", "s"}));  // the write whose reply failed
+}
+
+TEST_F(ReplicationE2ETest,
        AReplicaThatReadsNothingIsDroppedWithoutGrowingThePrimary) {
   Server primary;
   ASSERT_TRUE(StartPrimary(&primary, "p"));
