@@ -10,11 +10,18 @@
 //                               off the loop: Connection::StartWait)
 //   FENCEDKV.SYNC ...        -> the replica's handshake: the connection
 //                               becomes a replication link  @admin
+//   SENTINEL get-master-addr-by-name <shard> | master <shard> | masters |
+//            replicas <shard> | slaves <shard> | sentinels <shard>
+//                            -> as Redis Sentinel, from etcd's record (etcd
+//                               mode): Sentinel clients find the primary
 //   FENCEDKV.DIGEST          -> bulk: the "fencedkv.digest" property (16 hex
 //                               digits over every record), on the scan
 //                               thread: it reads everything
 
+#include <cctype>
+
 #include "command_table.h"
+#include "error_mapping.h"
 #include "replication.h"
 #include "resp_writer.h"
 
@@ -102,6 +109,98 @@ void CmdDigest(ServerState& server, ClientState&, const Args&,
   resp::Bulk(out, digest);
 }
 
+void SentinelState(const std::string& name, const std::string& addr,
+                   const char* flags,
+                   std::vector<std::pair<std::string, std::string>> extra,
+                   std::string* out) {
+  std::string host;
+  int port = 0;
+  SplitHostPort(addr, &host, &port);
+  std::vector<std::pair<std::string, std::string>> fields = {
+      {"name", name},
+      {"ip", host},
+      {"port", std::to_string(port)},
+      {"runid", ""},
+      {"flags", flags}};
+  fields.insert(fields.end(), extra.begin(), extra.end());
+  resp::ArrayHeader(out, fields.size() * 2);
+  for (const auto& [k, v] : fields) {
+    resp::Bulk(out, k);
+    resp::Bulk(out, v);
+  }
+}
+
+// SENTINEL get-master-addr-by-name | master | masters | replicas | slaves |
+// sentinels: what Redis Sentinel answers, from etcd's record of the shard
+// (etcd mode), so Sentinel clients find the primary after a failover.
+void CmdSentinel(ServerState& server, ClientState&, const Args& args,
+                 std::string* out) {
+  std::string sub(args[1]);
+  for (char& ch : sub) {
+    ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  }
+  const bool all = sub == "masters";
+  if (!all && args.size() != 3) {
+    ReplyWrongArgs("sentinel", out);
+    return;
+  }
+  ShardRecord r;
+  std::vector<std::pair<std::string, std::string>> members;
+  const std::string shard =
+      all ? (server.repl != nullptr ? server.repl->shard() : std::string())
+          : std::string(args[2]);
+  const bool known =
+      server.repl != nullptr && server.repl->ShardView(shard, &r, &members);
+  std::vector<std::string> replicas;
+  for (const auto& [addr, role] : members) {
+    if (addr != r.primary && role == "replica") replicas.push_back(addr);
+  }
+  std::string host;
+  int port = 0;
+  SplitHostPort(r.primary, &host, &port);
+  auto master_state = [&] {
+    SentinelState(shard, r.primary, "master",
+                  {{"role-reported", "master"},
+                   {"num-slaves", std::to_string(replicas.size())},
+                   {"num-other-sentinels", "0"},
+                   {"quorum", "1"},
+                   {"config-epoch", std::to_string(r.epoch)}},
+                  out);
+  };
+  if (sub == "get-master-addr-by-name") {
+    if (!known) {
+      resp::NullArray(out);
+      return;
+    }
+    resp::ArrayHeader(out, 2);
+    resp::Bulk(out, host);
+    resp::Bulk(out, std::to_string(port));
+  } else if (all) {
+    resp::ArrayHeader(out, known ? 1 : 0);
+    if (known) master_state();
+  } else if (!known) {
+    resp::Error(out, "ERR No such master with that name");
+  } else if (sub == "master") {
+    master_state();
+  } else if (sub == "replicas" || sub == "slaves") {
+    resp::ArrayHeader(out, replicas.size());
+    for (const auto& a : replicas) {
+      SentinelState(a, a, "slave",
+                    {{"role-reported", "slave"},
+                     {"master-host", host},
+                     {"master-port", std::to_string(port)},
+                     {"master-link-status", "ok"},
+                     {"in-isr", r.InIsr(a) ? "1" : "0"}},
+                    out);
+    }
+  } else if (sub == "sentinels") {
+    resp::ArrayHeader(out, 0);
+  } else {
+    resp::Error(out, "ERR Unknown sentinel subcommand '" +
+                         EscapeBytes(args[1].substr(0, 64)) + "'");
+  }
+}
+
 }  // namespace
 
 bool ParseWaitArgs(const Args& args, size_t* n, int64_t* timeout_ms) {
@@ -126,6 +225,7 @@ void AppendReplicationCommands(std::vector<CommandSpec>* t) {
   // where the default user has no @admin.
   t->push_back({"role", CmdRole, 1, 0, {}, kCatConnection});
   t->push_back({"wait", CmdWait, 3, 0, {}, kCatConnection});
+  t->push_back({"sentinel", CmdSentinel, -2, 0, {}, kCatConnection});
   t->push_back(
       {"fencedkv.sync", CmdSync, 8, kCmdAdmin, {}, kCatAdmin | kCatDangerous});
   t->push_back({"fencedkv.digest",

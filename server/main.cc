@@ -27,6 +27,7 @@
 #include "fencedkv/version.h"
 #include "acl.h"
 #include "command_table.h"
+#include "etcd_client.h"
 #include "etcd_revision.h"
 #include "lease_slot.h"
 #include "metrics.h"
@@ -40,6 +41,7 @@ namespace {
 // A replica's full copy is ready: the primary to follow after the restart.
 std::mutex g_restart_mu;
 std::string g_restart_primary;
+bool g_restart = false;
 
 int Fail(const char* step, const fencedkv::Status& s) {
   LOG(ERROR) << step << ": " << s.ToString();
@@ -190,10 +192,27 @@ int main(int argc, char** argv) {
   ro.max_replicas = static_cast<size_t>(FLAGS_max_replicas);
   ro.max_frame_bytes = static_cast<size_t>(FLAGS_max_request_bytes) * 2 +
                        (1 << 20);
+  if (!FLAGS_shard.empty()) {
+    if (!FLAGS_replicaof.empty()) {
+      return Fail("replication", fencedkv::Status::InvalidArgument(
+                                     "--shard (etcd mode) and --replicaof "
+                                     "exclude each other"));
+    }
+    ro.etcd_endpoints =
+        fencedkv::server::SplitEtcdEndpoints(FLAGS_etcd_endpoints);
+    if (ro.etcd_endpoints.empty()) {
+      return Fail("replication", fencedkv::Status::InvalidArgument(
+                                     "--shard needs --etcd_endpoints"));
+    }
+    ro.shard = FLAGS_shard;
+    ro.etcd_prefix = FLAGS_etcd_prefix;
+    ro.etcd_lease_ttl_ms = FLAGS_etcd_lease_ttl_ms;
+  }
   ro.restart = [](const std::string& primary) {
     {
       std::lock_guard<std::mutex> lock(g_restart_mu);
       g_restart_primary = primary;
+      g_restart = true;
     }
     kill(getpid(), SIGUSR1);
   };
@@ -254,16 +273,17 @@ int main(int argc, char** argv) {
 
   int sig = 0;
   std::string restart_primary;
+  bool restart = false;
   for (;;) {
     sigwait(&signals, &sig);
     if (sig != SIGUSR1) break;
     std::lock_guard<std::mutex> lock(g_restart_mu);
     restart_primary = g_restart_primary;
-    if (!restart_primary.empty()) break;
+    restart = g_restart;
+    if (restart) break;
   }
   LOG(INFO) << "signal " << sig << ": "
-            << (restart_primary.empty() ? "shutting down"
-                                        : "restarting on a full copy");
+            << (restart ? "restarting on a full copy" : "shutting down");
   repl->Stop();  // links end, WAITs are answered
   server.Stop(std::chrono::milliseconds(FLAGS_shutdown_timeout_ms));
   fencedkv::server::StopBackupJobs();  // before the database closes
@@ -273,11 +293,12 @@ int main(int argc, char** argv) {
   repl.reset();
   leases.reset();
   db.reset();  // closes RocksDB; everything acknowledged is in the WAL
-  if (!restart_primary.empty()) {
+  if (restart) {
     // The same process (same PID) starts again on the same port, where
-    // AdoptFullSync swaps the copy in, and goes on replicating.
+    // AdoptFullSync swaps the copy in, and goes on replicating (in etcd
+    // mode, etcd's record names the primary again).
     std::vector<std::string> args = original_args;
-    args.push_back("--replicaof=" + restart_primary);
+    if (FLAGS_shard.empty()) args.push_back("--replicaof=" + restart_primary);
     args.push_back("--port=" + std::to_string(port));
     std::vector<char*> cargs;
     for (auto& a : args) cargs.push_back(a.data());

@@ -145,8 +145,8 @@ Status ReplState::Store(const std::string& dir) const {
 std::string ShardRecord::ToJson() const {
   json e = json::array();
   for (const auto& [epoch, start] : epochs) e.push_back({epoch, start});
-  return json{
-      {"epoch", epoch}, {"primary", primary}, {"isr", isr}, {"epochs", e}}
+  return json{{"epoch", epoch},     {"primary", primary}, {"isr", isr},
+              {"epochs", e},        {"history", history}, {"lease", lease}}
       .dump();
 }
 
@@ -170,6 +170,14 @@ Status ShardRecord::Parse(std::string_view text, ShardRecord* record) {
   for (const json& m : *isr) {
     if (!m.is_string()) return Status::InvalidArgument("an isr member");
     record->isr.push_back(m.get<std::string>());
+  }
+  auto history = j.find("history");
+  if (history != j.end() && history->is_string()) {
+    record->history = history->get<std::string>();
+  }
+  auto lease = j.find("lease");
+  if (lease != j.end() && lease->is_number_integer()) {
+    record->lease = lease->get<int64_t>();
   }
   auto epochs = j.find("epochs");
   if (epochs != j.end()) {

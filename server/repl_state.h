@@ -71,6 +71,10 @@ struct ShardRecord {
   std::string primary;           // host:port
   std::vector<std::string> isr;  // host:port, the primary included
   EpochList epochs;
+  std::string history;  // the shard's history id (ReplState::history)
+  // The primary's etcd lease: the primary is alive while its member key
+  // exists with this lease.
+  int64_t lease = 0;
 
   std::string ToJson() const;
   // InvalidArgument naming what is wrong.

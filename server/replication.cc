@@ -130,6 +130,15 @@ Status Replication::Start(const std::string& replicaof) {
     Status s = ReplState::Load(options_.db_path, &state_);
     if (!s.ok()) return s;
   }
+  if (etcd_mode()) {
+    // Read-only until etcd's record says which role to take.
+    read_only_.store(true);
+    tracker_.SetPrimary(false,
+                        "READONLY this server has not yet learnt its role "
+                        "from etcd");
+    etcd_thread_ = std::thread([this] { EtcdLoop(); });
+    return Status::OK();
+  }
   if (replicaof.empty()) return BecomePrimary();
   std::string host;
   int port;
@@ -143,13 +152,14 @@ Status Replication::Start(const std::string& replicaof) {
 
 void Replication::Stop() {
   {
+    MutexLock lock(&mu_);
+    if (stopped_) return;
+    stopped_ = true;
+    cv_.notify_all();
+  }
+  if (etcd_thread_.joinable()) etcd_thread_.join();  // revokes its lease
+  {
     MutexLock role(&role_mu_);
-    {
-      MutexLock lock(&mu_);
-      if (stopped_) return;
-      stopped_ = true;
-      cv_.notify_all();
-    }
     StopReplicaThread();
   }
   StopLinks();
@@ -158,7 +168,7 @@ void Replication::Stop() {
   tracker_.FinishWaits();
 }
 
-Status Replication::BecomePrimary() {
+Status Replication::BecomePrimary(const ShardRecord* record) {
   StopReplicaThread();
   Status s = db_->ReloadFenceState();
   if (!s.ok()) return s;
@@ -170,8 +180,14 @@ Status Replication::BecomePrimary() {
     // Each term as primary is a new epoch: batches of an older epoch that
     // this log does not have (a deposed primary's unsynced tail) are then
     // told apart from this one's (DecideSync).
-    const uint64_t epoch = next.max_epoch + 1;
-    AppendEpoch(&next.epochs, epoch, latest);
+    uint64_t epoch = next.max_epoch + 1;
+    if (record != nullptr) {
+      epoch = record->epoch;
+      next.history = record->history;
+      next.epochs = record->epochs;
+    } else {
+      AppendEpoch(&next.epochs, epoch, latest);
+    }
     next.max_epoch = epoch;
     next.log_epoch = epoch;
     s = next.Store(options_.db_path);
@@ -188,6 +204,11 @@ Status Replication::BecomePrimary() {
     isr_.clear();
   }
   tracker_.SetIsr({}, 1);
+  if (etcd_mode()) {
+    // Writes stop when the etcd lease may have expired: until the first
+    // keep-alive after this, one TTL from now.
+    tracker_.SetLeaseDeadline(ReplNowMs() + options_.etcd_lease_ttl_ms);
+  }
   tracker_.SetPrimary(true, "");
   read_only_.store(false);
   LOG(INFO) << "replication: primary, epoch " << epoch_ << ", sequence "
@@ -242,6 +263,11 @@ void Replication::StopLinks() {
 }
 
 Status Replication::ReplicaOf(const std::string& primary, std::string* reply) {
+  if (etcd_mode()) {
+    return Status::InvalidArgument(
+        "REPLICAOF is not allowed with --shard: etcd's record chooses the "
+        "primary");
+  }
   MutexLock role(&role_mu_);
   {
     MutexLock lock(&mu_);
@@ -600,6 +626,9 @@ void Replication::UpdateIsr() {
     }
     isr_ = isr;
   }
+  // In etcd mode the record's ISR is what counts: the etcd thread changes
+  // it, then the tracker (replication_etcd.cc).
+  if (etcd_mode()) return;
   const size_t size = isr.size() + 1;
   tracker_.SetIsr(std::move(isr), size);
 }
@@ -908,6 +937,17 @@ void Replication::AppendInfo(std::string* out) {
   line("repl_epochs",
        state_.epochs.empty() ? "-" : FormatEpochs(state_.epochs));
   line("min_insync_replicas", std::to_string(tracker_.min_insync_replicas()));
+  if (etcd_mode()) {
+    line("shard", options_.shard);
+    line("etcd_last_error", etcd_error_.empty() ? "-" : etcd_error_);
+    if (have_view_) {
+      line("shard_epoch", std::to_string(view_.epoch));
+      line("shard_primary", view_.primary);
+      std::string isr;
+      for (const auto& a : view_.isr) isr += (isr.empty() ? "" : ",") + a;
+      line("shard_isr", isr);
+    }
+  }
   if (replica) {
     std::string host;
     int port = 0;

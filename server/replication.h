@@ -67,6 +67,16 @@ struct ReplicationOptions {
   size_t max_replicas = 16;  // connected replicas at most
   // A replicated frame (one batch) at most.
   size_t max_frame_bytes = 256 << 20;
+  // etcd mode (docs/replication.md "Coordination"): with a shard name and
+  // endpoints, etcd's record <etcd_prefix>/shards/<shard> chooses the
+  // primary; this server keeps <etcd_prefix>/members/<shard>/<self_addr>
+  // on an etcd lease of etcd_lease_ttl_ms, takes over when the primary's
+  // lease is gone and it is in the ISR, and follows whoever the record
+  // names otherwise. REPLICAOF is refused.
+  std::vector<std::string> etcd_endpoints;
+  std::string shard;
+  std::string etcd_prefix = "/fencedkv";
+  int64_t etcd_lease_ttl_ms = 2000;
   // Called on the replica's thread once a full copy is in place beside the
   // database (FullSyncDir): the server must stop, then restart with
   // --replicaof=`primary`; at start, AdoptFullSync swaps it in.
@@ -87,6 +97,14 @@ class Replication {
   // Becomes a replica of `replicaof` ("host:port"), or the primary if it is
   // empty (then opens the lease service and starts a new epoch).
   Status Start(const std::string& replicaof) LOCKS_EXCLUDED(mu_);
+  bool etcd_mode() const { return !options_.shard.empty(); }
+  const std::string& shard() const { return options_.shard; }
+  // SENTINEL's view (etcd mode): the shard's record and the members alive
+  // (addr -> role), as last read from etcd. False if none was read.
+  bool ShardView(const std::string& shard, ShardRecord* record,
+                 std::vector<std::pair<std::string, std::string>>* members)
+      LOCKS_EXCLUDED(mu_);
+
   // Stops every link and thread; WAITs are answered. Idempotent.
   void Stop() LOCKS_EXCLUDED(mu_);
 
@@ -128,8 +146,11 @@ class Replication {
     std::atomic<bool> done{false};
   };
 
-  // Role changes. REQUIRES: mu_ not held; role_mu_ held.
-  Status BecomePrimary() EXCLUSIVE_LOCKS_REQUIRED(role_mu_);
+  // Role changes. REQUIRES: mu_ not held; role_mu_ held. `record` (etcd
+  // mode): the record that made this server the primary, whose epoch,
+  // epochs and history it takes; null: the next epoch of its own.
+  Status BecomePrimary(const ShardRecord* record = nullptr)
+      EXCLUSIVE_LOCKS_REQUIRED(role_mu_);
   void BecomeReplica(const std::string& primary)
       EXCLUSIVE_LOCKS_REQUIRED(role_mu_);
   void StopReplicaThread() EXCLUSIVE_LOCKS_REQUIRED(role_mu_);
@@ -148,6 +169,16 @@ class Replication {
   // Every tick as a primary: replicas that lag past replica_lag_ms leave
   // the in-sync set, caught-up ones join it (CommitTracker::SetIsr).
   void UpdateIsr() LOCKS_EXCLUDED(mu_);
+
+  // ---- etcd mode (replication_etcd.cc, on etcd_thread_) ----
+  void EtcdLoop();
+  // Follows `primary` (stepping down first if this server leads).
+  void Follow(const std::string& primary) LOCKS_EXCLUDED(mu_);
+  // Stops acknowledging writes at once (a higher epoch, or the etcd lease
+  // lost): read-only until the record says what to do.
+  void StepDown(const std::string& why) LOCKS_EXCLUDED(mu_);
+  // Raises the highest epoch seen (persisted) to `epoch`.
+  void SeeEpoch(uint64_t epoch) LOCKS_EXCLUDED(mu_);
 
   // ---- Replica side (on replica_thread_) ----
   void ReplicaLoop(std::string primary, uint64_t generation);
@@ -194,6 +225,14 @@ class Replication {
   // for each), kept by UpdateIsr.
   std::vector<std::string> isr_ GUARDED_BY(mu_);
   std::thread ticker_;  // Tick()s the tracker (WAIT timeouts), UpdateIsr
+  std::thread etcd_thread_;
+  // etcd mode: the last record and members read (SENTINEL), and what went
+  // wrong last with etcd (INFO).
+  bool have_view_ GUARDED_BY(mu_) = false;
+  ShardRecord view_ GUARDED_BY(mu_);
+  std::vector<std::pair<std::string, std::string>> view_members_
+      GUARDED_BY(mu_);
+  std::string etcd_error_ GUARDED_BY(mu_);
 };
 
 }  // namespace server

@@ -154,6 +154,18 @@ DEFINE_int32(min_insync_replicas, 1,
              "A write is acknowledged only while the in-sync replica set, "
              "this server included, has at least this many members "
              "(1 = the primary alone)");
+DEFINE_string(shard, "",
+              "etcd mode: the shard this server belongs to. etcd's record "
+              "<etcd_prefix>/shards/<shard> names the primary and its in-sync "
+              "replicas; a replica of that set takes over when the primary's "
+              "etcd lease expires (needs --etcd_endpoints; not with "
+              "--replicaof)");
+DEFINE_string(etcd_prefix, "/fencedkv", "etcd mode: the prefix of the keys");
+DEFINE_int32(etcd_lease_ttl_ms, 2000,
+             "etcd mode: the TTL of this server's etcd lease (etcd rounds it "
+             "up to whole seconds, 2 s at least): a primary that could not "
+             "renew it for this long stops acknowledging writes, and one "
+             "whose lease expired is replaced");
 DEFINE_int32(replica_lag_ms, 10000,
              "A replica of the in-sync set that has not acknowledged, for "
              "this long, what the primary had then leaves the set (writes "
@@ -267,6 +279,7 @@ const bool kRegistered = [] {
   gflags::RegisterFlagValidator(&FLAGS_min_insync_replicas, &ValidateInsync);
   gflags::RegisterFlagValidator(&FLAGS_repl_timeout_ms, &ValidateReplTimeout);
   gflags::RegisterFlagValidator(&FLAGS_replica_lag_ms, &ValidateReplTimeout);
+  gflags::RegisterFlagValidator(&FLAGS_etcd_lease_ttl_ms, &ValidateReplTimeout);
   gflags::RegisterFlagValidator(&FLAGS_max_replicas, &ValidateMaxReplicas);
   gflags::RegisterFlagValidator(&FLAGS_wal_retention_mb, &ValidateRetention);
   gflags::RegisterFlagValidator(&FLAGS_wal_retention_seconds, &ValidateRetention);

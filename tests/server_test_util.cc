@@ -2,6 +2,7 @@
 
 #include "server_test_util.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <fstream>
@@ -26,7 +27,12 @@ bool ServerProcess::Start(const std::string& dir,
   const std::string port_file = dir + "/port";
   unlink(port_file.c_str());
   flags.push_back("--bind=127.0.0.1");
-  flags.push_back("--port=0");
+  // A free port, unless the caller chose one (a replica's address).
+  if (std::none_of(flags.begin(), flags.end(), [](const std::string& f) {
+        return f.rfind("--port=", 0) == 0;
+      })) {
+    flags.push_back("--port=0");
+  }
   flags.push_back("--port_file=" + port_file);
   flags.push_back("--logtostderr=false");
   flags.push_back("--log_dir=" + dir);

@@ -24,7 +24,8 @@ class ServerProcess {
   ServerProcess(const ServerProcess&) = delete;
   ServerProcess& operator=(const ServerProcess&) = delete;
 
-  // Starts the server with `flags` plus --bind=127.0.0.1 --port=0, a port
+  // Starts the server with `flags` plus --bind=127.0.0.1 --port=0 (unless
+  // `flags` has a --port), a port
   // file and its logs in `dir`; true once it listens. If nofile > 0, the
   // child's RLIMIT_NOFILE (soft and hard) is set to it first, as
   // `ulimit -n` would.
