@@ -7,6 +7,7 @@
 #include <charconv>
 
 #include "error_mapping.h"
+#include "replication.h"
 #include "resp_writer.h"
 
 namespace fencedkv {
@@ -270,6 +271,11 @@ void Execute(ServerState& server, ClientState& client, const Args& args,
       // is left out; it cannot happen there: MULTI needs a login.)
       if (client.in_multi && admission.refusal != Admission::Refusal::kNoAuth) {
         client.multi_failed = true;
+      }
+      if (admission.refusal == Admission::Refusal::kReadOnly &&
+          server.repl != nullptr) {
+        resp::Error(out, server.repl->ReadOnlyLine());  // says why
+        return;
       }
       resp::Error(out, RefusalLine(admission, args));
       return;

@@ -252,6 +252,8 @@ int main(int argc, char** argv) {
     mo.bind = FLAGS_metrics_bind;
     mo.port = FLAGS_metrics_port;
     mo.password = FLAGS_requirepass;
+    fencedkv::server::Replication* r = repl.get();
+    mo.replication = [r] { return r->Gauges(); };
     s = fencedkv::server::MetricsExporter::Start(mo, db.get(), leases.get(),
                                                  &server.stats(), &metrics);
     if (!s.ok()) return Fail("metrics", s);

@@ -13,8 +13,12 @@ namespace {
 
 class Collector : public prometheus::Collectable {
  public:
-  Collector(DB* db, LeaseService* leases, const ServerStats* stats)
-      : db_(db), leases_(leases), stats_(stats) {}
+  Collector(DB* db, LeaseService* leases, const ServerStats* stats,
+            std::function<ReplicationGauges()> replication)
+      : db_(db),
+        leases_(leases),
+        stats_(stats),
+        replication_(std::move(replication)) {}
 
   std::vector<prometheus::MetricFamily> Collect() const override {
     const FenceStats fs = db_->GetFenceStats();
@@ -71,6 +75,24 @@ class Collector : public prometheus::Collectable {
         static_cast<double>(ls.held));
     add("fencedkv_lease_last_token", "The last lease token issued", T::Gauge,
         static_cast<double>(ls.last_token));
+    if (replication_) {
+      const ReplicationGauges g = replication_();
+      add("fencedkv_replication_primary", "1 on the primary, 0 on a replica",
+          T::Gauge, g.primary ? 1 : 0);
+      add("fencedkv_replication_epoch", "The epoch this server leads or follows",
+          T::Gauge, static_cast<double>(g.epoch));
+      add("fencedkv_replication_isr_size",
+          "In-sync replica set, the primary included (0 on a replica)",
+          T::Gauge, static_cast<double>(g.isr_size));
+      add("fencedkv_replication_connected_replicas", "Replicas streaming",
+          T::Gauge, static_cast<double>(g.replicas));
+      add("fencedkv_replication_max_lag_ms",
+          "The largest lag of a connected replica", T::Gauge,
+          static_cast<double>(g.max_lag_ms));
+      add("fencedkv_replication_applied_sequence",
+          "This server's latest sequence number", T::Gauge,
+          static_cast<double>(g.applied_seq));
+    }
     return out;
   }
 
@@ -78,6 +100,7 @@ class Collector : public prometheus::Collectable {
   DB* db_;
   LeaseService* leases_;
   const ServerStats* stats_;
+  const std::function<ReplicationGauges()> replication_;
 };
 
 // Compares without an early exit, so the time taken does not tell how much
@@ -109,7 +132,8 @@ Status MetricsExporter::Start(const MetricsOptions& options, DB* db,
                               LeaseService* leases, const ServerStats* stats,
                               std::unique_ptr<MetricsExporter>* exporter) {
   auto impl = std::make_unique<ExporterImpl>();
-  impl->collector = std::make_shared<Collector>(db, leases, stats);
+  impl->collector =
+      std::make_shared<Collector>(db, leases, stats, options.replication);
   const std::string address = options.bind + ":" + std::to_string(options.port);
   try {
     impl->exposer =

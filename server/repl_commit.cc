@@ -245,6 +245,11 @@ std::vector<CommitTracker::ReplicaInfo> CommitTracker::Replicas(
   return out;
 }
 
+std::string CommitTracker::not_primary_error() {
+  MutexLock lock(&mu_);
+  return not_primary_error_;
+}
+
 size_t CommitTracker::isr_size() {
   MutexLock lock(&mu_);
   return isr_size_;

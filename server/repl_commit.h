@@ -110,6 +110,8 @@ class CommitTracker {
   // Every replica seen, with its lag against `latest_seq`.
   std::vector<ReplicaInfo> Replicas(uint64_t latest_seq) LOCKS_EXCLUDED(mu_);
   size_t isr_size() LOCKS_EXCLUDED(mu_);
+  // What writes are refused with while this server is not the primary.
+  std::string not_primary_error() LOCKS_EXCLUDED(mu_);
   int min_insync_replicas() const { return min_insync_; }
 
  private:

@@ -497,6 +497,7 @@ void Replication::StreamTo(ReplSocket* socket, const std::string& addr,
                            std::unique_ptr<LogReader> reader, Link* link) {
   const uint64_t id = tracker_.Attach(addr);
   tracker_.SetLinkState(addr, id, "online");
+  tracker_.OnAck(addr, id, after, 0);  // it has what it asked to follow
   const milliseconds timeout(options_.timeout_ms);
   const std::string epoch_text = std::to_string(epoch);
   FrameReader in(kMaxAckFrame);
@@ -967,10 +968,16 @@ void Replication::AppendInfo(std::string* out) {
     line("slave_read_only", "1");
   } else {
     line("master_repl_offset", std::to_string(latest));
+    // The set the commit rule uses: in etcd mode, the record's.
     std::string isr = options_.self_addr;
-    for (const auto& a : isr_) isr += "," + a;
+    if (etcd_mode()) {
+      isr.clear();
+      for (const auto& a : view_.isr) isr += (isr.empty() ? "" : ",") + a;
+    } else {
+      for (const auto& a : isr_) isr += "," + a;
+    }
     line("isr", isr);
-    line("isr_size", std::to_string(isr_.size() + 1));
+    line("isr_size", std::to_string(tracker_.isr_size()));
     size_t connected = 0;
     for (const auto& r : replicas) connected += r.connected ? 1 : 0;
     line("connected_slaves", std::to_string(connected));
@@ -987,6 +994,28 @@ void Replication::AppendInfo(std::string* out) {
                ",lag_ms=" + std::to_string(r.lag_ms));
     }
   }
+}
+
+std::string Replication::ReadOnlyLine() {
+  const std::string line = tracker_.not_primary_error();
+  if (line.rfind("READONLY", 0) == 0) return line;
+  return "READONLY You can't write against a read only replica.";
+}
+
+ReplicationGauges Replication::Gauges() {
+  ReplicationGauges g;
+  g.applied_seq = db_->GetLatestSequenceNumber();
+  const auto replicas = tracker_.Replicas(g.applied_seq);
+  for (const auto& r : replicas) {
+    if (!r.connected) continue;
+    ++g.replicas;
+    g.max_lag_ms = std::max(g.max_lag_ms, r.lag_ms);
+  }
+  MutexLock lock(&mu_);
+  g.primary = !read_only_.load();
+  g.epoch = g.primary ? epoch_ : state_.log_epoch;
+  g.isr_size = g.primary ? tracker_.isr_size() : 0;
+  return g;
 }
 
 void Replication::AppendRole(std::string* out) {

@@ -38,6 +38,7 @@
 #include "fencedkv/db.h"
 
 #include "lease_slot.h"
+#include "metrics.h"
 #include "repl_commit.h"
 #include "repl_state.h"
 #include "repl_stream.h"
@@ -133,6 +134,11 @@ class Replication {
   void AppendRole(std::string* out) LOCKS_EXCLUDED(mu_);
 
   CommitTracker& tracker() { return tracker_; }
+  // The error a write gets here while read-only: Redis's words on a
+  // replica, else why (not yet told its role by etcd, stepped down).
+  std::string ReadOnlyLine();
+  // The gauges /metrics shows.
+  ReplicationGauges Gauges() LOCKS_EXCLUDED(mu_);
 
   // Where a full copy is written while it arrives, and where it waits
   // complete for the restart.

@@ -106,7 +106,9 @@ class ReplicationE2ETest : public testing::Test {
     auto r = Info(replica);
     return !p["master_repl_offset"].empty() &&
            r["master_link_status"] == "up" &&
-           r["slave_repl_offset"] == p["master_repl_offset"];
+           r["slave_repl_offset"] == p["master_repl_offset"] &&
+           p["slave0"].find("offset=" + p["master_repl_offset"] + ",") !=
+               std::string::npos;
   }
   // A workload touching every kind of record: values, deletes, MSET,
   // advances, the floor, leases.
@@ -137,7 +139,9 @@ class ReplicationE2ETest : public testing::Test {
 TEST_F(ReplicationE2ETest,
        AReplicaHoldsThePrimarysExactContentAndRefusesWrites) {
   Server primary, replica;
-  ASSERT_TRUE(StartPrimary(&primary, "p"));
+  const int metrics_port = test::FreePort();
+  ASSERT_TRUE(StartPrimary(&primary, "p",
+                           {"--metrics_port=" + std::to_string(metrics_port)}));
   Write(primary.port(), 0);
   ASSERT_TRUE(StartReplica(&replica, "r", primary.port()));
   Write(primary.port(), 1);
@@ -191,6 +195,20 @@ TEST_F(ReplicationE2ETest,
             r.Call({"ROLE"}));
   EXPECT_EQ(0u,
             p.Call({"ROLE"}).find("*[$master,:" + pi["master_repl_offset"]));
+
+  // Prometheus: role, epoch, ISR size, lag.
+  ASSERT_TRUE(WaitUntil([&] { return Info(primary.port())["isr_size"] == "2"; },
+                        10000));
+  Client http(metrics_port);
+  http.SendRaw("GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n");
+  const std::string metrics = http.ReadAll();
+  EXPECT_NE(std::string::npos, metrics.find("fencedkv_replication_primary 1"))
+      << metrics;
+  EXPECT_NE(std::string::npos, metrics.find("fencedkv_replication_epoch 1"));
+  EXPECT_NE(std::string::npos, metrics.find("fencedkv_replication_isr_size 2"));
+  EXPECT_NE(std::string::npos,
+            metrics.find("fencedkv_replication_connected_replicas 1"));
+  EXPECT_NE(std::string::npos, metrics.find("fencedkv_replication_max_lag_ms"));
 
   // WAIT: the replica acknowledges a new write; with the replica stopped,
   // WAIT gives up at its timeout with 0.

@@ -426,3 +426,68 @@ TEST_F(EtcdReplicationTest,
 
 }  // namespace
 }  // namespace fencedkv
+
+namespace fencedkv {
+namespace {
+
+TEST_F(EtcdReplicationTest,
+       APrimaryCutOffFromEtcdStopsAcknowledgingWithinItsTtl) {
+  const int p = PrimaryIndex(5000);
+  ASSERT_GE(p, 0);
+  Client c(ports_[p]);
+  ASSERT_EQ("+OK", c.Call({"SET", "e", "1", "FENCE", "1"}));
+  etcd_.Pause();
+  const auto paused = Clock::now();
+  std::string refused;
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        refused = c.Call({"SET", "e", "2", "FENCE", "2"});
+        return refused != "+OK";
+      },
+      10000));
+  const double ms =
+      std::chrono::duration<double, std::milli>(Clock::now() - paused).count();
+  std::printf("etcd paused: writes refused after %.0f ms (%s)\n", ms,
+              refused.c_str());
+  EXPECT_LE(ms, 2000 + 1000);  // the lease TTL, plus a write's timeout
+  EXPECT_EQ(0u, refused.find("-READONLY")) << refused;
+  etcd_.Resume();
+  // etcd back: a primary again (the same or another), writes acknowledged.
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        const int q = PrimaryIndex(100);
+        if (q < 0) return false;
+        Client w(ports_[q], 2000);
+        return w.Call({"SET", "e", "3", "FENCE", "3"}) == "+OK";
+      },
+      20000));
+}
+
+TEST(EtcdReplicationStartTest, EtcdDownAtStartIsAClearError) {
+  test::TempDir dir;
+  std::ofstream(dir.Sub("acl")) << "user default on nopass ~* &* +@all\n";
+  Server s;
+  const std::string endpoint =
+      "http://127.0.0.1:" + std::to_string(test::FreePort());
+  ASSERT_TRUE(s.Start(dir.path(),
+                      {"--db=" + dir.Sub("db"), "--aclfile=" + dir.Sub("acl"),
+                       "--shard=s1", "--etcd_endpoints=" + endpoint}));
+  Client c(s.port());
+  EXPECT_EQ("-READONLY this server has not yet learnt its role from etcd",
+            c.Call({"SET", "a", "1", "FENCE", "1"}));
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        return Info(s.port())["etcd_last_error"].find("Couldn't connect") !=
+               std::string::npos;
+      },
+      5000))
+      << Info(s.port())["etcd_last_error"];
+  EXPECT_EQ("$nil", c.Call({"GET", "a"}));
+  // Without endpoints, or with --replicaof: refused at start.
+  Server bad;
+  EXPECT_FALSE(
+      bad.Start(dir.Sub("b"), {"--db=" + dir.Sub("db2"), "--shard=s1"}));
+}
+
+}  // namespace
+}  // namespace fencedkv
