@@ -25,16 +25,6 @@ bool ParseU64(std::string_view text, uint64_t* v) {
   return r.ec == std::errc() && r.ptr == text.data() + text.size();
 }
 
-Status SyncPath(const std::string& path, bool directory) {
-  const int fd =
-      open(path.c_str(), directory ? O_RDONLY | O_DIRECTORY : O_RDWR);
-  if (fd < 0) return Status::IOError("cannot open " + path);
-  const int rc = fsync(fd);
-  close(fd);
-  if (rc != 0) return Status::IOError("fsync " + path);
-  return Status::OK();
-}
-
 bool JsonU64(const json& j, const char* name, uint64_t* v) {
   auto it = j.find(name);
   if (it == j.end() || !it->is_number_unsigned()) return false;
@@ -145,8 +135,8 @@ Status ReplState::Store(const std::string& dir) const {
 std::string ShardRecord::ToJson() const {
   json e = json::array();
   for (const auto& [epoch, start] : epochs) e.push_back({epoch, start});
-  return json{{"epoch", epoch},     {"primary", primary}, {"isr", isr},
-              {"epochs", e},        {"history", history}, {"lease", lease}}
+  return json{{"epoch", epoch}, {"primary", primary}, {"isr", isr},
+              {"epochs", e},    {"history", history}, {"lease", lease}}
       .dump();
 }
 
@@ -217,6 +207,16 @@ bool MemberRecord::Parse(std::string_view text, MemberRecord* member) {
   if (role != j.end() && role->is_string())
     member->role = role->get<std::string>();
   return true;
+}
+
+Status SyncPath(const std::string& path, bool directory) {
+  const int fd =
+      open(path.c_str(), directory ? O_RDONLY | O_DIRECTORY : O_RDONLY);
+  if (fd < 0) return Status::IOError("cannot open " + path);
+  const int rc = fsync(fd);
+  close(fd);
+  if (rc != 0) return Status::IOError("fsync " + path);
+  return Status::OK();
 }
 
 std::string NewHistoryId() {

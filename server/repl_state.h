@@ -97,6 +97,9 @@ struct SyncDecision {
   std::string reason;  // why a full copy (for the logs)
 };
 
+// fsyncs a file or (directory) a directory.
+Status SyncPath(const std::string& path, bool directory);
+
 // A new random history id (32 hex digits).
 std::string NewHistoryId();
 

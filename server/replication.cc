@@ -43,15 +43,6 @@ std::string Words(const std::vector<std::string_view>& words, size_t i) {
   return i < words.size() ? std::string(words[i]) : std::string();
 }
 
-Status SyncFile(const std::string& path, bool directory) {
-  const int fd =
-      open(path.c_str(), directory ? O_RDONLY | O_DIRECTORY : O_RDONLY);
-  if (fd < 0) return Status::IOError("cannot open " + path);
-  const int rc = fsync(fd);
-  close(fd);
-  return rc == 0 ? Status::OK() : Status::IOError("fsync " + path);
-}
-
 // Splits a "+WORD a b c" reply line on spaces.
 std::vector<std::string> SplitLine(const std::string& line) {
   std::vector<std::string> out;
@@ -111,7 +102,7 @@ Status Replication::AdoptFullSync(const std::string& db_path) {
     }
     fs::rename(ready, db, ec);
     if (ec) return Status::IOError("cannot rename " + ready, ec.message());
-    Status s = SyncFile(fs::path(db).parent_path().empty()
+    Status s = SyncPath(fs::path(db).parent_path().empty()
                             ? std::string(".")
                             : fs::path(db).parent_path().string(),
                         /*directory=*/true);
@@ -889,14 +880,14 @@ Status Replication::ReceiveFullSync(ReplSocket* socket, FrameReader* in,
   }
   if (out.is_open()) out.close();
   for (const auto& name : names) {
-    Status s = SyncFile(tmp + "/" + name, /*directory=*/false);
+    Status s = SyncPath(tmp + "/" + name, /*directory=*/false);
     if (!s.ok()) return s;
   }
   Status s = adopted.Store(tmp);  // also syncs the directory
   if (!s.ok()) return s;
   fs::rename(tmp, ready, ec);
   if (ec) return Status::IOError("cannot rename " + tmp, ec.message());
-  s = SyncFile(fs::path(ready).parent_path().empty()
+  s = SyncPath(fs::path(ready).parent_path().empty()
                    ? std::string(".")
                    : fs::path(ready).parent_path().string(),
                /*directory=*/true);

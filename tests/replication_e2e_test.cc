@@ -48,29 +48,9 @@ class Server : public test::ServerProcess {
 
 // INFO replication as name -> value.
 std::map<std::string, std::string> Info(int port) {
-  Client c(port, 5000);
-  std::string text = c.Call({"INFO", "replication"});
-  std::map<std::string, std::string> out;
-  if (text.empty() || text[0] != '$') return out;
-  std::istringstream in(text.substr(1));
-  for (std::string line; std::getline(in, line);) {
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    const size_t colon = line.find(':');
-    if (colon != std::string::npos)
-      out[line.substr(0, colon)] = line.substr(colon + 1);
-  }
-  return out;
+  return test::InfoFields(port, "replication", 5000);
 }
-
-bool WaitUntil(const std::function<bool()>& pred, int timeout_ms) {
-  const auto until =
-      std::chrono::steady_clock::now() + milliseconds(timeout_ms);
-  while (std::chrono::steady_clock::now() < until) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(milliseconds(20));
-  }
-  return pred();
-}
+using test::WaitUntil;
 
 std::string Digest(int port) {
   Client c(port, 20000);

@@ -47,30 +47,11 @@ class Server : public test::ServerProcess {
   Server() : test::ServerProcess(FENCEDKV_SERVER_BIN) {}
 };
 
+// INFO replication as name -> value.
 std::map<std::string, std::string> Info(int port) {
-  Client c(port, 2000);
-  std::string text = c.Call({"INFO", "replication"});
-  std::map<std::string, std::string> out;
-  if (text.empty() || text[0] != '$') return out;
-  std::istringstream in(text.substr(1));
-  for (std::string line; std::getline(in, line);) {
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    const size_t colon = line.find(':');
-    if (colon != std::string::npos) {
-      out[line.substr(0, colon)] = line.substr(colon + 1);
-    }
-  }
-  return out;
+  return test::InfoFields(port, "replication", 2000);
 }
-
-bool WaitUntil(const std::function<bool()>& pred, int timeout_ms) {
-  const auto until = Clock::now() + milliseconds(timeout_ms);
-  while (Clock::now() < until) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(milliseconds(20));
-  }
-  return pred();
-}
+using test::WaitUntil;
 
 // One acknowledged or attempted operation.
 struct Op {

@@ -249,5 +249,33 @@ bool RespTestClient::ReadN(size_t n, std::string* out, std::string* error) {
   return true;
 }
 
+std::map<std::string, std::string> InfoFields(int port,
+                                              const std::string& section,
+                                              int timeout_ms) {
+  RespTestClient c(port, timeout_ms);
+  const std::string text = c.Call({"INFO", section});
+  std::map<std::string, std::string> out;
+  if (text.empty() || text[0] != '$') return out;
+  std::istringstream in(text.substr(1));
+  for (std::string line; std::getline(in, line);) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    const size_t colon = line.find(':');
+    if (colon != std::string::npos) {
+      out[line.substr(0, colon)] = line.substr(colon + 1);
+    }
+  }
+  return out;
+}
+
+bool WaitUntil(const std::function<bool()>& pred, int timeout_ms) {
+  const auto until =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (std::chrono::steady_clock::now() < until) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return pred();
+}
+
 }  // namespace test
 }  // namespace fencedkv

@@ -9,6 +9,8 @@
 #ifndef FENCEDKV_TESTS_SERVER_TEST_UTIL_H_
 #define FENCEDKV_TESTS_SERVER_TEST_UTIL_H_
 
+#include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -91,6 +93,15 @@ class RespTestClient {
   bool connected_ = false;
   std::string buf_;
 };
+
+// `INFO section` of the server on `port` as name -> value (empty if it did
+// not answer within timeout_ms).
+std::map<std::string, std::string> InfoFields(int port,
+                                              const std::string& section,
+                                              int timeout_ms = 5000);
+
+// Polls `pred` every 20 ms until it holds (true) or timeout_ms pass (false).
+bool WaitUntil(const std::function<bool()>& pred, int timeout_ms);
 
 }  // namespace test
 }  // namespace fencedkv
