@@ -427,6 +427,7 @@ void Connection::HoldReplies(size_t mark, std::vector<std::string> grouped,
   held_grouped_ = std::move(grouped);
   held_commands_ = commands;
   auto self = shared_from_this();
+  server_->state_.repl->NotifyLinks();
   server_->state_.repl->tracker().Wait(
       server_->state_.db->GetLatestSequenceNumber(),
       [self](const std::string* error) {

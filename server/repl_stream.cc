@@ -143,10 +143,30 @@ Status ReplSocket::SendAll(std::string_view data, milliseconds timeout) {
   return Status::OK();
 }
 
-Status ReplSocket::ReadSome(std::string* buf, milliseconds timeout,
-                            size_t max) {
+Status ReplSocket::ReadSome(std::string* buf, milliseconds timeout, size_t max,
+                            int wake_fd) {
   if (fd_ < 0) return Status::IOError("not connected");
-  const int rc = WaitFor(fd_, POLLIN, timeout.count());
+  int rc;
+  if (wake_fd >= 0) {
+    pollfd p[2] = {{fd_, POLLIN, 0}, {wake_fd, POLLIN, 0}};
+    do {
+      rc = poll(p, 2, static_cast<int>(std::max<int64_t>(0, timeout.count())));
+    } while (rc < 0 && errno == EINTR);
+    if (rc > 0 && (p[1].revents & POLLIN)) {
+      uint64_t ignored;
+      while (read(wake_fd, &ignored, sizeof(ignored)) > 0) {
+      }
+    }
+    if (rc > 0 && !(p[0].revents & (POLLIN | POLLERR | POLLHUP))) {
+      return Status::OK();  // woken, nothing to read
+    }
+    if (rc > 0 && (p[0].revents & (POLLERR | POLLNVAL)) &&
+        !(p[0].revents & POLLIN)) {
+      rc = -1;
+    }
+  } else {
+    rc = WaitFor(fd_, POLLIN, timeout.count());
+  }
   if (rc == 0) return Status::OK();
   if (rc < 0) return Status::IOError("recv: connection broken");
   char chunk[64 << 10];

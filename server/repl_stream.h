@@ -50,10 +50,11 @@ class ReplSocket {
   // `timeout`.
   Status SendAll(std::string_view data, std::chrono::milliseconds timeout);
   // Waits up to `timeout` for bytes and appends what is there (at most
-  // `max`) to *buf. OK with nothing appended on a timeout; IOError when the
-  // peer closed ("closed by peer") or on an error.
+  // `max`) to *buf. OK with nothing appended on a timeout, or when
+  // `wake_fd` (an eventfd, if >= 0) was written (it is drained); IOError
+  // when the peer closed ("closed by peer") or on an error.
   Status ReadSome(std::string* buf, std::chrono::milliseconds timeout,
-                  size_t max = 1 << 20);
+                  size_t max = 1 << 20, int wake_fd = -1);
   // Wakes any call blocked on the socket (it then fails).
   void ShutdownBoth();
   void Close();

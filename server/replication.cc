@@ -10,6 +10,7 @@
 
 #include <fcntl.h>
 #include <glog/logging.h>
+#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include "fencedkv/replication.h"
@@ -57,6 +58,22 @@ std::vector<std::string> SplitLine(const std::string& line) {
 }
 
 }  // namespace
+
+Replication::Link::Link() : wake_fd(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {}
+
+Replication::Link::~Link() {
+  if (wake_fd >= 0) close(wake_fd);
+}
+
+void Replication::NotifyLinks() {
+  MutexLock lock(&wake_mu_);
+  const uint64_t one = 1;
+  for (int fd : wake_fds_) {
+    if (write(fd, &one, sizeof(one)) < 0) {
+      // EAGAIN: already woken
+    }
+  }
+}
 
 Replication::Replication(ReplicationOptions options, DB* db, LeaseSlot* leases)
     : options_(std::move(options)),
@@ -486,6 +503,20 @@ void Replication::StreamTo(ReplSocket* socket, const std::string& addr,
                            uint64_t epoch, uint64_t after, uint64_t first_seq,
                            std::string first_batch,
                            std::unique_ptr<LogReader> reader, Link* link) {
+  if (link->wake_fd >= 0) {
+    MutexLock lock(&wake_mu_);
+    wake_fds_.push_back(link->wake_fd);
+  }
+  struct Unregister {
+    Replication* r;
+    int fd;
+    ~Unregister() {
+      MutexLock lock(&r->wake_mu_);
+      r->wake_fds_.erase(
+          std::remove(r->wake_fds_.begin(), r->wake_fds_.end(), fd),
+          r->wake_fds_.end());
+    }
+  } unregister{this, link->wake_fd};
   const uint64_t id = tracker_.Attach(addr);
   tracker_.SetLinkState(addr, id, "online");
   tracker_.OnAck(addr, id, after, 0);  // it has what it asked to follow
@@ -555,7 +586,7 @@ void Replication::StreamTo(ReplSocket* socket, const std::string& addr,
     // Acknowledgements; when idle, wait a little for one (or new batches).
     const size_t before = in.buffered();
     s = socket->ReadSome(in.buffer(), milliseconds(out.empty() ? 1 : 0),
-                         kMaxAckFrame);
+                         kMaxAckFrame, link->wake_fd);
     if (!s.ok()) break;
     if (in.buffered() != before) last_heard = ReplNowMs();
     while (in.Next(&words)) {
