@@ -805,6 +805,16 @@ Status Replication::ReplicaSession(const std::string& primary,
   while (!ReplicaStopping(generation)) {
     s = socket->ReadSome(in.buffer(), milliseconds(200), 1 << 20);
     if (!s.ok()) return s;
+    {
+      // etcd named a newer primary meanwhile: not one more batch of this
+      // stream (its primary was deposed).
+      MutexLock lock(&mu_);
+      if (state_.max_epoch > epoch) {
+        return Status::InvalidArgument(
+            "epoch " + std::to_string(state_.max_epoch) +
+            " began: the stream of epoch " + std::to_string(epoch) + " ends");
+      }
+    }
     const int64_t now = ReplNowMs();
     bool heard = false;
     while (in.Next(&words)) {
