@@ -19,7 +19,6 @@
 #include <thread>
 
 #include <arpa/inet.h>
-#include <dirent.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -52,33 +51,6 @@ std::map<std::string, std::string> Info(int port) {
   return test::InfoFields(port, "replication", 5000);
 }
 using test::WaitUntil;
-
-// SIGSTOP, then waits until every thread of `pid` is stopped (the signal
-// takes effect asynchronously; a busy machine may let it run a moment).
-void StopProcess(pid_t pid) {
-  kill(pid, SIGSTOP);
-  WaitUntil(
-      [&] {
-        const std::string dir = "/proc/" + std::to_string(pid) + "/task";
-        DIR* d = opendir(dir.c_str());
-        if (d == nullptr) return false;
-        bool all = true;
-        while (dirent* e = readdir(d)) {
-          if (e->d_name[0] == '.') continue;
-          std::ifstream in(dir + "/" + e->d_name + "/stat");
-          std::string stat((std::istreambuf_iterator<char>(in)),
-                           std::istreambuf_iterator<char>());
-          const size_t close = stat.rfind(')');
-          if (close == std::string::npos || close + 2 >= stat.size() ||
-              stat[close + 2] != 'T') {
-            all = false;
-          }
-        }
-        closedir(d);
-        return all;
-      },
-      5000);
-}
 
 std::string Digest(int port) {
   Client c(port, 20000);
@@ -222,7 +194,7 @@ TEST_F(ReplicationE2ETest,
   // WAIT gives up at its timeout with 0.
   EXPECT_EQ("+OK", p.Call({"SET", "w", "1", "FENCE", "1000"}));
   EXPECT_EQ(":1", p.Call({"WAIT", "1", "5000"}));
-  StopProcess(replica.pid());
+  test::StopProcess(replica.pid());
   EXPECT_EQ("+OK", p.Call({"SET", "w", "2", "FENCE", "1001"}));
   const auto t0 = std::chrono::steady_clock::now();
   EXPECT_EQ(":0", p.Call({"WAIT", "1", "300"}));
@@ -469,7 +441,7 @@ TEST_F(ReplicationE2ETest,
   // The replica stops answering: the write waiting for it fails once it
   // leaves the in-sync set (then below the minimum); later writes are
   // refused at once, and write nothing.
-  StopProcess(replica.pid());
+  test::StopProcess(replica.pid());
   const auto t0 = std::chrono::steady_clock::now();
   const std::string waited = p.Call({"SET", "s", "1", "FENCE", "400"});
   const auto took = std::chrono::steady_clock::now() - t0;

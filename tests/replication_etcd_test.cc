@@ -316,7 +316,7 @@ TEST_F(EtcdReplicationTest, APausedPrimaryGetsNothingAcknowledgedAndRejoins) {
   std::this_thread::sleep_for(milliseconds(500));
   const int old = PrimaryIndex(5000);
   ASSERT_GE(old, 0);
-  kill(servers_[old].pid(), SIGSTOP);
+  test::StopProcess(servers_[old].pid());
   // A client of the old primary sends a write while it is paused.
   Client late(ports_[old], 20000);
   late.Send({"SET", "paused", "from-the-old-primary", "FENCE", "999999999"});
@@ -338,6 +338,8 @@ TEST_F(EtcdReplicationTest, APausedPrimaryGetsNothingAcknowledgedAndRejoins) {
   std::this_thread::sleep_for(milliseconds(300));
   kill(servers_[old].pid(), SIGCONT);
   const std::string reply = late.Read();
+  std::printf("the paused primary answered the write sent meanwhile: %s\n",
+              reply.c_str());
   EXPECT_NE("+OK", reply) << "a deposed primary acknowledged a write";
   // It steps down and follows the new primary; nobody has its write.
   ASSERT_TRUE(WaitUntil(

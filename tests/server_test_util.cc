@@ -10,6 +10,7 @@
 #include <thread>
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -275,6 +276,31 @@ bool WaitUntil(const std::function<bool()>& pred, int timeout_ms) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   return pred();
+}
+
+void StopProcess(pid_t pid) {
+  kill(pid, SIGSTOP);
+  WaitUntil(
+      [&] {
+        const std::string dir = "/proc/" + std::to_string(pid) + "/task";
+        DIR* d = opendir(dir.c_str());
+        if (d == nullptr) return false;
+        bool all = true;
+        while (dirent* e = readdir(d)) {
+          if (e->d_name[0] == '.') continue;
+          std::ifstream in(dir + "/" + e->d_name + "/stat");
+          std::string stat((std::istreambuf_iterator<char>(in)),
+                           std::istreambuf_iterator<char>());
+          const size_t close = stat.rfind(')');
+          if (close == std::string::npos || close + 2 >= stat.size() ||
+              stat[close + 2] != 'T') {
+            all = false;
+          }
+        }
+        closedir(d);
+        return all;
+      },
+      5000);
 }
 
 }  // namespace test

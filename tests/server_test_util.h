@@ -103,6 +103,11 @@ std::map<std::string, std::string> InfoFields(int port,
 // Polls `pred` every 20 ms until it holds (true) or timeout_ms pass (false).
 bool WaitUntil(const std::function<bool()>& pred, int timeout_ms);
 
+// SIGSTOP, then waits (up to 5 s) until every thread of `pid` is stopped:
+// the signal takes effect asynchronously, and on a busy machine the process
+// may run on for a moment.
+void StopProcess(pid_t pid);
+
 }  // namespace test
 }  // namespace fencedkv
 
