@@ -276,6 +276,15 @@ TEST_F(ReplicationE2ETest, AFullCopyWhenTheLogIsGoneAndAfterAFailover) {
   EXPECT_EQ("+OK", r.Call({"SET", "after", "1", "FENCE", "6000"}));
   const std::string lease = r.Call({"LEASE.ACQUIRE", "l0", "other", "1000"});
   EXPECT_EQ(0u, lease.find("-LEASED")) << lease;  // the replicated lease holds
+  // Lease tokens never repeat: a new grant is above the replicated one.
+  const std::string held = r.Call({"LEASE.INFO", "l0"});
+  const size_t at = held.find("$token,$");
+  ASSERT_NE(std::string::npos, at) << held;
+  const uint64_t old_token = std::strtoull(held.c_str() + at + 8, nullptr, 10);
+  const std::string fresh = r.Call({"LEASE.ACQUIRE", "fresh", "h2", "1000"});
+  ASSERT_EQ(0u, fresh.find("*[$")) << fresh;
+  EXPECT_GT(std::strtoull(fresh.c_str() + 3, nullptr, 10), old_token)
+      << held << fresh;
   // The fence state is the primary's: maxima, floor, stale tokens refused.
   EXPECT_EQ("$160", r.Call({"FENCE.GET", "adv0"}));
   EXPECT_EQ("$50", r.Call({"FENCE.FLOOR"}));
