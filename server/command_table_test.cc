@@ -68,7 +68,7 @@ class CommandTest : public testing::Test {
   ClientState client_;
 };
 
-TEST_F(CommandTest, TheSeedOverRedisCommands) {
+TEST_F(CommandTest, APausedHolderIsFencedOutOverRedisCommands) {
   EXPECT_EQ("+OK\r\n", Run({"SET", "k", "from-A", "FENCE", "7"}));
   EXPECT_EQ("$1\r\n8\r\n", Run({"FENCE.ADVANCE", "k", "8"}));
   EXPECT_EQ("+OK\r\n", Run({"set", "k", "from-B", "fence", "8"}));

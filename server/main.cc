@@ -135,6 +135,10 @@ int main(int argc, char** argv) {
   options.wal_retention_mb = static_cast<uint64_t>(FLAGS_wal_retention_mb);
   options.wal_retention_seconds =
       static_cast<uint64_t>(FLAGS_wal_retention_seconds);
+  // A server that starts as a replica (or in etcd mode, where it may be
+  // one) writes nothing of its own into the log: its sequence numbers are
+  // the primary's (the I/O-error recovery sentinel is left out).
+  options.log_replica = !FLAGS_replicaof.empty() || !FLAGS_shard.empty();
   options.allow_unfenced = FLAGS_allow_unfenced;
   options.max_token_skew = FLAGS_max_token_skew < 0
                                ? fencedkv::kNoTokenSkewLimit

@@ -2,9 +2,9 @@
 //
 // ScanWorker: the thread that runs the commands which walk the key space
 // (SCAN, KEYS, DBSIZE) for the io loops, so that a long walk never stalls a
-// loop's other connections. Run on the loop (when the database thread was
-// busy), five concurrent KEYS loops over 300k keys raised a writer's worst
-// latency from 6.5 ms to 2.9 s. Here they wait for each other instead.
+// loop's other connections: run on a loop, concurrent KEYS over a large
+// key space stall every writer of that loop for seconds (measure it with
+// tools/keys_latency.sh). Here they wait for each other instead.
 //
 // Jobs run one at a time, in the order queued. A connection queues at most
 // one (it waits for its reply), so the queue holds at most one job per

@@ -45,6 +45,26 @@ class FencedStore final : public BenchStore {
   Outcome Get(std::string_view key, std::string* value) override {
     return Map(db_->Get(ro_, key, value));
   }
+  void MultiGet(size_t n, const std::string_view* keys, std::string* values,
+                Outcome* outcomes) override {
+    thread_local std::vector<Status> statuses;
+    statuses.resize(n);
+    db_->MultiGet(ro_, n, keys, values, statuses.data());
+    for (size_t i = 0; i < n; ++i) outcomes[i] = Map(statuses[i]);
+  }
+  Outcome Seek(std::string_view target, int nexts, bool* found,
+               uint64_t* bytes) override {
+    std::unique_ptr<Iterator> it = db_->NewIterator(ro_);
+    it->Seek(target);
+    *found = it->Valid() && it->key() == target;
+    for (int j = 0; j < nexts && it->Valid(); ++j) {
+      *bytes += it->key().size() + it->value().size();
+      it->Next();
+    }
+    if (it->status().ok()) return Outcome::kOk;
+    SetError(it->status().ToString());
+    return Outcome::kError;
+  }
   Outcome GetFenced(std::string_view key, Token token,
                     std::string* value) override {
     return Map(db_->GetFenced(ro_, key, token, value));
@@ -133,6 +153,43 @@ class RawStore final : public BenchStore {
     Outcome o = Map(db_->Get(ro_, db_->DefaultColumnFamily(), ToSlice(key), &v));
     if (o == Outcome::kOk) value->assign(v.data(), v.size());
     return o;
+  }
+  void MultiGet(size_t n, const std::string_view* keys, std::string* values,
+                Outcome* outcomes) override {
+    thread_local std::vector<rocksdb::Slice> slices;
+    thread_local std::vector<rocksdb::PinnableSlice> pinned;
+    thread_local std::vector<rocksdb::Status> statuses;
+    slices.resize(n);
+    pinned.resize(n);
+    statuses.resize(n);
+    for (size_t i = 0; i < n; ++i) {
+      slices[i] = ToSlice(keys[i]);
+      pinned[i].Reset();
+    }
+    db_->MultiGet(ro_, db_->DefaultColumnFamily(), n, slices.data(),
+                  pinned.data(), statuses.data());
+    for (size_t i = 0; i < n; ++i) {
+      outcomes[i] = Map(statuses[i]);
+      if (outcomes[i] == Outcome::kOk) {
+        values[i].assign(pinned[i].data(), pinned[i].size());
+      }
+      pinned[i].Reset();
+    }
+  }
+  Outcome Seek(std::string_view target, int nexts, bool* found,
+               uint64_t* bytes) override {
+    rocksdb::ReadOptions ro = IteratorReadOptions();  // as the fenced store's
+    ro.fill_cache = ro_.fill_cache;
+    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro));
+    it->Seek(ToSlice(target));
+    *found = it->Valid() && it->key() == ToSlice(target);
+    for (int j = 0; j < nexts && it->Valid(); ++j) {
+      *bytes += it->key().size() + it->value().size();
+      it->Next();
+    }
+    if (it->status().ok()) return Outcome::kOk;
+    SetError(it->status().ToString());
+    return Outcome::kError;
   }
   Outcome GetFenced(std::string_view key, Token,
                     std::string* value) override {

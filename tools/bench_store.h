@@ -38,6 +38,15 @@ class BenchStore {
   virtual Outcome Delete(std::string_view key, Token token) = 0;
   virtual Outcome Write(const std::vector<BatchOp>& ops) = 0;
   virtual Outcome Get(std::string_view key, std::string* value) = 0;
+  // n reads from one view through the store's batched MultiGet; outcomes[i]
+  // is kOk (values[i] set), kNotFound or kError.
+  virtual void MultiGet(size_t n, const std::string_view* keys,
+                        std::string* values, Outcome* outcomes) = 0;
+  // A new iterator, Seek(target): *found if it lands on target; then up to
+  // `nexts` Next(), adding the key and value bytes of each entry passed to
+  // *bytes. kError on an iterator error.
+  virtual Outcome Seek(std::string_view target, int nexts, bool* found,
+                       uint64_t* bytes) = 0;
   // Raw store: a plain Get.
   virtual Outcome GetFenced(std::string_view key, Token token,
                             std::string* value) = 0;

@@ -9,9 +9,11 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gflags/gflags.h>
@@ -42,12 +44,22 @@ DECLARE_int32(bloom_bits);
 DECLARE_string(compression_type);
 DECLARE_int64(write_buffer_size);
 DECLARE_int32(open_files);
+DECLARE_int32(max_background_jobs);
+DECLARE_int32(level0_file_num_compaction_trigger);
+DECLARE_bool(statistics);
+DECLARE_int64(stats_interval);
+DECLARE_int64(stats_interval_seconds);
+DECLARE_int64(report_interval_seconds);
+DECLARE_string(report_file);
+DECLARE_int32(readwritepercent);
+DECLARE_int32(seek_nexts);
 DECLARE_bool(fenced);
 DECLARE_string(fence_domain);
 DECLARE_string(fence_mode);
 DECLARE_uint64(fence_floor);
 DECLARE_int32(stale_write_percent);
 DECLARE_int32(token_holders);
+DECLARE_int32(token_renew_every);
 DECLARE_int64(fence_cache_bytes);
 
 namespace fencedkv {
@@ -62,15 +74,47 @@ inline uint64_t NowMicros() {
           .count());
 }
 
-// Per-thread measurements, merged at the end (db_bench's Stats).
+// db_bench's ReporterAgent: while a benchmark runs, a thread writes
+// "secs_elapsed,interval_qps" lines to a CSV file every interval: the
+// seconds since the start (rounded) and the ops all threads finished in
+// that interval. Thread-safe.
+class ReporterAgent {
+ public:
+  // Truncates `path` and writes the header line; ok() says whether it could.
+  ReporterAgent(const std::string& path, uint64_t interval_secs);
+  // Stops the thread (at most one more line is written) and closes the file.
+  ~ReporterAgent();
+  bool ok() const { return file_ != nullptr; }
+  void ReportFinishedOps(int64_t n) {
+    total_ops_done_.fetch_add(n, std::memory_order_relaxed);
+  }
+
+ private:
+  void SleepAndReport();
+
+  std::FILE* file_;
+  const uint64_t interval_secs_;
+  std::atomic<int64_t> total_ops_done_{0};
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;  // guarded by mu_
+  std::thread thread_;
+};
+
+// Per-thread measurements, merged at the end (db_bench's Stats). Not
+// thread-safe: each thread has its own; the driver merges after the join.
 class Stats {
  public:
   Stats() { Start(-1); }
   void Start(int id);
+  // Every finished op is also counted there (--report_interval_seconds).
+  void SetReporterAgent(ReporterAgent* agent) { reporter_ = agent; }
   void Stop() { finish_ = NowMicros(); }
   void Merge(const Stats& other);
   // Records n finished ops of `type` (latency measured since the last call
-  // when --histogram is on) and prints progress on stderr.
+  // when --histogram is on) and prints progress on stderr: "... finished N
+  // ops", or with --stats_interval[_seconds] db_bench's per-thread interval
+  // lines.
   void FinishedOps(int64_t n, OpType type);
   void AddBytes(int64_t n) { bytes_ += n; }
   void AddMessage(const std::string& msg) { message_ = msg; }
@@ -93,6 +137,8 @@ class Stats {
   uint64_t next_report_ = 100;
   uint64_t bytes_ = 0;
   uint64_t last_op_finish_ = 0;
+  uint64_t last_report_finish_ = 0;  // --stats_interval: last line's time
+  ReporterAgent* reporter_ = nullptr;
   bool exclude_from_merge_ = false;
   std::string message_;
   Histogram hist_[5];  // by OpType
@@ -157,18 +203,36 @@ class ValueGenerator {
 
 class Benchmark {
  public:
+  using Method = void (Benchmark::*)(ThreadState*);
+  // What the result line's message reports (summed over threads):
+  //  kNone: nothing, or (accepted:N rejected:M) when a write was refused;
+  //  kAcceptReject: (accepted:N rejected:M);
+  //  kFound: (F of N found[, S stale]);
+  //  kReadWrite: readrandomwriterandom's ( reads:R writes:W total:T found:F).
+  enum class Message { kNone, kAcceptReject, kFound, kReadWrite };
+  // One entry of the benchmark table.
+  struct Info {
+    const char* name;
+    Method method;
+    bool fresh_db;      // destroys and recreates the database first
+    bool fenced_only;   // "not applicable" with --fenced=false
+    bool extra_writer;  // one more thread, which writes (not reported)
+    bool one_thread;    // ignores --threads
+    Message message;
+  };
+  // The table entry of a benchmark name (without [X..-W..]), or nullptr.
+  static const Info* Find(const std::string& name);
+
   Benchmark();
   ~Benchmark();
-  // Runs every benchmark in --benchmarks; returns the exit code.
+  // Runs every benchmark in --benchmarks; returns the exit code. An unknown
+  // benchmark is refused before anything runs.
   int Run();
 
  private:
-  using Method = void (Benchmark::*)(ThreadState*);
-
   bool Open(std::string* error);
   void Close() { store_.reset(); }
   void PrintHeader() const;
-  enum class Message { kNone, kAcceptReject, kFound };
   Stats RunBenchmark(int n, const std::string& name, Method method,
                      bool extra_writer, Message message);
   static void ThreadBody(Benchmark* bm, ThreadState* thread, Method method);
@@ -181,21 +245,34 @@ class Benchmark {
   Token WriteToken();     // the token the current holder writes with
   Token StaleToken();     // older than every token written this run
   Token NewLeaseToken();  // a new holder's token: above all issued so far
+  // The token of a write of `key` (--token_holders): one holder's token
+  // (WriteToken() with one holder or in strict mode). Now and then that
+  // holder renews its lease and takes a new token (--token_renew_every).
+  Token HolderToken(ThreadState* thread, std::string_view key);
+  // Gives every holder its first token (once; before threads start).
+  void InitHolders();
   // Counts a write outcome; an error ends the run (exit code 1).
   bool CountWrite(ThreadState* thread, Outcome o, const char* what);
   bool Fatal(Outcome o, const char* what);
   void Track(uint64_t key_index, Token token, bool is_delete, bool advance);
 
   // One Put of key `idx` with `token`: counted, tracked for verify, bytes
-  // and op recorded. False after a store error (the run then ends).
-  bool PutOne(ThreadState* thread, uint64_t idx, Token token);
+  // (unless !add_bytes) and op recorded. False after a store error (the run
+  // then ends).
+  bool PutOne(ThreadState* thread, uint64_t idx, Token token,
+              bool add_bytes = true);
 
   // Workloads (fenced_bench_workloads.cc).
   void DoWrite(ThreadState* thread, bool sequential, int batch);
   void FillSeq(ThreadState* thread) { DoWrite(thread, true, batch_size_); }
   void FillRandom(ThreadState* thread) { DoWrite(thread, false, batch_size_); }
   void FencedBatch(ThreadState* thread) { DoWrite(thread, false, batch_size_); }
+  // db_bench's fillbatch: sequential keys, 1000 per atomic batch.
+  void FillBatch(ThreadState* thread) { DoWrite(thread, true, 1000); }
   void ReadRandom(ThreadState* thread);
+  void SeekRandom(ThreadState* thread);
+  void MultiReadRandom(ThreadState* thread);
+  void ReadRandomWriteRandom(ThreadState* thread);
   void FencedRead(ThreadState* thread);
   void ReadSeq(ThreadState* thread);
   void DeleteRandom(ThreadState* thread);
@@ -218,9 +295,15 @@ class Benchmark {
   int64_t writes_;
   int64_t deletes_;
   int batch_size_;
+  FenceDomainSpec spec_;  // --fence_domain: which holder owns a key
   std::atomic<Token> epoch_{1};         // the current holder's token
   std::atomic<Token> strict_counter_{1};  // strict mode: one token per write
-  std::vector<std::atomic<Token>> holder_tokens_;  // contended
+  // Lease holders: a write of a domain takes its holder's token (holders_ of
+  // them; contended_holders_ in contended). Tokens only rise.
+  size_t holders_;
+  size_t contended_holders_;
+  std::vector<std::atomic<Token>> holder_tokens_;
+  Token first_holder_token_ = 0;  // 0 until InitHolders
   std::atomic<Token> lease_counter_{1};
   int exit_code_ = 0;
 };

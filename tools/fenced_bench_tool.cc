@@ -6,6 +6,7 @@
 #include "fenced_bench_tool.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
@@ -13,8 +14,11 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <sys/resource.h>
 #include <thread>
 #include <unistd.h>
+
+#include <rocksdb/statistics.h>
 
 #include "fenced_bench_internal.h"
 #include "fencedkv/version.h"
@@ -24,12 +28,16 @@
 DEFINE_string(benchmarks,
               "fillseq,fillrandom,overwrite,readrandom,fencedread,stalewrite,"
               "verify",
-              "Comma-separated list of benchmarks to run in order. A suffix "
-              "[X3-W1] repeats a benchmark 3 times after 1 warm-up run and "
-              "prints AVG and MEDIAN lines.\n"
+              "Comma-separated list of benchmarks to run in order; an unknown "
+              "one is refused before anything runs. A suffix [X3-W1] repeats "
+              "a benchmark 3 times after 1 warm-up run and prints AVG and "
+              "MEDIAN lines.\n"
               "db_bench names, fenced: fillseq, fillrandom, overwrite, "
-              "readrandom, readseq, deleterandom, readwhilewriting, compact, "
-              "stats.\n"
+              "fillbatch (1000 sequential keys per atomic batch), readrandom, "
+              "multireadrandom (MultiGet of --batch_size keys), seekrandom "
+              "(an iterator per Seek, then --seek_nexts Next()), readseq, "
+              "readrandomwriterandom (--readwritepercent reads), "
+              "deleterandom, readwhilewriting, compact, stats.\n"
               "fencedkv only: stalewrite (every write stale: the rejection "
               "path; run it after fillseq, since a key never written accepts "
               "any token), advancefence (AdvanceFence, synced), "
@@ -85,6 +93,35 @@ DEFINE_int64(write_buffer_size, fencedkv::Options().write_buffer_size,
 DEFINE_int32(open_files, fencedkv::Options().max_open_files,
              "Maximum number of files to keep open at the same time (use "
              "default if == 0)");
+DEFINE_int32(max_background_jobs, fencedkv::Options().max_background_jobs,
+             "The maximum number of concurrent background jobs that can occur "
+             "in parallel.");
+DEFINE_int32(level0_file_num_compaction_trigger,
+             fencedkv::Options().level0_file_num_compaction_trigger,
+             "Number of files in level-0 when compactions start.");
+DEFINE_bool(statistics, false,
+            "Database statistics: RocksDB's tickers and histograms, printed "
+            "after the last benchmark (STATISTICS:)");
+DEFINE_int64(stats_interval, 0,
+             "Stats are reported every N operations when this is greater than "
+             "zero. When 0 the interval grows over time.");
+DEFINE_int64(stats_interval_seconds, 0,
+             "Report stats every N seconds. This overrides stats_interval when "
+             "both are > 0.");
+DEFINE_int64(report_interval_seconds, 0,
+             "If greater than zero, it will write simple stats in CSV format "
+             "to --report_file every N seconds (secs_elapsed,interval_qps; "
+             "each run of a benchmark rewrites the file, as db_bench does)");
+DEFINE_string(report_file, "report.csv",
+              "Filename where some simple stats are reported to (if "
+              "--report_interval_seconds is bigger than 0)");
+DEFINE_int32(readwritepercent, 90,
+             "Ratio of reads to reads/writes (expressed as percentage) for the "
+             "ReadRandomWriteRandom workload. The default value 90 means 90% "
+             "operations out of all reads and writes operations are reads. In "
+             "other words, 9 gets for every 1 put.");
+DEFINE_int32(seek_nexts, 0,
+             "How many times to call Next() after Seek() in seekrandom");
 
 // ---- fencedkv flags (names that cannot collide with db_bench's) ------------
 DEFINE_bool(fenced, true,
@@ -105,12 +142,29 @@ DEFINE_int32(stale_write_percent, 0,
              "Percent of writes in fill/overwrite benchmarks sent with a "
              "stale (older) token; the result line then reports "
              "(accepted:N rejected:M)");
-DEFINE_int32(token_holders, 4,
-             "contended: number of lease holders racing with interleaved "
-             "tokens");
+DEFINE_int32(token_holders, 0,
+             "Lease holders writing at once. Each fence domain belongs to one "
+             "holder, and every write (fillseq, fillrandom, overwrite, "
+             "fillbatch, fencedbatch, deleterandom, readrandomwriterandom, "
+             "readwhilewriting's writer) carries its domain's holder's token. "
+             "Holders renew (--token_renew_every), each time taking a new "
+             "token from one shared counter, so their tokens rise and "
+             "interleave and most writes are below the store's high-water "
+             "mark: the check needs a lookup. contended: holders racing on 8 "
+             "domains. 0 = 1 holder (4 in contended). Strict mode: every "
+             "write takes a fresh token whatever this is");
+DEFINE_int32(token_renew_every, 1000,
+             "With --token_holders > 1: a holder renews its lease (a new, "
+             "highest token) after this many of its writes on average; 0 = "
+             "never");
 DEFINE_int64(fence_cache_bytes, fencedkv::Options().fence_cache_bytes,
              "Memory budget of the in-memory view of domain max tokens; "
              "bounds memory whatever the number of domains");
+DEFINE_bool(cpu_time, false,
+            "After each result line, print to stderr the CPU time the process "
+            "(every thread, RocksDB's background work included) spent in the "
+            "run and ops per CPU-second: a figure that, unlike ops/sec, holds "
+            "on a machine shared with other loads");
 
 namespace {
 
@@ -128,6 +182,12 @@ bool ValidatePositive32(const char* flag, int32_t v) {
 bool ValidateNonNegative32(const char* flag, int32_t v) {
   if (v >= 0) return true;
   std::fprintf(stderr, "Invalid value for --%s: %d (must be >= 0)\n", flag, v);
+  return false;
+}
+bool ValidateNonNegative64(const char* flag, int64_t v) {
+  if (v >= 0) return true;
+  std::fprintf(stderr, "Invalid value for --%s: %" PRId64 " (must be >= 0)\n",
+               flag, v);
   return false;
 }
 bool ValidatePercent(const char* flag, int32_t v) {
@@ -197,7 +257,20 @@ const bool kRegistered = [] {
   gflags::RegisterFlagValidator(&FLAGS_value_size, &ValidateNonNegative32);
   gflags::RegisterFlagValidator(&FLAGS_batch_size, &ValidatePositive32);
   gflags::RegisterFlagValidator(&FLAGS_duration, &ValidateNonNegative32);
-  gflags::RegisterFlagValidator(&FLAGS_token_holders, &ValidatePositive32);
+  gflags::RegisterFlagValidator(&FLAGS_token_holders, &ValidateNonNegative32);
+  gflags::RegisterFlagValidator(&FLAGS_token_renew_every,
+                                &ValidateNonNegative32);
+  gflags::RegisterFlagValidator(&FLAGS_max_background_jobs,
+                                &ValidatePositive32);
+  gflags::RegisterFlagValidator(&FLAGS_level0_file_num_compaction_trigger,
+                                &ValidatePositive32);
+  gflags::RegisterFlagValidator(&FLAGS_stats_interval, &ValidateNonNegative64);
+  gflags::RegisterFlagValidator(&FLAGS_stats_interval_seconds,
+                                &ValidateNonNegative64);
+  gflags::RegisterFlagValidator(&FLAGS_report_interval_seconds,
+                                &ValidateNonNegative64);
+  gflags::RegisterFlagValidator(&FLAGS_readwritepercent, &ValidatePercent);
+  gflags::RegisterFlagValidator(&FLAGS_seek_nexts, &ValidateNonNegative32);
   gflags::RegisterFlagValidator(&FLAGS_stale_write_percent, &ValidatePercent);
   gflags::RegisterFlagValidator(&FLAGS_compression_ratio, &ValidateRatio);
   gflags::RegisterFlagValidator(&FLAGS_disable_wal, &ValidateDisableWal);
@@ -270,17 +343,101 @@ bool ParseBenchmarkName(const std::string& entry, std::string* name,
   return true;
 }
 
+std::string FormatIntervalLine(int64_t unix_seconds, int thread_id,
+                               uint64_t interval_ops, uint64_t ops,
+                               double interval_secs, double secs) {
+  const time_t seconds = static_cast<time_t>(unix_seconds);
+  struct tm t;
+  localtime_r(&seconds, &t);
+  char buf[256];
+  std::snprintf(buf, sizeof(buf),
+                "%04d/%02d/%02d-%02d:%02d:%02d  ... thread %d: (%" PRIu64
+                ",%" PRIu64
+                ") ops and (%.1f,%.1f) ops/second in (%.6f,%.6f) seconds\n",
+                t.tm_year + 1900, t.tm_mon + 1, t.tm_mday, t.tm_hour, t.tm_min,
+                t.tm_sec, thread_id, interval_ops, ops,
+                static_cast<double>(interval_ops) / interval_secs,
+                static_cast<double>(ops) / secs, interval_secs, secs);
+  return buf;
+}
+
+std::string FormatReportLine(uint64_t secs_elapsed, int64_t interval_ops) {
+  return std::to_string(secs_elapsed) + "," + std::to_string(interval_ops) +
+         "\n";
+}
+
+std::string FormatReadWriteMessage(uint64_t reads, uint64_t writes,
+                                   uint64_t total, uint64_t found) {
+  char buf[160];
+  std::snprintf(buf, sizeof(buf),
+                "( reads:%" PRIu64 " writes:%" PRIu64 " total:%" PRIu64
+                " found:%" PRIu64 ")",
+                reads, writes, total, found);
+  return buf;
+}
+
+bool IsKnownBenchmark(const std::string& name) {
+  return Benchmark::Find(name) != nullptr;
+}
+
+// ---- ReporterAgent ------------------------------------------------------------
+
+ReporterAgent::ReporterAgent(const std::string& path, uint64_t interval_secs)
+    : file_(std::fopen(path.c_str(), "w")), interval_secs_(interval_secs) {
+  if (file_ == nullptr) return;
+  std::fprintf(file_, "%s\n", kReportHeader);
+  std::fflush(file_);
+  thread_ = std::thread(&ReporterAgent::SleepAndReport, this);
+}
+
+ReporterAgent::~ReporterAgent() {
+  if (file_ == nullptr) return;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+  std::fclose(file_);
+}
+
+void ReporterAgent::SleepAndReport() {
+  const uint64_t started = NowMicros();
+  int64_t last_report = 0;
+  while (true) {
+    {
+      std::unique_lock<std::mutex> l(mu_);
+      if (cv_.wait_for(l, std::chrono::seconds(interval_secs_),
+                       [&] { return stop_; })) {
+        break;
+      }
+    }
+    const int64_t done = total_ops_done_.load(std::memory_order_relaxed);
+    const uint64_t secs_elapsed = (NowMicros() - started + 500000) / 1000000;
+    const std::string line = FormatReportLine(secs_elapsed, done - last_report);
+    if (std::fputs(line.c_str(), file_) < 0 || std::fflush(file_) != 0) {
+      std::fprintf(stderr,
+                   "Can't write to report file (%s), stopping the reporting\n",
+                   std::strerror(errno));
+      break;
+    }
+    last_report = done;
+  }
+}
+
 // ---- Stats ------------------------------------------------------------------
 
 void Stats::Start(int id) {
   id_ = id;
-  next_report_ = 100;
+  next_report_ = FLAGS_stats_interval ? static_cast<uint64_t>(FLAGS_stats_interval)
+                                      : 100;
   last_report_done_ = 0;
   done_ = 0;
   bytes_ = 0;
   seconds_ = 0;
   start_ = NowMicros();
   last_op_finish_ = start_;
+  last_report_finish_ = start_;
   finish_ = start_;
   message_.clear();
   for (auto& h : hist_) h.Clear();
@@ -298,13 +455,15 @@ void Stats::Merge(const Stats& other) {
 }
 
 void Stats::FinishedOps(int64_t n, OpType type) {
+  if (reporter_ != nullptr) reporter_->ReportFinishedOps(n);
   if (FLAGS_histogram) {
     const uint64_t now = NowMicros();
     hist_[static_cast<int>(type)].Add(now - last_op_finish_);
     last_op_finish_ = now;
   }
   done_ += static_cast<uint64_t>(n);
-  if (FLAGS_progress_reports && done_ >= next_report_) {
+  if (!FLAGS_progress_reports || done_ < next_report_) return;
+  if (FLAGS_stats_interval == 0) {
     if (next_report_ < 1000) {
       next_report_ += 100;
     } else if (next_report_ < 5000) {
@@ -321,7 +480,29 @@ void Stats::FinishedOps(int64_t n, OpType type) {
       next_report_ += 100000;
     }
     std::fprintf(stderr, "... finished %" PRIu64 " ops%30s\r", done_, "");
+    return;
   }
+  // db_bench: every --stats_interval ops, or, with --stats_interval_seconds,
+  // the clock is looked at every --stats_interval ops (1000).
+  const uint64_t now = NowMicros();
+  const uint64_t since_last = now - last_report_finish_;
+  next_report_ += static_cast<uint64_t>(FLAGS_stats_interval);
+  if (FLAGS_stats_interval_seconds > 0 &&
+      since_last <
+          static_cast<uint64_t>(FLAGS_stats_interval_seconds) * 1000000) {
+    return;
+  }
+  const int64_t wall = std::chrono::duration_cast<std::chrono::seconds>(
+                           std::chrono::system_clock::now().time_since_epoch())
+                           .count();
+  const std::string line = FormatIntervalLine(
+      wall, id_, done_ - last_report_done_, done_,
+      static_cast<double>(since_last) / 1e6,
+      static_cast<double>(now - start_) / 1e6);
+  std::fputs(line.c_str(), stderr);
+  std::fflush(stderr);
+  last_report_finish_ = now;
+  last_report_done_ = done_;
 }
 
 double Stats::ops_per_sec() const {
@@ -396,7 +577,10 @@ Benchmark::Benchmark()
       writes_(FLAGS_writes < 0 ? FLAGS_num : FLAGS_writes),
       deletes_(FLAGS_deletes < 0 ? FLAGS_num : FLAGS_deletes),
       batch_size_(FLAGS_batch_size),
-      holder_tokens_(static_cast<size_t>(FLAGS_token_holders)) {
+      holders_(FLAGS_token_holders == 0 ? 1 : FLAGS_token_holders),
+      contended_holders_(FLAGS_token_holders == 0 ? 4 : FLAGS_token_holders),
+      holder_tokens_(std::max(holders_, contended_holders_)) {
+  FenceDomainSpec::Parse(FLAGS_fence_domain, &spec_);  // validated
   Options& o = store_options_.options;
   o.create_if_missing = true;
   o.fence_domain = FLAGS_fence_domain;
@@ -408,6 +592,10 @@ Benchmark::Benchmark()
   o.memtable = FLAGS_memtablerep == "hash_linkedlist" ? "hash" : "skiplist";
   o.write_buffer_size = static_cast<size_t>(FLAGS_write_buffer_size);
   if (FLAGS_open_files != 0) o.max_open_files = FLAGS_open_files;
+  o.max_background_jobs = FLAGS_max_background_jobs;
+  o.level0_file_num_compaction_trigger =
+      FLAGS_level0_file_num_compaction_trigger;
+  if (FLAGS_statistics) o.statistics = rocksdb::CreateDBStatistics();
   o.fence_cache_bytes = static_cast<size_t>(std::max<int64_t>(0, FLAGS_fence_cache_bytes));
   o.max_value_size = std::max<size_t>(o.max_value_size, FLAGS_value_size);
   store_options_.sync = FLAGS_sync;
@@ -495,6 +683,14 @@ void Benchmark::PrintHeader() const {
   std::fflush(stdout);
 }
 
+// User + system CPU seconds of the whole process so far.
+double ProcessCpuSeconds() {
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  return static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+         static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-6;
+}
+
 void PrintEnvironment() {
   std::fprintf(stderr, "fencedkv:   version %s (RocksDB %s)\n",
                FENCEDKV_VERSION_STRING, RocksDBVersion());
@@ -547,6 +743,18 @@ Stats Benchmark::RunBenchmark(int n, const std::string& name, Method method,
   SharedState shared;
   const int total = n + (extra_writer ? 1 : 0);
   shared.total = total;
+  // As db_bench: each run writes the report file anew.
+  std::unique_ptr<ReporterAgent> reporter;
+  if (FLAGS_report_interval_seconds > 0) {
+    reporter = std::make_unique<ReporterAgent>(
+        FLAGS_report_file,
+        static_cast<uint64_t>(FLAGS_report_interval_seconds));
+    if (!reporter->ok()) {
+      std::fprintf(stderr, "Can't open %s: %s\n", FLAGS_report_file.c_str(),
+                   std::strerror(errno));
+      reporter.reset();
+    }
+  }
   std::vector<std::unique_ptr<ThreadState>> states;
   const uint64_t seed = static_cast<uint64_t>(FLAGS_seed);
   for (int i = 0; i < total; ++i) {
@@ -555,8 +763,10 @@ Stats Benchmark::RunBenchmark(int n, const std::string& name, Method method,
     ts->rng_state = seed * 1000003ull + static_cast<uint64_t>(i) * 7919ull +
                     std::hash<std::string>()(name);
     ts->shared = &shared;
+    ts->stats.SetReporterAgent(reporter.get());
     states.push_back(std::move(ts));
   }
+  const double cpu_before = ProcessCpuSeconds();
   std::vector<std::thread> threads;
   for (int i = 0; i < total; ++i) {
     threads.emplace_back(&Benchmark::ThreadBody, this, states[i].get(), method);
@@ -568,7 +778,10 @@ Stats Benchmark::RunBenchmark(int n, const std::string& name, Method method,
     shared.cv.notify_all();
   }
   for (auto& t : threads) t.join();
-  if (FLAGS_progress_reports) std::fprintf(stderr, "%60s\r", "");
+  reporter.reset();
+  if (FLAGS_progress_reports && FLAGS_stats_interval == 0) {
+    std::fprintf(stderr, "%60s\r", "");  // clears the last "... finished"
+  }
   // Merge into the first reported thread (readwhilewriting's writer, thread
   // 0, is excluded from the report).
   const int base = extra_writer ? 1 : 0;
@@ -583,7 +796,21 @@ Stats Benchmark::RunBenchmark(int n, const std::string& name, Method method,
     found += ts->found;
     lookups += ts->lookups;
   }
-  if (message == Message::kAcceptReject ||
+  if (message == Message::kReadWrite) {
+    // db_bench's total is the ops each thread was asked for.
+    const int64_t per_thread =
+        (FLAGS_writes < 0 && FLAGS_reads < 0)
+            ? num_
+            : std::max<int64_t>(FLAGS_writes, FLAGS_reads);
+    std::string m = FormatReadWriteMessage(
+        lookups, accepted + rejected,
+        static_cast<uint64_t>(per_thread) * static_cast<uint64_t>(n), found);
+    if (rejected > 0) {
+      m += " (accepted:" + std::to_string(accepted) +
+           " rejected:" + std::to_string(rejected) + ")";
+    }
+    merged.AddMessage(m);
+  } else if (message == Message::kAcceptReject ||
       (message == Message::kNone && rejected > 0)) {
     merged.AddMessage("(accepted:" + std::to_string(accepted) +
                       " rejected:" + std::to_string(rejected) + ")");
@@ -591,94 +818,110 @@ Stats Benchmark::RunBenchmark(int n, const std::string& name, Method method,
     std::string m = "(" + std::to_string(found) + " of " +
                     std::to_string(lookups) + " found";
     if (rejected > 0) m += ", " + std::to_string(rejected) + " stale";
-    merged.AddMessage(m + ")");
+    m += ")";
+    // db_bench's seekrandom message ends with a newline: a blank line follows.
+    if (method == &Benchmark::SeekRandom) m += "\n";
+    merged.AddMessage(m);
   }
   merged.Report(name);
+  if (FLAGS_cpu_time) {
+    const double cpu = ProcessCpuSeconds() - cpu_before;
+    std::fprintf(stderr, "%-12s : cpu %.3f seconds, %.0f ops per cpu-second\n",
+                 name.c_str(), cpu,
+                 cpu > 0 ? static_cast<double>(merged.done()) / cpu : 0.0);
+  }
   return merged;
 }
 
+const Benchmark::Info* Benchmark::Find(const std::string& name) {
+  using B = Benchmark;
+  constexpr Message kNone = Message::kNone;
+  constexpr Message kFound = Message::kFound;
+  constexpr Message kAcceptReject = Message::kAcceptReject;
+  //   name, method, fresh_db, fenced_only, extra_writer, one_thread, message
+  static const Info kTable[] = {
+      {"fillseq", &B::FillSeq, true, false, false, false, kNone},
+      {"fillrandom", &B::FillRandom, true, false, false, false, kNone},
+      {"fillbatch", &B::FillBatch, true, false, false, false, kNone},
+      {"overwrite", &B::FillRandom, false, false, false, false, kNone},
+      {"fencedbatch", &B::FencedBatch, false, false, false, false, kNone},
+      {"readrandom", &B::ReadRandom, false, false, false, false, kFound},
+      {"multireadrandom", &B::MultiReadRandom, false, false, false, false,
+       kFound},
+      {"seekrandom", &B::SeekRandom, false, false, false, false, kFound},
+      {"fencedread", &B::FencedRead, false, false, false, false, kFound},
+      {"readseq", &B::ReadSeq, false, false, false, false, kNone},
+      {"readrandomwriterandom", &B::ReadRandomWriteRandom, false, false, false,
+       false, Message::kReadWrite},
+      {"deleterandom", &B::DeleteRandom, false, false, false, false, kNone},
+      {"readwhilewriting", &B::ReadWhileWriting, false, false, true, false,
+       kFound},
+      {"stalewrite", &B::StaleWrite, false, true, false, false, kAcceptReject},
+      {"advancefence", &B::AdvanceFence, false, true, false, false, kNone},
+      {"contended", &B::Contended, false, true, false, false, kAcceptReject},
+      {"compact", &B::Compact, false, false, false, true, kNone},
+      {"stats", &B::PrintStats, false, false, false, true, kNone},
+      {"verify", &B::Verify, false, true, false, true, kNone},
+  };
+  for (const Info& info : kTable) {
+    if (name == info.name) return &info;
+  }
+  return nullptr;
+}
+
 int Benchmark::Run() {
-  PrintHeader();
   std::string error;
+  // Every entry is resolved before anything runs or is created.
+  struct Planned {
+    std::string name;
+    int repeat, warmup;
+    const Info* info;
+  };
+  std::vector<Planned> plan;
   bool tracking = false;
-  std::vector<std::string> entries;
   {
-    std::string list = FLAGS_benchmarks;
+    const std::string& list = FLAGS_benchmarks;
     size_t pos = 0;
     while (pos <= list.size()) {
       size_t comma = list.find(',', pos);
       if (comma == std::string::npos) comma = list.size();
-      if (comma > pos) entries.push_back(list.substr(pos, comma - pos));
+      if (comma > pos) {
+        const std::string entry = list.substr(pos, comma - pos);
+        Planned p;
+        if (!ParseBenchmarkName(entry, &p.name, &p.repeat, &p.warmup) ||
+            (p.info = Find(p.name)) == nullptr) {
+          std::fprintf(stderr, "unknown benchmark '%s'\n", entry.c_str());
+          return 1;
+        }
+        if (p.name == "verify") tracking = true;
+        plan.push_back(std::move(p));
+      }
       pos = comma + 1;
     }
   }
-  for (const auto& e : entries) {
-    if (e.rfind("verify", 0) == 0) tracking = true;
-  }
-  if (tracking) tracker_ = std::make_unique<Tracker>(static_cast<uint64_t>(num_));
-
-  for (const std::string& entry : entries) {
-    std::string name;
-    int repeat = 1, warmup = 0;
-    if (!ParseBenchmarkName(entry, &name, &repeat, &warmup)) {
-      std::fprintf(stderr, "unknown benchmark '%s'\n", entry.c_str());
+  if (FLAGS_report_interval_seconds > 0) {  // refuse an unwritable path now
+    std::FILE* f = std::fopen(FLAGS_report_file.c_str(), "w");
+    if (f == nullptr) {
+      std::fprintf(stderr, "Can't open %s: %s\n", FLAGS_report_file.c_str(),
+                   std::strerror(errno));
       return 1;
     }
-    Method method = nullptr;
-    bool fresh_db = false;
-    bool fenced_only = false;
-    bool extra_writer = false;
-    int threads = FLAGS_threads;
-    Message message = FLAGS_stale_write_percent > 0 ? Message::kAcceptReject
-                                                    : Message::kNone;
-    if (name == "fillseq") {
-      fresh_db = true;
-      method = &Benchmark::FillSeq;
-    } else if (name == "fillrandom") {
-      fresh_db = true;
-      method = &Benchmark::FillRandom;
-    } else if (name == "overwrite") {
-      method = &Benchmark::FillRandom;
-    } else if (name == "fencedbatch") {
-      method = &Benchmark::FencedBatch;
-    } else if (name == "readrandom") {
-      method = &Benchmark::ReadRandom;
-      message = Message::kFound;
-    } else if (name == "fencedread") {
-      method = &Benchmark::FencedRead;
-      message = Message::kFound;
-    } else if (name == "readseq") {
-      method = &Benchmark::ReadSeq;
-    } else if (name == "deleterandom") {
-      method = &Benchmark::DeleteRandom;
-    } else if (name == "readwhilewriting") {
-      method = &Benchmark::ReadWhileWriting;
-      extra_writer = true;
-      message = Message::kFound;
-    } else if (name == "stalewrite") {
-      method = &Benchmark::StaleWrite;
-      fenced_only = true;
+    std::fclose(f);
+  }
+  PrintHeader();
+  if (tracking) tracker_ = std::make_unique<Tracker>(static_cast<uint64_t>(num_));
+
+  for (const Planned& p : plan) {
+    const std::string& name = p.name;
+    const int repeat = p.repeat, warmup = p.warmup;
+    const Method method = p.info->method;
+    const bool fresh_db = p.info->fresh_db;
+    const bool fenced_only = p.info->fenced_only;
+    const bool extra_writer = p.info->extra_writer;
+    const int threads = p.info->one_thread ? 1 : FLAGS_threads;
+    Message message = p.info->message;
+    if (message == Message::kNone && FLAGS_stale_write_percent > 0) {
       message = Message::kAcceptReject;
-    } else if (name == "advancefence") {
-      method = &Benchmark::AdvanceFence;
-      fenced_only = true;
-    } else if (name == "contended") {
-      method = &Benchmark::Contended;
-      fenced_only = true;
-      message = Message::kAcceptReject;
-    } else if (name == "compact") {
-      method = &Benchmark::Compact;
-      threads = 1;
-    } else if (name == "stats") {
-      method = &Benchmark::PrintStats;
-      threads = 1;
-    } else if (name == "verify") {
-      method = &Benchmark::Verify;
-      threads = 1;
-      fenced_only = true;
-    } else {
-      std::fprintf(stderr, "unknown benchmark '%s'\n", name.c_str());
-      return 1;
     }
     if (fresh_db) {
       if (FLAGS_use_existing_db) {
@@ -702,6 +945,12 @@ int Benchmark::Run() {
       std::fprintf(stdout, "%-12s : not applicable with --fenced=false\n",
                    name.c_str());
       continue;
+    }
+    if (p.info->method == &Benchmark::Contended || (holders_ > 1 && !strict_)) {
+      InitHolders();
+    }
+    if (method == &Benchmark::MultiReadRandom) {  // as db_bench
+      std::fprintf(stderr, "entries_per_batch = %d\n", batch_size_);
     }
     std::fprintf(stdout, "DB path: [%s]\n", db_path_.c_str());
     if (warmup > 0) std::printf("Warming up benchmark by running %d times\n", warmup);
@@ -742,6 +991,10 @@ int Benchmark::Run() {
     }
     if (exit_code_ != 0) break;
   }
+  if (FLAGS_statistics) {  // as db_bench, after the last benchmark
+    std::fprintf(stdout, "STATISTICS:\n%s\n",
+                 store_options_.options.statistics->ToString().c_str());
+  }
   // The memory figure: peak RSS against the fence cache budget.
   std::ifstream status("/proc/self/status");
   std::string line;
@@ -780,6 +1033,10 @@ int FencedBenchTool(int argc, char** argv) {
     std::fprintf(stderr, "fenced_bench: unexpected argument '%s' (see --help)\n",
                  argv[1]);
     return 1;
+  }
+  if (FLAGS_stats_interval_seconds > 0) {
+    // As db_bench: the clock is looked at every 1000 ops.
+    FLAGS_stats_interval = 1000;
   }
   if (FLAGS_seed == 0) {
     FLAGS_seed = static_cast<int64_t>(bench::NowMicros());

@@ -3,9 +3,13 @@
 // fenced_bench workload bodies. Each runs on one thread with its own
 // ThreadState; the driver (fenced_bench_tool.cc) merges and reports.
 //
-// Tokens: in monotonic mode every write of a run carries the current
-// holder's token (epoch_), as a lease holder does; strict mode takes a fresh
-// token per write. A stale token is one below every token written this run.
+// Tokens: in monotonic mode a write carries the token of the lease holder
+// of its domain, as a holder does: with one holder (the default) the current
+// epoch_; with --token_holders=N each domain belongs to one of N holders
+// (by its hash), each holder writes with its own token, and now and then a
+// holder renews its lease, taking the next token of the shared counter, so
+// the holders' tokens rise and interleave. Strict mode takes a fresh token
+// per write. A stale token is one below every token written this run.
 
 #include <cinttypes>
 #include <cstdio>
@@ -55,8 +59,28 @@ Token Benchmark::WriteToken() {
 }
 
 Token Benchmark::StaleToken() {
-  const Token e = epoch_.load(std::memory_order_relaxed);
+  // With holders: below the first holder's first token, hence below all.
+  const Token e = first_holder_token_ > 0 && !strict_
+                      ? first_holder_token_
+                      : epoch_.load(std::memory_order_relaxed);
   return e > 1 ? e - 1 : 1;
+}
+
+void Benchmark::InitHolders() {
+  if (first_holder_token_ > 0) return;
+  for (auto& t : holder_tokens_) t.store(NewLeaseToken());
+  first_holder_token_ = holder_tokens_[0].load();
+}
+
+Token Benchmark::HolderToken(ThreadState* thread, std::string_view key) {
+  if (holders_ <= 1 || strict_) return WriteToken();
+  const size_t h =
+      std::hash<std::string_view>()(spec_.DomainOf(key)) % holders_;
+  if (FLAGS_token_renew_every > 0 &&
+      thread->Uniform(static_cast<uint64_t>(FLAGS_token_renew_every)) == 0) {
+    Tracker::RaiseTo(holder_tokens_[h], NewLeaseToken());
+  }
+  return holder_tokens_[h].load(std::memory_order_relaxed);
 }
 
 Token Benchmark::NewLeaseToken() {
@@ -97,14 +121,17 @@ bool Benchmark::CountWrite(ThreadState* thread, Outcome o, const char* what) {
   return true;
 }
 
-bool Benchmark::PutOne(ThreadState* thread, uint64_t idx, Token token) {
+bool Benchmark::PutOne(ThreadState* thread, uint64_t idx, Token token,
+                       bool add_bytes) {
   const std::string key = Key(idx);
   const std::string_view v = Value(thread, token);
   const Outcome o = store_->Put(key, v, token);
   if (!CountWrite(thread, o, "put")) return false;
   if (o == Outcome::kOk) Track(idx, token, false, false);
-  thread->stats.AddBytes(static_cast<int64_t>(
-      key.size() + v.size() + (store_->fenced() ? kTokenBytes : 0)));
+  if (add_bytes) {
+    thread->stats.AddBytes(static_cast<int64_t>(
+        key.size() + v.size() + (store_->fenced() ? kTokenBytes : 0)));
+  }
   thread->stats.FinishedOps(1, OpType::kWrite);
   return true;
 }
@@ -112,7 +139,9 @@ bool Benchmark::PutOne(ThreadState* thread, uint64_t idx, Token token) {
 void Benchmark::DoWrite(ThreadState* thread, bool sequential, int batch) {
   const uint64_t num = static_cast<uint64_t>(num_);
   const uint64_t token_bytes = store_->fenced() ? kTokenBytes : 0;
-  Duration duration(FLAGS_duration, writes_);
+  // As db_bench: --duration applies to random writes only; fillseq and
+  // fillbatch write --writes keys.
+  Duration duration(sequential ? 0 : FLAGS_duration, writes_);
   std::vector<std::string> keys(static_cast<size_t>(batch));
   std::vector<uint64_t> indexes(static_cast<size_t>(batch));
   std::vector<Token> tokens(static_cast<size_t>(batch));
@@ -128,7 +157,7 @@ void Benchmark::DoWrite(ThreadState* thread, bool sequential, int batch) {
       const bool stale = FLAGS_stale_write_percent > 0 &&
                          thread->Uniform(100) <
                              static_cast<uint64_t>(FLAGS_stale_write_percent);
-      tokens[b] = stale ? StaleToken() : WriteToken();
+      tokens[b] = stale ? StaleToken() : HolderToken(thread, keys[b]);
       if (batch > 1) {
         values[b].assign(Value(thread, tokens[b]));
         ops.push_back({keys[b], values[b], tokens[b], false});
@@ -172,6 +201,86 @@ void Benchmark::ReadRandom(ThreadState* thread) {
   }
 }
 
+void Benchmark::MultiReadRandom(ThreadState* thread) {
+  // db_bench's multireadrandom: --batch_size random keys per MultiGet, each
+  // counted as one read.
+  const uint64_t num = static_cast<uint64_t>(num_);
+  const size_t n = static_cast<size_t>(batch_size_);
+  std::vector<std::string> keys(n);
+  std::vector<std::string_view> views(n);
+  std::vector<std::string> values(n);
+  std::vector<Outcome> outcomes(n);
+  Duration duration(FLAGS_duration, reads_);
+  while (!duration.Done(batch_size_)) {
+    for (size_t i = 0; i < n; ++i) {
+      keys[i] = Key(thread->Uniform(num));
+      views[i] = keys[i];
+    }
+    store_->MultiGet(n, views.data(), values.data(), outcomes.data());
+    for (size_t i = 0; i < n; ++i) {
+      if (Fatal(outcomes[i], "multiget")) return;
+      thread->lookups++;
+      if (outcomes[i] == Outcome::kOk) {
+        thread->found++;
+        thread->stats.AddBytes(
+            static_cast<int64_t>(keys[i].size() + values[i].size()));
+      }
+    }
+    thread->stats.FinishedOps(batch_size_, OpType::kRead);
+  }
+}
+
+void Benchmark::SeekRandom(ThreadState* thread) {
+  // db_bench's seekrandom: a new iterator per op, Seek to a random key
+  // (found if it lands on it), then --seek_nexts Next().
+  const uint64_t num = static_cast<uint64_t>(num_);
+  Duration duration(FLAGS_duration, reads_);
+  while (!duration.Done(1)) {
+    const std::string key = Key(thread->Uniform(num));
+    bool found = false;
+    uint64_t bytes = 0;
+    const Outcome o = store_->Seek(key, FLAGS_seek_nexts, &found, &bytes);
+    if (Fatal(o, "iterator")) return;
+    thread->lookups++;
+    if (found) thread->found++;
+    thread->stats.AddBytes(static_cast<int64_t>(bytes));
+    thread->stats.FinishedOps(1, OpType::kSeek);
+  }
+}
+
+void Benchmark::ReadRandomWriteRandom(ThreadState* thread) {
+  // db_bench's readrandomwriterandom: in each round of 100 ops,
+  // --readwritepercent Gets first, then the Puts; keys at random. Runs for
+  // the larger of --reads and --writes (--num when neither is set).
+  const uint64_t num = static_cast<uint64_t>(num_);
+  const int64_t ops = (FLAGS_writes < 0 && FLAGS_reads < 0)
+                          ? num_
+                          : std::max<int64_t>(FLAGS_writes, FLAGS_reads);
+  Duration duration(FLAGS_duration, ops);
+  std::string value;
+  int get_weight = 0, put_weight = 0;
+  while (!duration.Done(1)) {
+    const uint64_t idx = thread->Uniform(num);
+    if (get_weight == 0 && put_weight == 0) {
+      get_weight = FLAGS_readwritepercent;
+      put_weight = 100 - get_weight;
+    }
+    if (get_weight > 0) {
+      const std::string key = Key(idx);
+      const Outcome o = store_->Get(key, &value);
+      if (Fatal(o, "get")) return;
+      thread->lookups++;
+      if (o == Outcome::kOk) thread->found++;
+      get_weight--;
+      thread->stats.FinishedOps(1, OpType::kRead);
+    } else {
+      // (No bytes counted: db_bench's line has no MB/s here.)
+      if (!PutOne(thread, idx, HolderToken(thread, Key(idx)), false)) return;
+      put_weight--;
+    }
+  }
+}
+
 void Benchmark::FencedRead(ThreadState* thread) {
   const uint64_t num = static_cast<uint64_t>(num_);
   Duration duration(FLAGS_duration, reads_);
@@ -209,7 +318,7 @@ void Benchmark::DeleteRandom(ThreadState* thread) {
   while (!duration.Done(1)) {
     const uint64_t idx = thread->Uniform(num);
     const std::string key = Key(idx);
-    const Token token = WriteToken();
+    const Token token = HolderToken(thread, key);
     const Outcome o = store_->Delete(key, token);
     if (!CountWrite(thread, o, "delete")) return;
     if (o == Outcome::kOk) Track(idx, token, true, false);
@@ -229,7 +338,8 @@ void Benchmark::ReadWhileWriting(ThreadState* thread) {
   thread->stats.SetExcludeFromMerge();
   const uint64_t num = static_cast<uint64_t>(num_);
   while (shared->readers_done.load() < shared->total - 1) {
-    if (!PutOne(thread, thread->Uniform(num), WriteToken())) return;
+    const uint64_t idx = thread->Uniform(num);
+    if (!PutOne(thread, idx, HolderToken(thread, Key(idx)))) return;
   }
 }
 
@@ -260,20 +370,13 @@ void Benchmark::Contended(ThreadState* thread) {
   // --token_holders holders share 8 hot domains. Now and then a holder
   // re-acquires its lease (a new, higher token), so older holders' tokens go
   // stale while they keep writing, interleaved with the newer ones.
+  // (The driver gave every holder a token before the threads started.)
   const uint64_t kDomains = std::min<uint64_t>(8, static_cast<uint64_t>(num_));
-  const size_t holders = holder_tokens_.size();
-  if (thread->tid == 0) {
-    for (auto& t : holder_tokens_) {
-      Token zero = 0;
-      t.compare_exchange_strong(zero, NewLeaseToken());
-    }
-  }
   Duration duration(FLAGS_duration, writes_);
   while (!duration.Done(1)) {
-    const size_t h = thread->Uniform(holders);
+    const size_t h = thread->Uniform(contended_holders_);
     if (thread->Uniform(64) == 0) holder_tokens_[h].store(NewLeaseToken());
-    Token token = holder_tokens_[h].load();
-    if (token == 0) token = WriteToken();  // before thread 0 initialized it
+    const Token token = holder_tokens_[h].load();
     if (!PutOne(thread, thread->Uniform(kDomains), token)) return;
   }
 }

@@ -10,6 +10,7 @@
 #include <rocksdb/slice.h>
 
 #include "db/db_iter.h"
+#include "db/error_recovery.h"
 #include "db/fence_check.h"
 #include "db/fence_format.h"
 #include "db/rocksdb_options.h"
@@ -132,8 +133,7 @@ Status DBImpl::GetFenced(const ReadOptions& options, std::string_view key,
   Status s = ValidateKey(key);
   if (!s.ok()) return s;
   if (token == 0) {
-    return Status::InvalidArgument(
-        "invalid token 0: a fencing token is an integer in [1, 2^64-1]");
+    return InvalidTokenZero();
   }
   rocksdb::ReadOptions ro = ToRocks(options);
   // The domain max and the value must come from one snapshot (released
@@ -224,7 +224,7 @@ Status DBImpl::WriteMetaSynced(
   rocksdb::WriteOptions wo;
   wo.sync = true;
   MutexLock lock(&meta_mu_);
-  return FromRocksDB(db_->Write(wo, &batch));
+  return FromRocksDB(recovery_->Write(db_.get(), wo, &batch));
 }
 
 Status DBImpl::ScanMeta(std::string_view prefix,

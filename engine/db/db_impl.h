@@ -41,6 +41,8 @@
 
 namespace fencedkv {
 
+class ErrorRecovery;
+
 class DBImpl final : public DB {
  public:
   DBImpl(const Options& options, const FenceDomainSpec& spec,
@@ -133,6 +135,7 @@ class DBImpl final : public DB {
   // data records (what floor GC may drop).
   size_t TEST_CountFenceStateRecords();
   size_t TEST_FenceCacheBytes() { return table_->ApproximateMemoryUsage(); }
+  ErrorRecovery* TEST_error_recovery() { return recovery_.get(); }
 
  private:
   enum class OpKind : uint8_t { kPut, kDelete, kAdvance };
@@ -253,6 +256,9 @@ class DBImpl final : public DB {
 
   std::unique_ptr<FenceGcFilter> data_gc_;
   std::unique_ptr<FenceGcFilter> fence_gc_;
+  // Gets writes going again after an I/O error (error_recovery.h). Stopped
+  // before db_ closes; its Env and listener outlive db_.
+  std::unique_ptr<ErrorRecovery> recovery_;
   std::unique_ptr<rocksdb::DB> db_;
   rocksdb::ColumnFamilyHandle* data_cf_ = nullptr;
   rocksdb::ColumnFamilyHandle* fence_cf_ = nullptr;

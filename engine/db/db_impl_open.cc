@@ -14,6 +14,7 @@
 #include <rocksdb/write_batch.h>
 
 #include "db/db_impl.h"
+#include "db/error_recovery.h"
 #include "db/fence_format.h"
 #include "db/rocksdb_options.h"
 #include "util/coding.h"
@@ -21,6 +22,27 @@
 namespace fencedkv {
 
 namespace {
+
+// A file RocksDB writes while it creates a database, before CURRENT: a
+// directory holding only these is a creation that failed (e.g. a full disk
+// at the CURRENT rename) and holds no data, so a create_if_missing Open
+// creates the database again instead of refusing the directory.
+bool IsCreationFile(const std::string& name) {
+  auto digits = [](std::string_view s) {
+    return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) {
+      return c >= '0' && c <= '9';
+    });
+  };
+  std::string_view n = name;
+  if (n == "IDENTITY" || n == "LOCK" || n == "LOG" || n == "MANIFEST-000001") {
+    return true;
+  }
+  if (n.substr(0, 8) == "LOG.old.") return digits(n.substr(8));
+  if (n.size() > 6 && n.substr(n.size() - 6) == ".dbtmp") {
+    return digits(n.substr(0, n.size() - 6));
+  }
+  return false;
+}
 
 constexpr size_t kNumStripes = 1024;
 
@@ -44,14 +66,12 @@ Status MetaReadError(std::string_view record, const rocksdb::Status& rs) {
         "it holds merge operands that cannot be merged: written by a tool "
         "that does not know fencedkv's format version 1 merge operator?";
   }
-  return Status::Corruption(
-      "cannot read meta record \"" + std::string(record) + "\" (" +
-          rs.ToString() + ")",
-      cause);
+  return Status::Corruption("cannot read meta record \"" + std::string(record) +
+                                "\" (" + rs.ToString() + ")",
+                            cause);
 }
 
 }  // namespace
-
 
 DBImpl::DBImpl(const Options& options, const FenceDomainSpec& spec,
                std::string path)
@@ -60,13 +80,14 @@ DBImpl::DBImpl(const Options& options, const FenceDomainSpec& spec,
       spec_(spec),
       mode_(options.fence_mode),
       table_(new FenceTable(kNumStripes, options.fence_cache_bytes)),
-      data_gc_(new FenceGcFilter(&floor_,
-                                 FenceGcFilter::Target::kDataRecords)),
-      fence_gc_(new FenceGcFilter(&floor_,
-                                  FenceGcFilter::Target::kFenceRecords)),
+      data_gc_(new FenceGcFilter(&floor_, FenceGcFilter::Target::kDataRecords)),
+      fence_gc_(
+          new FenceGcFilter(&floor_, FenceGcFilter::Target::kFenceRecords)),
+      recovery_(new ErrorRecovery),
       stats_(new StatShard[kStatShards]) {}
 
 DBImpl::~DBImpl() {
+  recovery_->Stop();  // no Resume() on a closing DB
   if (db_ != nullptr) {
     for (auto* cf : {data_cf_, fence_cf_, meta_cf_}) {
       if (cf != nullptr) db_->DestroyColumnFamilyHandle(cf);
@@ -105,6 +126,10 @@ Status DBImpl::ValidateOptions(const Options& o) {
   }
   if (o.max_background_jobs < 1) {
     return Status::InvalidArgument("max_background_jobs must be at least 1");
+  }
+  if (o.level0_file_num_compaction_trigger < 1) {
+    return Status::InvalidArgument(
+        "level0_file_num_compaction_trigger must be at least 1");
   }
   if (o.max_open_files != -1 && o.max_open_files < 1) {
     return Status::InvalidArgument(
@@ -148,6 +173,11 @@ Status DBImpl::OpenImpl() {
   if (env->FileExists(path_).ok()) {
     bool is_dir = false;
     rocksdb::Status rs = env->IsDirectory(path_, &is_dir);
+    if (rs.IsNotSupported()) {
+      // (RocksDB's in-memory Env cannot tell; GetChildren below can.)
+      rs = rocksdb::Status::OK();
+      is_dir = true;
+    }
     if (rs.ok() && !is_dir) {
       return Status::InvalidArgument(path_, "exists and is not a directory");
     }
@@ -161,7 +191,8 @@ Status DBImpl::OpenImpl() {
                    children.end());
     has_current = std::find(children.begin(), children.end(), "CURRENT") !=
                   children.end();
-    if (!has_current && !children.empty()) {
+    if (!has_current && !children.empty() &&
+        !std::all_of(children.begin(), children.end(), IsCreationFile)) {
       return Status::InvalidArgument(
           "not a fencedkv database: " + path_,
           "the directory has files but no RocksDB CURRENT file");
@@ -216,10 +247,9 @@ Status DBImpl::OpenImpl() {
     if (have != want) {
       std::string list;
       for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
-      return Status::InvalidArgument(
-          "not a fencedkv database: " + path_,
-          "its column families are [" + list +
-              "], expected [default, fence, meta]");
+      return Status::InvalidArgument("not a fencedkv database: " + path_,
+                                     "its column families are [" + list +
+                                         "], expected [default, fence, meta]");
     }
     // Read the stored configuration without changing anything: a read-only
     // open replays the WAL in memory only. (The merge operator reads a
@@ -254,6 +284,7 @@ Status DBImpl::OpenImpl() {
   }
 
   // Everything is checked: now the read-write open, which may write.
+  recovery_->Configure(path_, &db_options);
   db_options.create_if_missing = !has_current;
   db_options.create_missing_column_families = !has_current;
   if (stored.version == format::kFormatVersionMergedHwm) {
@@ -268,6 +299,9 @@ Status DBImpl::OpenImpl() {
   data_cf_ = handles[0];
   fence_cf_ = handles[1];
   meta_cf_ = handles[2];
+  // (A replica writes no sentinel: its sequence numbers are the primary's.)
+  recovery_->Attach(db_.get(), handles,
+                    options_.log_replica ? nullptr : data_cf_);
 
   if (create) return InitializeNewDatabase();
   if (stored.version == format::kFormatVersionMergedHwm) {
@@ -296,9 +330,9 @@ Status DBImpl::ReadStoredConfig(
         "changed by another tool");
   };
   auto bad = [&](std::string_view record, const std::string& why) {
-    return Status::Corruption("bad meta record \"" + std::string(record) +
-                                  "\": " + why,
-                              "value " + EscapeBytes(raw.substr(0, 64)));
+    return Status::Corruption(
+        "bad meta record \"" + std::string(record) + "\": " + why,
+        "value " + EscapeBytes(raw.substr(0, 64)));
   };
   bool found = false;
   Status s = get(format::kMetaFormatVersion, &found);
@@ -354,14 +388,13 @@ Status DBImpl::ReadStoredConfig(
     }
     return Status::OK();
   }
-  std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(
-      rocksdb::ReadOptions(), meta));
+  std::unique_ptr<rocksdb::Iterator> it(
+      db->NewIterator(rocksdb::ReadOptions(), meta));
   const rocksdb::Slice prefix = ToSlice(format::kMetaHighWaterMarkPrefix);
   for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix);
        it->Next()) {
     Token mark = 0;
-    if (!format::DecodeToken({it->value().data(), it->value().size()},
-                             &mark)) {
+    if (!format::DecodeToken({it->value().data(), it->value().size()}, &mark)) {
       raw = it->value().ToString();
       return bad(it->key().ToString(), "not 8 bytes");
     }
@@ -428,8 +461,8 @@ Status DBImpl::UpgradeFromMergedHwm(Token hwm) {
   rocksdb::WriteBatch batch;
   char version[4];
   EncodeFixed32(version, format::kFormatVersion);
-  rocksdb::Status rs =
-      batch.Put(meta_cf_, format::HighWaterMarkKey(0), format::EncodeToken(hwm));
+  rocksdb::Status rs = batch.Put(meta_cf_, format::HighWaterMarkKey(0),
+                                 format::EncodeToken(hwm));
   if (rs.ok()) {
     rs = batch.Delete(meta_cf_, ToSlice(format::kMetaLegacyHighWaterMark));
   }
@@ -452,8 +485,8 @@ Status DBImpl::UpgradeFromMergedHwm(Token hwm) {
 
 Status DBImpl::LoadMeta() {
   StoredConfig stored;
-  Status s = ReadStoredConfig(db_.get(), {data_cf_, fence_cf_, meta_cf_},
-                              &stored);
+  Status s =
+      ReadStoredConfig(db_.get(), {data_cf_, fence_cf_, meta_cf_}, &stored);
   if (!s.ok()) return s;
   if (!stored.has_version) {
     return Status::Corruption("the format_version record disappeared");

@@ -11,6 +11,7 @@
 #include <rocksdb/write_batch.h>
 
 #include "db/db_impl.h"
+#include "db/error_recovery.h"
 #include "db/fence_check.h"
 #include "db/rocksdb_options.h"
 #include "util/sync_point.h"
@@ -18,9 +19,6 @@
 namespace fencedkv {
 
 namespace {
-
-constexpr char kInvalidTokenZero[] =
-    "invalid token 0: a fencing token is an integer in [1, 2^64-1]";
 
 rocksdb::Slice ToSlice(std::string_view s) {
   return rocksdb::Slice(s.data(), s.size());
@@ -37,9 +35,9 @@ Status InBatchOp(size_t i, size_t count, const Status& s) {
 
 void RaiseAtomicMax(std::atomic<Token>* target, Token value) {
   Token cur = target->load(std::memory_order_relaxed);
-  while (cur < value && !target->compare_exchange_weak(
-                            cur, value, std::memory_order_release,
-                            std::memory_order_relaxed)) {
+  while (cur < value &&
+         !target->compare_exchange_weak(cur, value, std::memory_order_release,
+                                        std::memory_order_relaxed)) {
   }
 }
 
@@ -47,9 +45,10 @@ void RaiseAtomicMax(std::atomic<Token>* target, Token value) {
 class StripeLocks {
  public:
   // (Which stripes is decided at run time: beyond the analysis.)
-  StripeLocks(FenceTable* table, const std::vector<size_t>& stripes)
-      NO_THREAD_SAFETY_ANALYSIS : table_(table),
-                                  stripes_(stripes) {
+  StripeLocks(FenceTable* table,
+              const std::vector<size_t>& stripes) NO_THREAD_SAFETY_ANALYSIS
+      : table_(table),
+        stripes_(stripes) {
     for (size_t s : stripes_) table_->mutex(s).Lock();
   }
   ~StripeLocks() NO_THREAD_SAFETY_ANALYSIS {
@@ -142,9 +141,9 @@ struct DBImpl::Scratch {
 Status DBImpl::ValidateKey(std::string_view key) const {
   if (key.empty()) return Status::InvalidArgument("empty key");
   if (key.size() > options_.max_key_size) {
-    return Status::InvalidArgument(
-        "key of " + std::to_string(key.size()) + " bytes exceeds max_key_size " +
-        std::to_string(options_.max_key_size));
+    return Status::InvalidArgument("key of " + std::to_string(key.size()) +
+                                   " bytes exceeds max_key_size " +
+                                   std::to_string(options_.max_key_size));
   }
   return Status::OK();
 }
@@ -154,13 +153,12 @@ Status DBImpl::ValidateWriteOp(OpKind kind, std::string_view key,
   Status s = ValidateKey(key);
   if (!s.ok()) return s;
   if (value.size() > options_.max_value_size) {
-    return Status::InvalidArgument(
-        "value of " + std::to_string(value.size()) +
-        " bytes exceeds max_value_size " +
-        std::to_string(options_.max_value_size));
+    return Status::InvalidArgument("value of " + std::to_string(value.size()) +
+                                   " bytes exceeds max_value_size " +
+                                   std::to_string(options_.max_value_size));
   }
   if (token == 0 && (kind == OpKind::kAdvance || !options_.allow_unfenced)) {
-    return Status::InvalidArgument(kInvalidTokenZero);
+    return InvalidTokenZero();
   }
   return CheckTokenSkew(token);
 }
@@ -192,8 +190,8 @@ Status DBImpl::AppendBatchOps(const WriteBatch& batch, uint32_t group,
       ops->resize(first);
       return InBatchOp(i, batch.Count(), s);
     }
-    ops->push_back(PendingOp{kind, op.key, op.value, op.token, op.condition,
-                             group});
+    ops->push_back(
+        PendingOp{kind, op.key, op.value, op.token, op.condition, group});
   }
   return Status::OK();
 }
@@ -347,21 +345,24 @@ void DBImpl::LocateDomains(const WriteRequest& req, Scratch* sc) {
                     sc->stripes.end());
 }
 
-Status DBImpl::CheckFences(const WriteRequest& req, Token floor,
-                           Scratch* sc) {
+Status DBImpl::CheckFences(const WriteRequest& req, Token floor, Scratch* sc) {
   const bool group = req.kind == WriteRequest::Kind::kGroup;
   const bool per_key = spec_.is_per_key();
   PendingOp* const ops = req.ops;
   const size_t n = req.n;
 
+  // Makes ds.max exact from RocksDB (one read), and caches it.
+  auto read_max = [&](DomainState& ds) -> Status {
+    Status s = ReadStoredMax(ds.domain, &ds.max);
+    if (!s.ok()) return s;
+    table_->Insert(ds.hash, ds.domain, ds.max);
+    ds.known = true;
+    return Status::OK();
+  };
   // Makes ds.max exact: from the cache, else from RocksDB.
   auto ensure_known = [&](DomainState& ds) -> Status {
     if (ds.known) return Status::OK();
-    if (!table_->Lookup(ds.hash, ds.domain, &ds.max)) {
-      Status s = ReadStoredMax(ds.domain, &ds.max);
-      if (!s.ok()) return s;
-      table_->Insert(ds.hash, ds.domain, ds.max);
-    }
+    if (!table_->Lookup(ds.hash, ds.domain, &ds.max)) return read_max(ds);
     ds.known = true;
     return Status::OK();
   };
@@ -445,25 +446,35 @@ Status DBImpl::CheckFences(const WriteRequest& req, Token floor,
         op.record_token = op.token;
         continue;
       }
-      Status s = ensure_known(ds);  // the cache, else one RocksDB read
-      if (!s.ok()) {
-        if (!group) return s;
-        refuse_group(i, std::move(s));  // this batch fails, others go on
+      if (table_->Lookup(ds.hash, ds.domain, &ds.max)) {
+        ds.known = true;  // exact
+      } else if (CheckWrite(mode_, op.token, table_->MissBound(ds.hash),
+                            floor) == Verdict::kAccept) {
+        // Not in the cache: the max is at or below the cache's miss bound,
+        // which the token passes. No read either.
+        raise(ds, op.token);
+        op.record_token = op.token;
         continue;
+      } else {
+        Status s = read_max(ds);  // one RocksDB read
+        if (!s.ok()) {
+          if (!group) return s;
+          refuse_group(i, std::move(s));  // this batch fails, others go on
+          continue;
+        }
       }
     }
     const Verdict verdict = CheckWrite(mode_, op.token, ds.max, floor);
     if (verdict != Verdict::kAccept) {
       if (group) {
-        refuse_group(i, StaleStatus(verdict, op.token, ds.max, floor,
-                                    ds.domain,
+        refuse_group(i, StaleStatus(verdict, op.token, ds.max, floor, ds.domain,
                                     static_cast<int64_t>(i - group_first)));
         continue;
       }
-      return StaleStatus(
-          verdict, op.token, ds.max, floor, ds.domain,
-          req.kind == WriteRequest::Kind::kBatch ? static_cast<int64_t>(i)
-                                                 : -1);
+      return StaleStatus(verdict, op.token, ds.max, floor, ds.domain,
+                         req.kind == WriteRequest::Kind::kBatch
+                             ? static_cast<int64_t>(i)
+                             : -1);
     }
     raise(ds, op.token);
     op.record_token = op.token;
@@ -572,7 +583,8 @@ Status DBImpl::BuildBatch(const WriteRequest& req, Scratch* sc) {
   for (const DomainState& ds : sc->states) {
     if (!ds.raised || !rs.ok()) continue;
     if (!per_key) {
-      rs = batch.Put(fence_cf_, ToSlice(ds.domain), format::EncodeToken(ds.max));
+      rs =
+          batch.Put(fence_cf_, ToSlice(ds.domain), format::EncodeToken(ds.max));
     }
     if (ds.max <= table_->StripeHwm(ds.stripe)) continue;
     auto it = std::find_if(sc->raised_marks.begin(), sc->raised_marks.end(),
@@ -583,8 +595,17 @@ Status DBImpl::BuildBatch(const WriteRequest& req, Scratch* sc) {
       it->second = std::max(it->second, ds.max);
     }
   }
+  // A raised mark needs a record only above the store's mark. Every value
+  // hwm_ holds is a record of a write that has returned, so that record
+  // precedes this batch in the log: any recovered prefix holding this batch
+  // holds it too, and Open takes the largest record as every stripe's mark.
+  // Below it, raising the stripe's mark in memory (Publish) is enough, and
+  // the write carries no extra record (with many holders, whose tokens sit
+  // below the newest one, that was one write in seven).
+  const Token store_mark = hwm_.load(std::memory_order_acquire);
   for (const auto& [stripe, mark] : sc->raised_marks) {
     if (!rs.ok()) break;
+    if (mark <= store_mark) continue;
     rs = batch.Put(meta_cf_,
                    format::HighWaterMarkKey(static_cast<uint32_t>(stripe)),
                    format::EncodeToken(mark));
@@ -603,13 +624,24 @@ Status DBImpl::Commit(const WriteRequest& req, Scratch* sc) {
     rocksdb::WriteOptions wo;
     wo.sync = req.sync;
     TEST_SYNC_POINT_CALLBACK("DBImpl::Write:RocksDBWrite", &rs);  // may fail it
-    if (rs.ok()) rs = db_->Write(wo, &sc->batch);
+    if (rs.ok()) rs = recovery_->Write(db_.get(), wo, &sc->batch);
   } else if (req.sync && req.kind == WriteRequest::Kind::kAdvance) {
     // The advance raised nothing, but the max it reports may be in a record
     // written without sync: make it durable before saying so. (Syncing the
     // WAL syncs every record before it.)
     TEST_SYNC_POINT_CALLBACK("DBImpl::Write:SyncWAL", &rs);
-    if (rs.ok()) rs = db_->SyncWAL();
+    if (rs.ok()) rs = recovery_->SyncWAL(db_.get());
+    if (rs.IsNotSupported()) {
+      // An Env whose WAL cannot be synced beside writers (RocksDB's
+      // in-memory one): a synced write of a record no reader sees (a
+      // deletion of the empty key, which no user key can be) syncs the WAL
+      // up to it just as well.
+      rocksdb::WriteBatch marker;
+      rs = marker.Delete(data_cf_, rocksdb::Slice());
+      rocksdb::WriteOptions wo;
+      wo.sync = true;
+      if (rs.ok()) rs = recovery_->Write(db_.get(), wo, &marker);
+    }
   }
   return FromRocksDB(rs);
 }
@@ -651,7 +683,7 @@ Status DBImpl::SetFenceFloor(const WriteOptions& /*options*/, Token floor) {
     MutexLock meta_lock(&meta_mu_);
     s = FromRocksDB(batch.Put(meta_cf_, ToSlice(format::kMetaFenceFloor),
                               format::EncodeToken(floor)));
-    if (s.ok()) s = FromRocksDB(db_->Write(wo, &batch));
+    if (s.ok()) s = FromRocksDB(recovery_->Write(db_.get(), wo, &batch));
     if (s.ok()) floor_.store(floor, std::memory_order_release);
   }
   // (An unchanged floor was written synced when it was raised.)

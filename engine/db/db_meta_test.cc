@@ -4,8 +4,6 @@
 // directories that are not fencedkv databases. Each refusal is a clear
 // Status and changes nothing.
 
-#include <sys/mman.h>
-
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -13,10 +11,14 @@
 
 #include <gtest/gtest.h>
 #include <rocksdb/db.h>
+#include <rocksdb/statistics.h>
+#include <sys/mman.h>
+
+#include "fencedkv/db.h"
 
 #include "db/db_impl.h"
 #include "db/fence_format.h"
-#include "fencedkv/db.h"
+#include "db/fence_table.h"
 #include "util/coding.h"
 #include "util/testutil.h"
 
@@ -125,8 +127,8 @@ TEST(DBMetaTest, ReopenWithAnotherModeIsRefused) {
   ASSERT_FENCEDKV_OK(
       DB::Open(CreateOptions("key", FenceMode::kStrict), dir.path(), &db));
   db.reset();
-  Status s = DB::Open(CreateOptions("key", FenceMode::kMonotonic), dir.path(),
-                      &db);
+  Status s =
+      DB::Open(CreateOptions("key", FenceMode::kMonotonic), dir.path(), &db);
   ASSERT_TRUE(s.IsInvalidArgument());
   EXPECT_NE(std::string::npos, s.ToString().find("fence mode mismatch"));
 }
@@ -134,9 +136,8 @@ TEST(DBMetaTest, ReopenWithAnotherModeIsRefused) {
 TEST(DBMetaTest, AdoptStoredConfig) {
   test::TempDir dir;
   std::unique_ptr<DB> db;
-  ASSERT_FENCEDKV_OK(
-      DB::Open(CreateOptions("delimiter:/", FenceMode::kStrict), dir.path(),
-               &db));
+  ASSERT_FENCEDKV_OK(DB::Open(CreateOptions("delimiter:/", FenceMode::kStrict),
+                              dir.path(), &db));
   db.reset();
   Options o = CreateOptions();  // "key", monotonic
   o.adopt_stored_fence_config = true;
@@ -192,7 +193,8 @@ TEST(DBMetaTest, MemtableIsChecked_AndCanChangeBetweenOpens) {
     o.memtable = memtables[i];
     ASSERT_FENCEDKV_OK(DB::Open(o, dir.path(), &db));
     EXPECT_EQ(i, count()) << memtables[i];
-    ASSERT_FENCEDKV_OK(db->Put(WriteOptions(), "k" + std::to_string(i), "v", 1));
+    ASSERT_FENCEDKV_OK(
+        db->Put(WriteOptions(), "k" + std::to_string(i), "v", 1));
     EXPECT_EQ(i + 1, count()) << memtables[i];
     db.reset();
   }
@@ -227,6 +229,31 @@ TEST(DBMetaTest, DirectoryOfOtherFilesIsRefusedUntouched) {
   EXPECT_EQ(before, Snapshot(dir.path()));
 }
 
+// What a creation that failed before CURRENT leaves (IDENTITY, LOG,
+// MANIFEST-000001, a .dbtmp) is created over; the same with a table file
+// (data, without the CURRENT that names it) is refused untouched.
+TEST(DBMetaTest, AnInterruptedCreationIsCreatedAgainButDataIsNot) {
+  for (bool with_data : {false, true}) {
+    SCOPED_TRACE(with_data ? "with a table file" : "creation files only");
+    test::TempDir dir;
+    std::ofstream(dir.Sub("IDENTITY")) << "id";
+    std::ofstream(dir.Sub("LOG")) << "log";
+    std::ofstream(dir.Sub("MANIFEST-000001")) << "partial";
+    std::ofstream(dir.Sub("000001.dbtmp")) << "MANIFEST-000001";
+    if (with_data) std::ofstream(dir.Sub("000004.sst")) << "table";
+    const auto before = Snapshot(dir.path());
+    std::unique_ptr<DB> db;
+    Status s = DB::Open(CreateOptions(), dir.path(), &db);
+    if (with_data) {
+      ASSERT_TRUE(s.IsInvalidArgument()) << s.ToString();
+      EXPECT_EQ(before, Snapshot(dir.path()));
+    } else {
+      ASSERT_FENCEDKV_OK(s);
+      ASSERT_FENCEDKV_OK(db->Put(WriteOptions(), "k", "v", 1));
+    }
+  }
+}
+
 TEST(DBMetaTest, GarbageCurrentFileIsRefusedUntouched) {
   test::TempDir dir;
   std::ofstream(dir.Sub("CURRENT")) << "\x01\x02garbage";
@@ -251,8 +278,8 @@ TEST(DBMetaTest, PathThatIsAFileIsRefused) {
 TEST(DBMetaTest, BadOptionsAreRefused) {
   test::TempDir dir;
   std::unique_ptr<DB> db;
-  EXPECT_TRUE(DB::Open(CreateOptions("prefix:0"), dir.path(), &db)
-                  .IsInvalidArgument());
+  EXPECT_TRUE(
+      DB::Open(CreateOptions("prefix:0"), dir.path(), &db).IsInvalidArgument());
   Options o = CreateOptions();
   o.compression = "lzma9000";
   EXPECT_TRUE(DB::Open(o, dir.path(), &db).IsInvalidArgument());
@@ -320,6 +347,9 @@ TEST(DBMetaTest, InvalidOptionsAreRefusedBeforeAnythingIsWritten) {
   o.max_background_jobs = 0;
   cases.emplace_back("max_background_jobs", o);
   o = CreateOptions();
+  o.level0_file_num_compaction_trigger = 0;
+  cases.emplace_back("level0_file_num_compaction_trigger", o);
+  o = CreateOptions();
   o.max_open_files = 0;
   cases.emplace_back("max_open_files", o);
   for (const auto& [field, options] : cases) {
@@ -337,6 +367,216 @@ TEST(DBMetaTest, InvalidOptionsAreRefusedBeforeAnythingIsWritten) {
   ASSERT_FENCEDKV_OK(DB::Open(o, dir.Sub("db"), &db));
 }
 
+// The RocksDB tuning fenced_bench passes through (db_bench's --statistics
+// and --level0_file_num_compaction_trigger) reaches RocksDB.
+TEST(DBMetaTest, StatisticsAndLevel0TriggerReachRocksDB) {
+  test::TempDir dir;
+  Options o = CreateOptions();
+  o.statistics = rocksdb::CreateDBStatistics();
+  o.level0_file_num_compaction_trigger = 7;
+  std::unique_ptr<DB> db;
+  ASSERT_FENCEDKV_OK(DB::Open(o, dir.path(), &db));
+  ASSERT_FENCEDKV_OK(db->Put(WriteOptions(), "k", "v", 3));
+  std::string v;
+  ASSERT_FENCEDKV_OK(db->Get(ReadOptions(), "k", &v));
+  EXPECT_GE(o.statistics->getTickerCount(rocksdb::NUMBER_KEYS_WRITTEN), 1u);
+  EXPECT_GE(o.statistics->getTickerCount(rocksdb::NUMBER_KEYS_READ), 1u);
+  db.reset();
+  // RocksDB writes the options it runs with to OPTIONS-<n>; each column
+  // family has its section. The data and fence families take the trigger.
+  std::string latest;
+  for (const auto& e : fs::directory_iterator(dir.path())) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("OPTIONS-", 0) == 0 && name > latest) latest = name;
+  }
+  ASSERT_FALSE(latest.empty());
+  std::ifstream in(dir.path() + "/" + latest);
+  std::string line;
+  int with_trigger = 0;
+  while (std::getline(in, line)) {
+    if (line.find("level0_file_num_compaction_trigger=7") !=
+        std::string::npos) {
+      ++with_trigger;
+    }
+  }
+  EXPECT_EQ(2, with_trigger);
+}
+
+// The stripe of `domain` in DBImpl's lock table (1024 stripes).
+size_t StripeOfDomain(std::string_view domain) {
+  return FenceTable::Hash(domain) & 1023;
+}
+
+// A write whose max stays at or below the store's mark (the largest mark
+// record) raises its stripe's mark in memory only: the record of the
+// store's mark was written before it and bounds it after any crash. Only a
+// max above the store's mark writes a record. (Many lease holders write
+// below the newest one: a record each time was one write in seven.)
+TEST(DBMetaTest, AMaxBelowTheStoreMarkWritesNoMarkRecord) {
+  for (const char* domain : {"key", "prefix:1"}) {
+    SCOPED_TRACE(domain);
+    test::TempDir dir;
+    Options o = CreateOptions(domain);
+    o.statistics = rocksdb::CreateDBStatistics();
+    std::unique_ptr<DB> db;
+    ASSERT_FENCEDKV_OK(DB::Open(o, dir.path(), &db));
+    auto written = [&] {
+      return o.statistics->getTickerCount(rocksdb::NUMBER_KEYS_WRITTEN);
+    };
+    // Three keys (domains) in three different stripes.
+    std::vector<std::string> keys = {"a"};
+    for (char c = 'b'; keys.size() < 3 && c <= 'z'; ++c) {
+      const std::string k(1, c);
+      bool fresh = true;
+      for (const auto& other : keys) {
+        if (StripeOfDomain(k) == StripeOfDomain(other)) fresh = false;
+      }
+      if (fresh) keys.push_back(k);
+    }
+    ASSERT_EQ(3u, keys.size());
+    // With "prefix:1" a max is its own fence record: one more record.
+    const uint64_t data = std::string(domain) == "key" ? 1 : 2;
+    uint64_t before = written();
+    ASSERT_FENCEDKV_OK(db->Put(WriteOptions(), keys[0], "v", 100));
+    EXPECT_EQ(data + 1, written() - before);  // above the store's mark (0)
+    before = written();
+    ASSERT_FENCEDKV_OK(db->Put(WriteOptions(), keys[1], "v", 50));
+    EXPECT_EQ(data, written() - before);  // below it: no mark record
+    before = written();
+    ASSERT_FENCEDKV_OK(db->Put(WriteOptions(), keys[2], "v", 150));
+    EXPECT_EQ(data + 1, written() - before);
+    // The in-memory marks still decide right, before and after a reopen
+    // (which gives every stripe the largest record: 150).
+    for (int reopen = 0; reopen < 2; ++reopen) {
+      SCOPED_TRACE(reopen);
+      EXPECT_EQ("STALE(49<50)",
+                test::StatusString(db->Put(WriteOptions(), keys[1], "x", 49)));
+      EXPECT_EQ("STALE(99<100)",
+                test::StatusString(db->Put(WriteOptions(), keys[0], "x", 99)));
+      EXPECT_EQ(150u, static_cast<DBImpl*>(db.get())->HighWaterMark());
+      db.reset();
+      Options again = CreateOptions(domain);
+      again.create_if_missing = false;
+      ASSERT_FENCEDKV_OK(DB::Open(again, dir.path(), &db));
+    }
+    ASSERT_FENCEDKV_OK(db->Put(WriteOptions(), keys[1], "y", 50));
+  }
+}
+
+// Behind many holders most writes are below their stripe's mark. The first
+// write of a domain then needs no RocksDB read while the cache has never
+// lost an entry of its bucket: the domain's max can only be the one the
+// store had at open. After a reopen (every stored max unknown) it reads.
+TEST(DBMetaTest, AFirstWriteBelowTheMarkNeedsNoReadInAFreshStore) {
+  test::TempDir dir;
+  Options o = CreateOptions();
+  o.statistics = rocksdb::CreateDBStatistics();
+  std::unique_ptr<DB> db;
+  ASSERT_FENCEDKV_OK(DB::Open(o, dir.path(), &db));
+  auto reads = [&] {
+    return o.statistics->getTickerCount(rocksdb::NUMBER_KEYS_READ);
+  };
+  // The newest holder (100) writes into (nearly) every stripe.
+  for (int i = 0; i < 6000; ++i) {
+    ASSERT_FENCEDKV_OK(
+        db->Put(WriteOptions(), "new" + std::to_string(i), "v", 100));
+  }
+  // An older holder (50) writes domains never written.
+  uint64_t before = reads();
+  for (int i = 0; i < 1000; ++i) {
+    ASSERT_FENCEDKV_OK(
+        db->Put(WriteOptions(), "old" + std::to_string(i), "v", 50));
+  }
+  EXPECT_LE(reads() - before, 5u);  // was one read per write
+  // Its checks stay exact: below a domain's max is refused.
+  EXPECT_TRUE(db->Put(WriteOptions(), "new7", "x", 50).IsStaleToken());
+  EXPECT_TRUE(db->Put(WriteOptions(), "old7", "x", 49).IsStaleToken());
+  db.reset();
+  Options again = CreateOptions();
+  again.create_if_missing = false;
+  again.statistics = o.statistics;
+  ASSERT_FENCEDKV_OK(DB::Open(again, dir.path(), &db));
+  before = reads();
+  for (int i = 0; i < 100; ++i) {
+    ASSERT_FENCEDKV_OK(
+        db->Put(WriteOptions(), "older" + std::to_string(i), "v", 50));
+  }
+  EXPECT_EQ(100u, reads() - before);
+  EXPECT_TRUE(db->Put(WriteOptions(), "old7", "x", 49).IsStaleToken());
+  EXPECT_TRUE(db->Put(WriteOptions(), "new8", "x", 99).IsStaleToken());
+}
+
+// A crash leaves a prefix of the log. Whatever the prefix, the largest mark
+// record recovered bounds every recovered max, so no write passes the
+// mark's shortcut below a domain's max. Checked at many cut points of the
+// log of a run where 16 holders' tokens interleave (most maxima are below
+// the store's mark and write no mark record of their own).
+TEST(DBMetaTest, EveryLogPrefixRecoversAMarkAboveEveryMax) {
+  for (const char* domain : {"key", "prefix:2"}) {
+    SCOPED_TRACE(domain);
+    test::TempDir dir;
+    const std::string path = dir.Sub("db");
+    std::unique_ptr<DB> db;
+    ASSERT_FENCEDKV_OK(DB::Open(CreateOptions(domain), path, &db));
+    std::vector<std::string> keys;
+    for (int i = 0; i < 300; ++i) keys.push_back("k" + std::to_string(i));
+    std::vector<Token> holder(16);
+    Token counter = 0;
+    for (auto& t : holder) t = ++counter;
+    uint64_t rng = 42;
+    auto next = [&] {
+      rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+      return rng >> 33;
+    };
+    for (int i = 0; i < 2000; ++i) {
+      const std::string& key = keys[next() % keys.size()];
+      const size_t h = std::hash<std::string>()(key.substr(0, 2)) % 16;
+      if (next() % 50 == 0) holder[h] = ++counter;  // a renewal
+      Status s = db->Put(WriteOptions(), key, "v", holder[h]);
+      ASSERT_TRUE(s.ok() || s.IsStaleToken()) << s.ToString();
+    }
+    db.reset();  // (no flush on close: everything is in the log)
+    std::string log;
+    for (const auto& e : fs::directory_iterator(path)) {
+      if (e.path().extension() == ".log") log = e.path().filename().string();
+    }
+    ASSERT_FALSE(log.empty());
+    const uintmax_t size = fs::file_size(path + "/" + log);
+    uint64_t first_sum = 0, last_sum = 0;  // of the recovered maxima
+    constexpr int kCuts = 25;
+    for (int c = 1; c <= kCuts; ++c) {
+      const uintmax_t cut = size * c / kCuts;
+      SCOPED_TRACE("cut at " + std::to_string(cut) + " of " +
+                   std::to_string(size));
+      const std::string copy = dir.Sub("cut");
+      fs::remove_all(copy);
+      fs::copy(path, copy);
+      fs::resize_file(copy + "/" + log, cut);
+      Options o = CreateOptions(domain);
+      o.create_if_missing = false;
+      std::unique_ptr<DB> cdb;
+      ASSERT_FENCEDKV_OK(DB::Open(o, copy, &cdb));
+      const Token mark = static_cast<DBImpl*>(cdb.get())->HighWaterMark();
+      uint64_t sum = 0;
+      for (const auto& key : keys) {
+        Token max = 0;
+        ASSERT_FENCEDKV_OK(cdb->GetFence(key, &max));
+        if (max == 0) continue;
+        sum += max;
+        ASSERT_LE(max, mark) << key;
+        if (max > 1) {
+          EXPECT_TRUE(
+              cdb->Put(WriteOptions(), key, "stale", max - 1).IsStaleToken())
+              << key << " max " << max;
+        }
+      }
+      if (c == 1) first_sum = sum;
+      last_sum = sum;
+    }
+    EXPECT_LT(first_sum, last_sum);  // the cuts did lose writes
+  }
+}
+
 // A value over max_value_size is refused before it is copied anywhere, and
 // nothing is raised. (The value is an untouched mapping: no memory used.)
 TEST(DBMetaTest, AnOversizedValueIsRefusedAndRaisesNothing) {
@@ -346,8 +586,8 @@ TEST(DBMetaTest, AnOversizedValueIsRefusedAndRaisesNothing) {
   std::unique_ptr<DB> db;
   ASSERT_FENCEDKV_OK(DB::Open(o, dir.path(), &db));
   const size_t n = kMaxValueSizeLimit + 1;
-  void* p = mmap(nullptr, n, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS |
-                 MAP_NORESERVE, -1, 0);
+  void* p = mmap(nullptr, n, PROT_READ,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   ASSERT_NE(MAP_FAILED, p);
   const std::string_view huge(static_cast<const char*>(p), n);
   Status s = db->Put(WriteOptions(), "k", huge, 7);
@@ -366,7 +606,7 @@ TEST(DBMetaTest, AnOversizedValueIsRefusedAndRaisesNothing) {
 TEST(DBMetaTest, FormatVersion1IsUpgradedInPlace) {
   test::TempDir dir;
   ASSERT_EQ(0, Shell("tar xzf " FENCEDKV_TESTDATA_DIR "/format_v1.tar.gz -C " +
-                   dir.path()));
+                     dir.path()));
   struct Case {
     const char* name;
     const char* domain;
@@ -482,8 +722,10 @@ TEST(DBMetaTest, AMissingOrBadMetaRecordIsNamed) {
   db.reset();
   {
     RawDB raw(dir.path());
-    ASSERT_TRUE(raw.db->Put(rocksdb::WriteOptions(), raw.handles[2],
-                            "hwm/0007", "short").ok());
+    ASSERT_TRUE(
+        raw.db
+            ->Put(rocksdb::WriteOptions(), raw.handles[2], "hwm/0007", "short")
+            .ok());
   }
   Status s = DB::Open(CreateOptions(), dir.path(), &db);
   EXPECT_TRUE(s.IsCorruption()) << s.ToString();

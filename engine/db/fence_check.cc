@@ -6,6 +6,11 @@
 
 namespace fencedkv {
 
+Status InvalidTokenZero() {
+  return Status::InvalidArgument(
+      "invalid token 0: a fencing token is an integer in [1, 2^64-1]");
+}
+
 Status StaleStatus(Verdict verdict, Token offered, Token max, Token floor,
                    std::string_view domain, int64_t batch_index) {
   StaleTokenInfo info;

@@ -65,6 +65,10 @@ inline Token AdvanceTarget(FenceMode mode, Token token) {
   return mode == FenceMode::kStrict ? token - 1 : token;
 }
 
+// The InvalidArgument status for token 0, which no fenced operation takes
+// (a write takes it only as "unfenced", with Options::allow_unfenced).
+Status InvalidTokenZero();
+
 // A StaleToken status for a refused verdict (verdict != kAccept).
 Status StaleStatus(Verdict verdict, Token offered, Token max, Token floor,
                    std::string_view domain, int64_t batch_index);

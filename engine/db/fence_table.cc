@@ -86,15 +86,15 @@ FenceTable::Entry* FenceTable::Find(Bucket* b, std::string_view domain) {
   Entry& first = b->half[0];
   if (domain.size() > kMaxShortDomain) {
     // A long entry starts at half[0] and runs into half[1].
-    if (first.tag == tag &&
+    if (TagOf(first) == tag &&
         std::memcmp(DomainBytes(&first), domain.data(), domain.size()) == 0) {
       return &first;
     }
     return nullptr;
   }
-  if (first.tag >= kLongTag) return nullptr;  // the bucket holds a long one
+  if (TagOf(first) >= kLongTag) return nullptr;  // the bucket holds a long one
   for (Entry& e : b->half) {
-    if (e.tag == tag &&
+    if (TagOf(e) == tag &&
         std::memcmp(DomainBytes(&e), domain.data(), domain.size()) == 0) {
       return &e;
     }
@@ -110,46 +110,73 @@ bool FenceTable::Lookup(uint64_t hash, std::string_view domain, Token* max) {
   return true;
 }
 
+// (Under the stripe's lock, which the analysis cannot name here.)
+void FenceTable::Forget(Stripe* stripe, Bucket* b,
+                        Token max) NO_THREAD_SAFETY_ANALYSIS {
+  if (max > stripe->miss_bound) stripe->miss_bound = max;
+  if (b != nullptr) b->half[0].tag |= kEvictedBit;
+}
+
+Token FenceTable::MissBound(uint64_t hash) const NO_THREAD_SAFETY_ANALYSIS {
+  const Stripe& stripe = stripes_[StripeOf(hash)];
+  if (buckets_ == nullptr) return stripe.miss_bound;
+  const Bucket* b = BucketOf(hash);
+  return (b->half[0].tag & kEvictedBit) ? stripe.miss_bound : open_bound_;
+}
+
 void FenceTable::Insert(uint64_t hash, std::string_view domain,
                         Token max) NO_THREAD_SAFETY_ANALYSIS {
-  if (buckets_ == nullptr || domain.size() > kMaxCachedDomain) return;
+  Stripe& stripe = stripes_[StripeOf(hash)];
+  if (buckets_ == nullptr) {
+    Forget(&stripe, nullptr, max);
+    return;
+  }
   Bucket* b = BucketOf(hash);
+  if (domain.size() > kMaxCachedDomain) {
+    Forget(&stripe, b, max);
+    return;
+  }
   Entry* e = Find(b, domain);
   if (e != nullptr) {
     e->max = max;
     return;
   }
-  Stripe& stripe = stripes_[StripeOf(hash)];
   Entry* h0 = &b->half[0];
   Entry* h1 = &b->half[1];
-  const bool long_resident = h0->tag >= kLongTag;
+  const bool long_resident = TagOf(*h0) >= kLongTag;
   const size_t in_use = long_resident ? sizeof(Bucket)
-                                      : (h0->tag ? sizeof(Entry) : 0) +
-                                            (h1->tag ? sizeof(Entry) : 0);
-  if (domain.size() > kMaxShortDomain) {
-    // A long entry takes the whole bucket; its bytes run on into half[1].
+                                      : (TagOf(*h0) ? sizeof(Entry) : 0) +
+                                            (TagOf(*h1) ? sizeof(Entry) : 0);
+  if (domain.size() > kMaxShortDomain || long_resident) {
+    // A long entry takes the whole bucket (its bytes run on into half[1]);
+    // a short one replacing a long one leaves half[1] free.
+    if (long_resident) {
+      Forget(&stripe, b, h0->max);
+    } else {
+      if (TagOf(*h0) != 0) Forget(&stripe, b, h0->max);
+      if (TagOf(*h1) != 0) Forget(&stripe, b, h1->max);
+    }
+    const uint8_t mark = h0->tag & kEvictedBit;
     std::memset(static_cast<void*>(b), 0, sizeof(Bucket));
+    h0->tag = mark;
     e = h0;
-    stripe.used_bytes += sizeof(Bucket);
-    stripe.used_bytes -= in_use;
-  } else if (long_resident) {
-    // Replaces the long entry; half[1] becomes free.
-    std::memset(static_cast<void*>(b), 0, sizeof(Bucket));
-    e = h0;
-    stripe.used_bytes += sizeof(Entry);
+    stripe.used_bytes +=
+        domain.size() > kMaxShortDomain ? sizeof(Bucket) : sizeof(Entry);
     stripe.used_bytes -= in_use;
   } else {
-    if (h0->tag == 0) {
+    if (TagOf(*h0) == 0) {
       e = h0;
-    } else if (h1->tag == 0) {
+    } else if (TagOf(*h1) == 0) {
       e = h1;
     } else {
       e = (stripe.clock++ & 1) ? h1 : h0;  // evict one of the two
+      Forget(&stripe, b, e->max);
       stripe.used_bytes -= sizeof(Entry);
     }
     stripe.used_bytes += sizeof(Entry);
   }
-  e->tag = static_cast<uint8_t>(domain.size() + 1);
+  const uint8_t keep = e == h0 ? (h0->tag & kEvictedBit) : 0;
+  e->tag = static_cast<uint8_t>(domain.size() + 1) | keep;
   std::memcpy(DomainBytes(e), domain.data(), domain.size());
   e->max = max;
 }
@@ -187,14 +214,18 @@ void FenceTable::Reset(Token hwm) NO_THREAD_SAFETY_ANALYSIS {
   for (size_t i = 0; i <= stripe_mask_; ++i) {
     stripes_[i].used_bytes = 0;
     stripes_[i].hwm = hwm;
+    stripes_[i].miss_bound = hwm;
   }
+  open_bound_ = hwm;  // the buckets' evicted bits were dropped with them
 }
 
 void FenceTable::InitHwm(Token hwm) {
   for (size_t i = 0; i <= stripe_mask_; ++i) {
     MutexLock lock(&stripes_[i].mu);
     stripes_[i].hwm = hwm;
+    stripes_[i].miss_bound = hwm;
   }
+  open_bound_ = hwm;  // (before any writer runs)
 }
 
 }  // namespace fencedkv

@@ -17,12 +17,21 @@
 // on the full domain bytes (never on a hash, which crafted keys could
 // collide), and entries are only written under the stripe lock after a
 // successful write or an exact read. A miss falls back to one RocksDB read.
-// Every bucket belongs to one stripe, so the stripe's mutex guards it. The
+// Every bucket belongs to one stripe, so the stripe's mutex guards it.
+//
+// Miss bound: a miss still bounds the domain's max. Every domain that is not
+// in the cache has a stored max at or below MissBound(): the largest mark at
+// open for a bucket that has never lost an entry (a domain written since then
+// went into its bucket), else its stripe's bound, raised with every entry a
+// bucket of the stripe evicts and every max it could not hold. So a writer
+// whose token passes the bound needs no RocksDB read, as long as the cache
+// holds its working set. The
 // array is sized by the byte budget and mapped lazily (4 KiB pages), so
 // memory never exceeds the budget whatever the number of domains, and the
 // write path never allocates.
 //
-// Thread safety: Lookup and Insert REQUIRE the mutex of the hash's stripe; Hash, StripeOf and Prefetch need no lock.
+// Thread safety: Lookup, MissBound and Insert REQUIRE the mutex of the hash's
+// stripe; Hash, StripeOf and Prefetch need no lock.
 
 #ifndef FENCEDKV_ENGINE_DB_FENCE_TABLE_H_
 #define FENCEDKV_ENGINE_DB_FENCE_TABLE_H_
@@ -67,10 +76,15 @@ class FenceTable {
 
   // REQUIRES: mutex(StripeOf(hash)) held. True and *max set on a hit.
   bool Lookup(uint64_t hash, std::string_view domain, Token* max);
+  // REQUIRES: mutex(StripeOf(hash)) held. An upper bound of the stored max of
+  // every domain with this hash that Lookup misses.
+  Token MissBound(uint64_t hash) const;
   // REQUIRES: mutex(StripeOf(hash)) held. Records the exact max of `domain`
-  // (replacing its entry, or evicting another of its bucket). A writer calls
-  // it only after its RocksDB write succeeded, so the cache never holds a max
-  // that is not durable, and a failed write leaves nothing to undo.
+  // (replacing its entry, or evicting another of its bucket, whose max then
+  // raises the miss bound; a max the cache cannot hold raises it too). A
+  // writer calls it only after its RocksDB write succeeded, so the cache
+  // never holds a max that is not durable, and a failed write leaves nothing
+  // to undo. Every domain whose stored max changes must be recorded here.
   void Insert(uint64_t hash, std::string_view domain, Token max);
 
   // The stripe's high-water mark: an upper bound of the stored max of every
@@ -78,9 +92,11 @@ class FenceTable {
   Token StripeHwm(size_t stripe) const;
   // REQUIRES: mutex(stripe) held; only ever raises it.
   void SetStripeHwm(size_t stripe, Token hwm);
-  // Sets every stripe's mark, at open, before any writer runs.
+  // Sets every stripe's mark and the miss bounds, at open, before any
+  // writer runs and while the cache is empty.
   void InitHwm(Token hwm);
-  // Forgets every cached max and sets every stripe's mark to `hwm`.
+  // Forgets every cached max and sets every stripe's mark and the miss
+  // bounds to `hwm`.
   // REQUIRES: every stripe locked (LockAll).
   void Reset(Token hwm);
 
@@ -93,6 +109,8 @@ class FenceTable {
   // A bucket is one cache line. Byte 8 of each 32-byte half is a tag:
   // 0 = empty, 1..24 = short entry of len tag-1, 25..56 = long entry of len
   // tag-1 that spans the whole bucket (then the second half is key bytes).
+  // The first half's tag also carries kEvictedBit: the bucket has lost an
+  // entry (or could not take a max) since open.
   struct Entry {
     Token max;
     uint8_t tag;
@@ -104,13 +122,21 @@ class FenceTable {
   };
   static_assert(sizeof(Bucket) == 64, "a bucket is one cache line");
   static constexpr uint8_t kLongTag = kMaxShortDomain + 2;  // first long tag
+  static constexpr uint8_t kEvictedBit = 0x80;
+  static constexpr uint8_t kTagMask = 0x7f;
+  static uint8_t TagOf(const Entry& e) { return e.tag & kTagMask; }
 
   struct alignas(64) Stripe {
     Mutex mu;
     uint32_t clock GUARDED_BY(mu) = 0;  // round-robin victim choice
     size_t used_bytes GUARDED_BY(mu) = 0;
     Token hwm GUARDED_BY(mu) = 0;  // StripeHwm
+    Token miss_bound GUARDED_BY(mu) = 0;  // MissBound of evicted buckets
   };
+
+  // An entry leaves the cache (or a max cannot enter it): the stripe's miss
+  // bound covers it from now on, and bucket b (if any) is marked.
+  static void Forget(Stripe* stripe, Bucket* b, Token max);
 
   Bucket* BucketOf(uint64_t hash) const;
   // The entry holding `domain` in bucket b, or nullptr.
@@ -122,6 +148,7 @@ class FenceTable {
   size_t buckets_per_stripe_ = 0;  // 0 = no cache
   Bucket* buckets_ = nullptr;      // mmap'ed, zero-filled lazily
   size_t buckets_bytes_ = 0;
+  Token open_bound_ = 0;  // InitHwm's mark: MissBound of unmarked buckets
 };
 
 }  // namespace fencedkv

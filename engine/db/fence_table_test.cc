@@ -26,6 +26,11 @@ void Put(FenceTable& t, const std::string& d, Token max) {
   MutexLock l(&t.mutex(t.StripeOf(h)));
   t.Insert(h, d, max);
 }
+Token MissBound(FenceTable& t, const std::string& d) {
+  const uint64_t h = FenceTable::Hash(d);
+  MutexLock l(&t.mutex(t.StripeOf(h)));
+  return t.MissBound(h);
+}
 }  // namespace
 
 TEST(FenceTableTest, HitsAreExactAndMissesAreMisses) {
@@ -110,6 +115,66 @@ TEST(FenceTableTest, EvictionKeepsTheAccountingExact) {
   EXPECT_EQ(0u, LookupOr(t, long_domain, 0));
   EXPECT_EQ(4u, LookupOr(t, "d", 0));
   EXPECT_EQ(32u, t.ApproximateMemoryUsage());
+}
+
+// The miss bound: every domain the cache does not hold has its max at or
+// below it (the write path then needs no read for a token that passes it).
+// Checked against the truth after every insert, with many evictions, long
+// and uncacheable domains, and a mark set at open.
+TEST(FenceTableTest, EveryMissIsBoundedByTheMissBound) {
+  for (const Token open_mark : {Token{0}, Token{500}}) {
+    for (size_t budget : {size_t{0}, size_t{64}, size_t{64} << 10}) {
+      SCOPED_TRACE("open mark " + std::to_string(open_mark) + ", budget " +
+                   std::to_string(budget));
+      FenceTable t(4, budget);
+      t.InitHwm(open_mark);
+      std::map<std::string, Token> truth;  // domains inserted since open
+      std::mt19937 rng(7);
+      for (int i = 0; i < 5000; ++i) {
+        const size_t len = 1 + rng() % (FenceTable::kMaxCachedDomain + 8);
+        std::string d(len, 'a');
+        for (char& c : d) c = static_cast<char>('a' + rng() % 3);
+        Token& max = truth[d];
+        max += 1 + rng() % 7;  // a max only rises
+        Put(t, d, max);
+        if (i % 50 != 0) continue;
+        for (const auto& [domain, m] : truth) {
+          Token got = 0;
+          const uint64_t h = FenceTable::Hash(domain);
+          MutexLock l(&t.mutex(t.StripeOf(h)));
+          if (t.Lookup(h, domain, &got)) {
+            ASSERT_EQ(m, got) << domain;
+          } else {
+            ASSERT_LE(m, t.MissBound(h)) << domain;
+          }
+        }
+      }
+      // A domain never inserted (stored before open, or never) is bounded
+      // by the mark at open.
+      EXPECT_GE(MissBound(t, "never inserted"), open_mark);
+    }
+  }
+}
+
+// Without an eviction the bound stays at the mark at open, so in a fresh
+// store a first write of any domain below the store's mark needs no read;
+// an eviction raises it to what left.
+TEST(FenceTableTest, TheMissBoundRisesOnlyWithWhatLeavesTheCache) {
+  FenceTable t(1, 64);  // one bucket: two short entries or one long one
+  Put(t, "a", 10);
+  Put(t, "b", 20);
+  EXPECT_EQ(0u, MissBound(t, "c"));
+  Put(t, "b", 30);  // its own entry: nothing leaves
+  EXPECT_EQ(0u, MissBound(t, "c"));
+  Put(t, "c", 5);  // evicts "a" (10) or "b" (30)
+  const Token bound = MissBound(t, "x");
+  EXPECT_TRUE(bound == 10 || bound == 30) << bound;
+  Put(t, std::string(40, 'L'), 7);  // a long one evicts both others
+  EXPECT_EQ(30u, MissBound(t, "x"));
+  // Too long to cache: its max raises the bound.
+  Put(t, std::string(FenceTable::kMaxCachedDomain + 1, 'x'), 99);
+  EXPECT_EQ(99u, MissBound(t, "x"));
+  EXPECT_EQ(7u, LookupOr(t, std::string(40, 'L'), 0));  // still held
 }
 
 TEST(FenceTableTest, ZeroBudgetMeansNoCache) {

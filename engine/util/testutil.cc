@@ -48,5 +48,29 @@ std::string StatusString(const Status& s) {
   return "UNKNOWN";
 }
 
+std::string StateOf(DB* db, const std::vector<std::string>& keys) {
+  std::string out;
+  auto it = db->NewIterator(ReadOptions());
+  for (it->SeekToFirst(); it->Valid(); it->Next()) {
+    out += std::string(it->key()) + "=" + std::string(it->value()) + ";";
+  }
+  if (!it->status().ok()) out += "iterator error: " + it->status().ToString();
+  out += " | fences:";
+  for (const auto& k : keys) {
+    Token max = 0;
+    Status s = db->GetFence(k, &max);
+    out += " " + k + "=" + (s.ok() ? std::to_string(max) : s.ToString());
+  }
+  return out;
+}
+
+std::string StateOf(const ModelDB& model, const std::vector<std::string>& keys) {
+  std::string out = model.Contents() + " | fences:";
+  for (const auto& k : keys) {
+    out += " " + k + "=" + std::to_string(model.Reported(k));
+  }
+  return out;
+}
+
 }  // namespace test
 }  // namespace fencedkv

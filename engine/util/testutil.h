@@ -8,10 +8,13 @@
 #define FENCEDKV_ENGINE_UTIL_TESTUTIL_H_
 
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
+#include "fencedkv/db.h"
 #include "fencedkv/status.h"
+#include "util/model_db.h"
 
 #define ASSERT_FENCEDKV_OK(expr)                        \
   do {                                                  \
@@ -46,6 +49,12 @@ class TempDir {
 // "OK", "NOT_FOUND", "STALE(7<8)", "STALE(8<=8)", "STALE(3<floor5)",
 // "INVALID", "CORRUPTION", ... (the first word of other codes).
 std::string StatusString(const Status& s);
+
+// The state of a database as one string, to compare a DB with a ModelDB:
+// every user key=value in order, then the reported max of each of `keys`
+// (GetFence). A read error shows up in the string.
+std::string StateOf(DB* db, const std::vector<std::string>& keys);
+std::string StateOf(const ModelDB& model, const std::vector<std::string>& keys);
 
 }  // namespace test
 }  // namespace fencedkv

@@ -9,10 +9,12 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 namespace rocksdb {
 class Env;
+class Statistics;
 }  // namespace rocksdb
 
 namespace fencedkv {
@@ -122,6 +124,16 @@ struct Options {
   int max_open_files = -1;
   // Background flush/compaction threads, at least 1. Default: 2.
   int max_background_jobs = 2;
+  // Level-0 files that trigger a compaction into level 1 (data and fence
+  // column families), at least 1. Default: 4 (RocksDB's).
+  int level0_file_num_compaction_trigger = 4;
+
+  // Advanced: RocksDB's statistics for the whole database (tickers and
+  // histograms; make one with rocksdb::CreateDBStatistics() and read it with
+  // its ToString() or getTickerCount()). nullptr = none, as in RocksDB.
+  // Only a forward declaration here: using it needs <rocksdb/statistics.h>.
+  // Not persisted.
+  std::shared_ptr<rocksdb::Statistics> statistics;
 
   // How long the write-ahead log is kept after its data is flushed, for log
   // shipping to replicas (DB::NewLogReader): by age (seconds) and/or total
@@ -129,6 +141,13 @@ struct Options {
   // default). RocksDB's WAL_ttl_seconds / WAL_size_limit_MB. Not persisted.
   uint64_t wal_retention_seconds = 0;
   uint64_t wal_retention_mb = 0;
+
+  // Set on a replica, a database fed only by DB::ApplyLogBatch: the engine
+  // then writes nothing of its own (the I/O-error recovery's empty-memtable
+  // sentinel, docs/faults.md), so the replica's sequence numbers stay
+  // exactly the primary's. Its cost: after a WAL error while every memtable
+  // is empty, writes fail until a reopen. Default: false. Not persisted.
+  bool log_replica = false;
 
   // Advanced: the RocksDB Env the database does its I/O through (it must
   // outlive the DB). nullptr = rocksdb::Env::Default(). An escape hatch for

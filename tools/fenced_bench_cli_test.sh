@@ -1,0 +1,176 @@
+#!/usr/bin/env bash
+# fenced_bench's command line, run as a user runs it: db_bench's flags and
+# benchmarks, checked against db_bench's output formats, fenced and on raw
+# RocksDB. Each case takes a few seconds.
+# Usage: fenced_bench_cli_test.sh FENCED_BENCH CASE
+#   CASE: refuse | statistics | report | intervals | benchmarks | holders
+set -euo pipefail
+BENCH=$1
+CASE=$2
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/fenced_bench_cli.XXXXXX")
+trap 'rm -rf "$WORK"' EXIT
+
+FAILS=0
+PASSES=0
+pass() { PASSES=$((PASSES + 1)); }
+fail() { FAILS=$((FAILS + 1)); printf 'FAIL %s\n' "$*" >&2; }
+# expect NAME REGEX FILE: FILE has a line matching the extended REGEX.
+expect() { if grep -Eq -- "$2" "$3"; then pass; else fail "$1: no line matches /$2/ in:"; sed 's/^/    /' "$3" >&2; fi; }
+# refute NAME REGEX FILE: no line of FILE matches.
+refute() { if grep -Eq -- "$2" "$3"; then fail "$1: unexpected /$2/ in:"; sed 's/^/    /' "$3" >&2; else pass; fi; }
+# bench NAME ARGS...: runs fenced_bench into $WORK/NAME.out/.err and .rc.
+bench() {
+  local name=$1; shift
+  set +e
+  "$BENCH" --db="$WORK/db" --seed=7 "$@" >"$WORK/$name.out" 2>"$WORK/$name.err"
+  echo $? >"$WORK/$name.rc"
+  set -e
+}
+rc() { cat "$WORK/$1.rc"; }
+# A db_bench V2 result line for benchmark $2 (benchmark.sh's NF/$8 test).
+result_re() { printf '^%-12s : +[0-9.]+ micros/op [0-9]+ ops/sec [0-9.]+ seconds [0-9]+ operations;' "$1"; }
+
+case "$CASE" in
+refuse)
+  # Everything is checked before anything runs: an unknown benchmark late in
+  # the list, a malformed repeat suffix, an unknown flag.
+  bench late --num=100 --benchmarks=fillseq,frobnicate
+  [ "$(rc late)" != 0 ] && pass || fail "unknown benchmark: exit status 0"
+  expect late "^unknown benchmark 'frobnicate'" "$WORK/late.err"
+  refute late "DB path|operations;" "$WORK/late.out"
+  [ ! -e "$WORK/db" ] && pass || fail "unknown benchmark: the database was created"
+  bench suffix --num=100 --benchmarks=fillseq,overwrite[X0]
+  [ "$(rc suffix)" != 0 ] && pass || fail "bad suffix: exit status 0"
+  expect suffix "^unknown benchmark 'overwrite\[X0\]'" "$WORK/suffix.err"
+  refute suffix "DB path|operations;" "$WORK/suffix.out"
+  bench flag --num=100 --benchmarks=fillseq --frobnicate=1
+  [ "$(rc flag)" != 0 ] && pass || fail "unknown flag: exit status 0"
+  expect flag "unknown command line flag 'frobnicate'" "$WORK/flag.err"
+  refute flag "DB path|operations;" "$WORK/flag.out"
+  ;;
+statistics)
+  # --statistics: RocksDB's dump after the last benchmark, as db_bench
+  # prints it (STATISTICS:, then tickers and histograms), fenced and raw.
+  for f in true false; do
+    bench "stats_$f" --fenced=$f --num=2000 --statistics \
+      --benchmarks=fillrandom,readrandom
+    [ "$(rc stats_$f)" = 0 ] && pass || fail "statistics fenced=$f: exit status $(rc stats_$f)"
+    expect "stats_$f" "^STATISTICS:$" "$WORK/stats_$f.out"
+    expect "stats_$f" "^rocksdb\.number\.keys\.written COUNT : [1-9][0-9]*$" "$WORK/stats_$f.out"
+    expect "stats_$f" "^rocksdb\.number\.keys\.read COUNT : 2000$" "$WORK/stats_$f.out"
+    expect "stats_$f" "^rocksdb\.db\.get\.micros P50 : [0-9.]+ P95 : [0-9.]+ P99 : [0-9.]+ P100 : [0-9.]+ COUNT : 2000 SUM : [0-9]+$" "$WORK/stats_$f.out"
+    # The dump comes after the last result line.
+    [ "$(grep -n '^STATISTICS:' "$WORK/stats_$f.out" | cut -d: -f1)" -gt \
+      "$(grep -n '^readrandom ' "$WORK/stats_$f.out" | cut -d: -f1)" ] && pass ||
+      fail "statistics fenced=$f: the dump is not after the results"
+  done
+  bench nostats --num=200 --benchmarks=fillrandom
+  refute nostats "^STATISTICS:" "$WORK/nostats.out"
+  ;;
+report)
+  # --report_interval_seconds / --report_file: db_bench's CSV, one line per
+  # interval of the (last) benchmark run.
+  bench report --num=100000 --duration=3 --report_interval_seconds=1 \
+    --report_file="$WORK/report.csv" --benchmarks=fillrandom
+  [ "$(rc report)" = 0 ] && pass || fail "report: exit status $(rc report)"
+  [ "$(head -1 "$WORK/report.csv")" = "secs_elapsed,interval_qps" ] && pass ||
+    fail "report: header is '$(head -1 "$WORK/report.csv")'"
+  lines=$(tail -n +2 "$WORK/report.csv" | grep -Ec '^[0-9]+,[0-9]+$' || true)
+  all=$(tail -n +2 "$WORK/report.csv" | wc -l)
+  [ "$lines" -ge 2 ] && [ "$lines" = "$all" ] && pass ||
+    fail "report: $lines good of $all lines: $(cat "$WORK/report.csv")"
+  # The intervals add up to at most the ops done, and the seconds rise.
+  total=$(awk -F, 'NR > 1 { s += $2 } END { print s }' "$WORK/report.csv")
+  done_ops=$(awk '$1 == "fillrandom" { print $9 }' "$WORK/report.out")
+  [ "$total" -gt 0 ] && [ "$total" -le "$done_ops" ] && pass ||
+    fail "report: intervals sum to $total, $done_ops ops done"
+  awk -F, 'NR > 2 && $1 <= prev { exit 1 } { prev = $1 }' "$WORK/report.csv" &&
+    pass || fail "report: seconds do not rise"
+  # An unwritable report file is refused before anything runs.
+  bench badreport --num=100 --report_interval_seconds=1 \
+    --report_file="$WORK/no/such/dir/r.csv" --benchmarks=fillseq
+  [ "$(rc badreport)" != 0 ] && pass || fail "unwritable report file: exit status 0"
+  expect badreport "^Can't open .*/no/such/dir/r.csv" "$WORK/badreport.err"
+  refute badreport "DB path|operations;" "$WORK/badreport.out"
+  ;;
+intervals)
+  # --stats_interval_seconds: db_bench's per-thread lines on stderr.
+  bench intervals --num=100000 --duration=3 --threads=2 \
+    --stats_interval_seconds=1 --benchmarks=fillrandom
+  [ "$(rc intervals)" = 0 ] && pass || fail "intervals: exit status $(rc intervals)"
+  re='^[0-9]{4}/[0-9]{2}/[0-9]{2}-[0-9]{2}:[0-9]{2}:[0-9]{2}  \.\.\. thread [01]: \([0-9]+,[0-9]+\) ops and \([0-9.]+,[0-9.]+\) ops/second in \([0-9.]+,[0-9.]+\) seconds$'
+  n=$(grep -Ec "$re" "$WORK/intervals.err" || true)
+  [ "$n" -ge 2 ] && pass || fail "intervals: $n interval lines in: $(cat "$WORK/intervals.err")"
+  refute intervals "finished [0-9]+ ops" "$WORK/intervals.err"
+  # --stats_interval=N: a line every N ops of a thread.
+  bench every --num=5000 --stats_interval=1000 --benchmarks=fillseq
+  n=$(grep -Ec "$re" "$WORK/every.err" || true)
+  [ "$n" = 5 ] && pass || fail "stats_interval=1000: $n lines for 5000 ops"
+  ;;
+benchmarks)
+  # db_bench's benchmarks, with db_bench's result lines and messages, on
+  # fencedkv and on raw RocksDB; tuning flags accepted.
+  for f in true false; do
+    bench "b_$f" --fenced=$f --num=3000 --progress_reports=false --batch_size=4 --readwritepercent=80 \
+      --seek_nexts=2 --max_background_jobs=3 \
+      --level0_file_num_compaction_trigger=2 \
+      --benchmarks=fillbatch,seekrandom,multireadrandom,readrandomwriterandom,fillrandom
+    [ "$(rc b_$f)" = 0 ] && pass || fail "benchmarks fenced=$f: exit status $(rc b_$f)"
+    o="$WORK/b_$f.out"
+    expect "fillbatch $f" "$(result_re fillbatch) +[0-9.]+ MB/s$" "$o"
+    expect "fillbatch $f" "^fillbatch .* 3000 operations;" "$o"
+    expect "seekrandom $f" "$(result_re seekrandom) +[0-9.]+ MB/s \(3000 of 3000 found\)$" "$o"
+    # db_bench's seekrandom message ends with a newline: an empty line follows.
+    [ -z "$(sed -n "$(( $(grep -n '^seekrandom ' "$o" | cut -d: -f1) + 1 ))p" "$o")" ] &&
+      pass || fail "seekrandom $f: no empty line after the result"
+    expect "multireadrandom $f" "$(result_re multireadrandom) +[0-9.]+ MB/s \(3000 of 3000 found\)$" "$o"
+    expect "multireadrandom $f" "^entries_per_batch = 4$" "$WORK/b_$f.err"
+    expect "readrandomwriterandom $f" "$(result_re readrandomwriterandom) \( reads:2400 writes:600 total:3000 found:2400\)$" "$o"
+    grep -q "^Fenced:     $( [ $f = true ] && echo true || echo 'false (raw RocksDB)')$" "$o" &&
+      pass || fail "benchmarks fenced=$f: wrong Fenced: header"
+  done
+  # The tuning reached RocksDB (its OPTIONS file).
+  opts=$(ls "$WORK"/db/OPTIONS-* | sort | tail -1)
+  expect options "^ *max_background_jobs=3$" "$opts"
+  expect options "^ *level0_file_num_compaction_trigger=2$" "$opts"
+  bench badjobs --num=10 --max_background_jobs=0 --benchmarks=fillseq
+  [ "$(rc badjobs)" != 0 ] && pass || fail "max_background_jobs=0: exit status 0"
+  expect badjobs "Invalid value for --max_background_jobs: 0" "$WORK/badjobs.err"
+  bench badrw --num=10 --readwritepercent=101 --benchmarks=fillseq
+  [ "$(rc badrw)" != 0 ] && pass || fail "readwritepercent=101: exit status 0"
+  ;;
+holders)
+  # --token_holders: every write workload takes its domain's holder's
+  # token; nothing stale is applied (verify), for every write workload and
+  # both kinds of domain.
+  for domain in key prefix:12; do
+    bench "h_$domain" --num=4000 --threads=2 --token_holders=64 \
+      --token_renew_every=200 --fence_domain=$domain \
+      --benchmarks=fillseq,fillrandom,overwrite,fillbatch,fencedbatch,deleterandom,readrandomwriterandom,readwhilewriting,verify
+    [ "$(rc h_$domain)" = 0 ] && pass || fail "holders $domain: exit status $(rc h_$domain)"
+    expect "holders $domain" "^FenceVerify Success\." "$WORK/h_$domain.out"
+  done
+  # Holders renew, so many writes are below their stripe's mark and their
+  # check needs a lookup. Without the fence cache every lookup is a RocksDB
+  # read, which --statistics counts. With one holder (the default) every
+  # write is at the mark: no read.
+  reads() { awk '/^rocksdb.number.keys.read COUNT/ { print $4 }' "$WORK/$1.out"; }
+  bench h64 --num=4000 --token_holders=64 --fence_cache_bytes=0 --statistics \
+    --benchmarks=fillrandom,overwrite
+  [ "$(reads h64)" -gt 3000 ] && pass || fail "64 holders: only $(reads h64) lookups for 8000 writes"
+  bench h1 --num=4000 --fence_cache_bytes=0 --statistics --benchmarks=fillrandom,overwrite
+  [ "$(reads h1)" = 0 ] && pass || fail "1 holder: $(reads h1) lookups"
+  # Raw RocksDB runs the same workloads.
+  bench hraw --fenced=false --num=4000 --token_holders=64 \
+    --benchmarks=fillrandom,overwrite,readrandomwriterandom
+  [ "$(rc hraw)" = 0 ] && pass || fail "holders raw: exit status $(rc hraw)"
+  expect hraw "$(result_re overwrite)" "$WORK/hraw.out"
+  ;;
+*)
+  echo "unknown case $CASE" >&2
+  exit 2
+  ;;
+esac
+
+echo "$PASSES passed, $FAILS failed"
+[ "$FAILS" -eq 0 ]
