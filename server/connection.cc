@@ -432,9 +432,8 @@ void Connection::HoldReplies(size_t mark, std::vector<std::string> grouped,
       server_->state_.db->GetLatestSequenceNumber(),
       [self](const std::string* error) {
         std::string e = error != nullptr ? *error : std::string();
-        asio::post(self->loop_->io, [self, e = std::move(e)] {
-          self->OnRepliesCommitted(e);
-        });
+        asio::post(self->loop_->io,
+                   [self, e = std::move(e)] { self->OnRepliesCommitted(e); });
       });
 }
 

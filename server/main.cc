@@ -5,8 +5,8 @@
 // taken port fails fast without touching the data.
 
 #include <signal.h>
-#include <unistd.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>

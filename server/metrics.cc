@@ -79,8 +79,9 @@ class Collector : public prometheus::Collectable {
       const ReplicationGauges g = replication_();
       add("fencedkv_replication_primary", "1 on the primary, 0 on a replica",
           T::Gauge, g.primary ? 1 : 0);
-      add("fencedkv_replication_epoch", "The epoch this server leads or follows",
-          T::Gauge, static_cast<double>(g.epoch));
+      add("fencedkv_replication_epoch",
+          "The epoch this server leads or follows", T::Gauge,
+          static_cast<double>(g.epoch));
       add("fencedkv_replication_isr_size",
           "In-sync replica set, the primary included (0 on a replica)",
           T::Gauge, static_cast<double>(g.isr_size));

@@ -17,6 +17,7 @@
 
 #include "fencedkv/db.h"
 #include "fencedkv/lease.h"
+
 #include "server.h"
 
 namespace fencedkv {
@@ -26,10 +27,10 @@ namespace server {
 struct ReplicationGauges {
   bool primary = true;
   uint64_t epoch = 0;
-  size_t isr_size = 1;        // this server included; 0 on a replica
-  size_t replicas = 0;        // connected replicas (a primary's)
-  int64_t max_lag_ms = 0;     // the most any connected replica lags
-  uint64_t applied_seq = 0;   // this server's latest sequence
+  size_t isr_size = 1;       // this server included; 0 on a replica
+  size_t replicas = 0;       // connected replicas (a primary's)
+  int64_t max_lag_ms = 0;    // the most any connected replica lags
+  uint64_t applied_seq = 0;  // this server's latest sequence
 };
 
 struct MetricsOptions {

@@ -219,6 +219,7 @@ Status Replication::BecomePrimary(const ShardRecord* record) {
   }
   tracker_.SetPrimary(true, "");
   read_only_.store(false);
+  MutexLock lock(&mu_);
   LOG(INFO) << "replication: primary, epoch " << epoch_ << ", sequence "
             << latest;
   return Status::OK();

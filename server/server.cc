@@ -15,9 +15,9 @@
 #include <sys/resource.h>
 
 #include "connection.h"
+#include "replication.h"
 #include "resp_writer.h"
 #include "server_impl.h"
-#include "replication.h"
 #include "util/sync_point.h"
 
 namespace fencedkv {

@@ -264,7 +264,9 @@ bool ValidateMode(const char* flag, const std::string& v) {
   return false;
 }
 
-bool ValidateInsync(const char* flag, int32_t v) { return InRange(flag, v, 1, 64); }
+bool ValidateInsync(const char* flag, int32_t v) {
+  return InRange(flag, v, 1, 64);
+}
 bool ValidateReplTimeout(const char* flag, int32_t v) {
   return InRange(flag, v, 100, 3600 * 1000);
 }
@@ -282,7 +284,8 @@ const bool kRegistered = [] {
   gflags::RegisterFlagValidator(&FLAGS_etcd_lease_ttl_ms, &ValidateReplTimeout);
   gflags::RegisterFlagValidator(&FLAGS_max_replicas, &ValidateMaxReplicas);
   gflags::RegisterFlagValidator(&FLAGS_wal_retention_mb, &ValidateRetention);
-  gflags::RegisterFlagValidator(&FLAGS_wal_retention_seconds, &ValidateRetention);
+  gflags::RegisterFlagValidator(&FLAGS_wal_retention_seconds,
+                                &ValidateRetention);
   gflags::RegisterFlagValidator(&FLAGS_port, &ValidatePort);
   gflags::RegisterFlagValidator(&FLAGS_metrics_port, &ValidateMetricsPort);
   gflags::RegisterFlagValidator(&FLAGS_io_threads, &ValidateThreads);
