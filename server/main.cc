@@ -190,6 +190,7 @@ int main(int argc, char** argv) {
   ro.masteruser = FLAGS_masteruser;
   ro.masterauth = FLAGS_masterauth;
   ro.sync = FLAGS_sync;
+  ro.log_replica = options.log_replica;
   ro.min_insync_replicas = FLAGS_min_insync_replicas;
   ro.timeout_ms = FLAGS_repl_timeout_ms;
   ro.replica_lag_ms = FLAGS_replica_lag_ms;
