@@ -7,6 +7,7 @@
 #include <charconv>
 
 #include "error_mapping.h"
+#include "replication.h"
 #include "resp_writer.h"
 
 namespace fencedkv {
@@ -75,6 +76,7 @@ const std::vector<CommandSpec>& AllCommands() {
     AppendFenceCommands(t);
     AppendAdminCommands(t);
     AppendBackupCommands(t);
+    AppendReplicationCommands(t);
     std::sort(t->begin(), t->end(), [](const CommandSpec& a, const CommandSpec& b) {
       return std::string_view(a.name) < std::string_view(b.name);
     });
@@ -125,6 +127,22 @@ bool CommandKeys(const CommandSpec& cmd, const Args& args,
 void StartSession(ServerState& server, ClientState* client) {
   client->user = server.acl().InitialUser();
   client->authed = client->user != nullptr;
+  client->read_only = server.read_only;
+}
+
+bool IsWriteCall(const CommandSpec& cmd, const ClientState& client,
+                 const Args& args) {
+  if ((cmd.categories & kCatWrite) != 0) return true;
+  if ((cmd.admin_categories & kCatWrite) != 0 && cmd.admin_form != nullptr &&
+      cmd.admin_form(args) != nullptr) {
+    return true;  // FENCE.FLOOR t
+  }
+  if (std::string_view(cmd.name) == "exec") {
+    for (const auto& q : client.queued) {
+      if (q.is_write) return true;
+    }
+  }
+  return false;
 }
 
 Admission Admit(const ClientState& client, const Args& args) {
@@ -160,6 +178,25 @@ Admission Admit(const ClientState& client, const Args& args) {
     if (!client.user->allkeys() &&
         (cmd.keys.first > 0 || (cmd.categories & kCatKeyspace) != 0)) {
       a.refusal = Refusal::kNoKeys;
+      return a;
+    }
+  }
+  if (client.read_only != nullptr &&
+      client.read_only->load(std::memory_order_relaxed)) {
+    const std::string_view name(cmd.name);
+    if (IsWriteCall(cmd, client, args)) {
+      a.refusal = Refusal::kReadOnly;
+      return a;
+    }
+    if ((cmd.categories & kCatLease) != 0) {
+      a.refusal = Refusal::kReadOnlyLease;
+      return a;
+    }
+    // The fence state a replica keeps in memory (the floor, cached maxima)
+    // is not refreshed by the batches it applies: only the primary answers.
+    if ((name == "get" && args.size() > 2) ||
+        ((cmd.categories & kCatFencing) != 0 && name != "fence.domain")) {
+      a.refusal = Refusal::kReadOnlyFencedRead;
       return a;
     }
   }
@@ -211,6 +248,13 @@ std::string RefusalLine(const Admission& a, const Args& args) {
       return "ERR " + std::string(a.cmd->name) +
              " is not allowed inside MULTI: a fencedkv transaction applies "
              "fenced writes (SET, DEL, MSET) as one atomic batch";
+    case Refusal::kReadOnly:
+      return "READONLY You can't write against a read only replica.";
+    case Refusal::kReadOnlyFencedRead:
+      return "READONLY fenced reads are answered by the primary: a replica "
+             "may lag";
+    case Refusal::kReadOnlyLease:
+      return "READONLY the lease service runs on the primary";
     case Refusal::kNone:
       break;
   }
@@ -227,6 +271,11 @@ void Execute(ServerState& server, ClientState& client, const Args& args,
       // is left out; it cannot happen there: MULTI needs a login.)
       if (client.in_multi && admission.refusal != Admission::Refusal::kNoAuth) {
         client.multi_failed = true;
+      }
+      if (admission.refusal == Admission::Refusal::kReadOnly &&
+          server.repl != nullptr) {
+        resp::Error(out, server.repl->ReadOnlyLine());  // says why
+        return;
       }
       resp::Error(out, RefusalLine(admission, args));
       return;

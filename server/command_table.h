@@ -83,6 +83,13 @@ bool CommandKeys(const CommandSpec& cmd, const Args& args,
 // user is on and needs no password; else none (the client must AUTH).
 void StartSession(ServerState& server, ClientState* client);
 
+// True if the call (of `cmd`, arity checked) writes: a @write command, a
+// command's writing administrative form (FENCE.FLOOR t), or EXEC of a
+// queue holding writes. A replica refuses these; a primary's replies to
+// them wait for the in-sync replicas.
+bool IsWriteCall(const CommandSpec& cmd, const ClientState& client,
+                 const Args& args);
+
 // What the gate decided for one command.
 struct Admission {
   enum class Verdict : uint8_t {
@@ -98,6 +105,13 @@ struct Admission {
     kNoPermission,  // the ACL user may not run it (in this form)
     kNoKeys,        // the ACL user has no keys (~*)
     kNotInMulti,    // a MULTI is open and the command cannot be queued
+    // A replica (ClientState::read_only): a write, a fenced read or a read
+    // of fence state (FENCE.GET, FENCE.FLOOR: the replica may lag, and its
+    // in-memory fence state is the primary's only once promoted), a lease
+    // command (the lease service runs on the primary).
+    kReadOnly,
+    kReadOnlyFencedRead,
+    kReadOnlyLease,
   };
   Verdict verdict = Verdict::kRefuse;
   Refusal refusal = Refusal::kUnknownCommand;
@@ -113,7 +127,8 @@ struct Admission {
 // taken only by a command admitted to run (ChooseRoute, fast_path.h). In
 // order: the command exists, has the right arity, the client is logged in
 // (or the command needs no login), its ACL user may run it in this form
-// and, if it takes keys or is @keyspace, has keys; inside MULTI it is
+// and, if it takes keys or is @keyspace, has keys; on a replica it is not a
+// write, a fenced read or a lease command; inside MULTI it is
 // queued, or refused if it cannot be. Changes nothing. (Shutting down is the
 // other gate, the server's: Connection::Process asks it once per command,
 // whatever its path.)
@@ -136,6 +151,10 @@ void AppendMultiCommands(std::vector<CommandSpec>* table);
 void AppendFenceCommands(std::vector<CommandSpec>* table);
 void AppendAdminCommands(std::vector<CommandSpec>* table);
 void AppendBackupCommands(std::vector<CommandSpec>* table);
+void AppendReplicationCommands(std::vector<CommandSpec>* table);
+// WAIT's arguments (commands_repl.cc): false if they are not two
+// non-negative integers.
+bool ParseWaitArgs(const Args& args, size_t* n, int64_t* timeout_ms);
 // Stops the online checkpoint/backup job (commands_backup.cc) and waits for
 // it: call before the database closes.
 void StopBackupJobs();

@@ -17,6 +17,7 @@
 
 #include "command_table.h"
 #include "process_memory.h"
+#include "replication.h"
 #include "resp_writer.h"
 
 namespace fencedkv {
@@ -606,8 +607,12 @@ void CmdInfo(ServerState& server, ClientState&, const Args& args,
   }
   if (want("replication")) {
     info += "# Replication\r\n";
-    line("role", "master");
-    line("connected_slaves", "0");
+    if (server.repl != nullptr) {
+      server.repl->AppendInfo(&info);
+    } else {
+      line("role", "master");
+      line("connected_slaves", "0");
+    }
     info += "\r\n";
   }
   if (want("fencing")) {
@@ -689,9 +694,8 @@ void CmdInfo(ServerState& server, ClientState&, const Args& args,
   }
   if (want("keyspace")) {
     // RocksDB's estimate (rocksdb.estimate-num-keys), not an exact count
-    // (DBSIZE is, at O(keys)): overwrites not yet compacted away, deleted
-    // keys that keep their token and the engine's own tombstones (the
-    // I/O-error recovery's sentinel, -1 each) make it differ.
+    // (DBSIZE is, at O(keys)): overwrites not yet compacted away and deleted
+    // keys that keep their token make it differ.
     info += "# Keyspace\r\n";
     const uint64_t keys = IntProperty(server.db, "rocksdb.estimate-num-keys");
     if (keys > 0) {

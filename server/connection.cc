@@ -8,6 +8,7 @@
 #include "command_table.h"
 #include "error_mapping.h"
 #include "fast_path.h"
+#include "replication.h"
 #include "resp_writer.h"
 #include "util/sync_point.h"
 
@@ -166,6 +167,24 @@ void Connection::AppendJob(std::vector<const WriteBatch*>* out) const {
 
 void Connection::OnJobDone(const Status* statuses) {
   const uint64_t usec = UsecSince(job_start_);
+  Replication* const repl = server_->state_.repl;
+  if (repl != nullptr && repl->tracker().NeedsAcks()) {
+    // The replies wait for the in-sync replicas (OnRepliesCommitted).
+    std::vector<std::string> lines(job_n_);
+    for (size_t i = 0; i < job_n_; ++i) {
+      if (!statuses[i].ok()) lines[i] = ErrorLine(statuses[i]);
+      // (Counted now, without the wait for the replicas.)
+      CountCall(job_cmd_[i], false, usec,
+                lines[i].empty() ? std::string_view("+OK")
+                                 : std::string_view("-" + lines[i]));
+      if (job_[i].ApproximateSize() > kKeepBatchBytes) job_[i] = WriteBatch();
+    }
+    const size_t n = job_n_;
+    job_n_ = 0;
+    job_bytes_ = 0;
+    HoldReplies(out_.size(), std::move(lines), n);
+    return;
+  }
   for (size_t i = 0; i < job_n_; ++i) {
     const size_t before = out_.size();
     if (statuses[i].ok()) {
@@ -294,6 +313,17 @@ void Connection::Process() {
     const Admission admission = Admit(client_, args_);
     if (job_n_ == job_.size()) job_.emplace_back();
     Route route = ChooseRoute(admission, client_, args_, &job_[job_n_]);
+    // A primary that may not take writes now (fewer in-sync replicas than
+    // min_insync_replicas) refuses them before they run: nothing is lost.
+    Replication* const repl = server_->state_.repl;
+    const bool is_write = repl != nullptr &&
+                          admission.verdict == Admission::Verdict::kRun &&
+                          IsWriteCall(*admission.cmd, client_, args_);
+    std::string refusal;
+    if (is_write && repl->tracker().MayRefuse() &&
+        !repl->tracker().Writable(&refusal)) {
+      route = Route::kExecute;
+    }
     // Replies in request order: the GETs collected so far are answered
     // before anything but another GET, the grouped writes before anything
     // but another grouped write. (This command is parsed again once they
@@ -330,12 +360,32 @@ void Connection::Process() {
     // large write on the database thread if it has room.
     if (route == Route::kScanThread && OffloadCommand(admission, true)) break;
     if (route == Route::kLongExec && OffloadCommand(admission, false)) break;
+    static const CommandSpec* const kWait = LookupCommand("wait");
+    if (admission.verdict == Admission::Verdict::kRun &&
+        admission.cmd == kWait && StartWait()) {
+      break;
+    }
     const size_t before = out_.size();
     const auto t0 = std::chrono::steady_clock::now();
+    if (!refusal.empty()) {
+      resp::Error(&out_, refusal);
+      NoteExecuted(admission, args_, t0, std::string_view(out_).substr(before));
+      server_->EndCommand();
+      AfterDispatch();
+      continue;
+    }
     Execute(server_->state_, client_, args_, admission, &out_);
     NoteExecuted(admission, args_, t0, std::string_view(out_).substr(before));
+    if (is_write && repl->tracker().NeedsAcks()) {
+      HoldReplies(before, {}, 1);  // ends the command once committed
+      break;
+    }
     server_->EndCommand();
     AfterDispatch();
+    if (client_.handoff) {
+      HandOff();
+      break;
+    }
   }
   if (!reads_pending_) FlushGets();
   if (in_begin_ != begin) {
@@ -447,7 +497,10 @@ bool Connection::OffloadCommand(const Admission& admission, bool to_scans) {
   };
   const bool queued = to_scans ? server_->state_.scans.Submit(job)
                                : server_->worker_->TrySubmitRead(job);
-  if (queued) reads_pending_ = true;
+  if (queued) {
+    reads_pending_ = true;
+    offload_write_ = !to_scans;  // a long EXEC
+  }
   return queued;
 }
 
@@ -457,6 +510,7 @@ void Connection::OnOffloadDone() {
     const Args args(offload_args_.begin(), offload_args_.end());
     NoteExecuted(offload_admission_, args, offload_start_, offload_out_);
   }
+  const size_t mark = out_.size();
   if (out_.empty()) {
     out_.swap(offload_out_);
   } else {
@@ -464,9 +518,92 @@ void Connection::OnOffloadDone() {
     offload_out_.clear();
   }
   offload_args_.clear();
+  if (offload_write_) {
+    offload_write_ = false;
+    Replication* const repl = server_->state_.repl;
+    if (repl != nullptr && repl->tracker().NeedsAcks()) {
+      HoldReplies(mark, {}, 1);
+      return;
+    }
+  }
   server_->EndCommand();
   AfterDispatch();
   Continue();
+}
+
+void Connection::HoldReplies(size_t mark, std::vector<std::string> grouped,
+                             size_t commands) {
+  reads_pending_ = true;
+  held_mark_ = mark;
+  held_grouped_ = std::move(grouped);
+  held_commands_ = commands;
+  auto self = shared_from_this();
+  server_->state_.repl->NotifyLinks();
+  server_->state_.repl->tracker().Wait(
+      server_->state_.db->GetLatestSequenceNumber(),
+      [self](const std::string* error) {
+        std::string e = error != nullptr ? *error : std::string();
+        asio::post(self->loop_->io,
+                   [self, e = std::move(e)] { self->OnRepliesCommitted(e); });
+      });
+}
+
+void Connection::OnRepliesCommitted(const std::string& error) {
+  reads_pending_ = false;
+  if (held_grouped_.empty()) {
+    if (!error.empty()) {
+      out_.resize(held_mark_);
+      resp::Error(&out_, error);
+    }
+  } else {
+    for (const std::string& line : held_grouped_) {
+      if (!line.empty()) {
+        resp::Error(&out_, line);  // refused: nothing was written
+      } else if (error.empty()) {
+        out_.append("+OK\r\n", 5);
+      } else {
+        resp::Error(&out_, error);
+      }
+    }
+    held_grouped_.clear();
+  }
+  for (size_t i = 0; i < held_commands_; ++i) server_->EndCommand();
+  held_commands_ = 0;
+  AfterDispatch();
+  Continue();
+}
+
+bool Connection::StartWait() {
+  Replication* repl = server_->state_.repl;
+  size_t n;
+  int64_t timeout_ms;
+  if (repl == nullptr || repl->is_replica() ||
+      !ParseWaitArgs(args_, &n, &timeout_ms)) {
+    return false;
+  }
+  reads_pending_ = true;
+  auto self = shared_from_this();
+  repl->WaitReplicas(n, timeout_ms, [self](size_t count) {
+    asio::post(self->loop_->io, [self, count] {
+      resp::Integer(&self->offload_out_, static_cast<int64_t>(count));
+      self->OnOffloadDone();
+    });
+  });
+  return true;
+}
+
+void Connection::HandOff() {
+  client_.handoff = false;
+  asio::error_code ec;
+  if (!out_.empty()) {
+    socket_.non_blocking(false, ec);
+    asio::write(socket_, asio::buffer(out_), ec);
+    out_.clear();
+  }
+  closed_ = true;
+  const int fd = socket_.release(ec);
+  if (ec || fd < 0) return;
+  server_->state_.repl->AcceptReplica(fd, std::move(client_.handoff_args));
 }
 
 bool Connection::FlushGets() {

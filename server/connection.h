@@ -106,6 +106,22 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // handler reads client_, which the loop leaves alone meanwhile.)
   bool OffloadCommand(const Admission& admission, bool to_scans);
   void OnOffloadDone();
+  // A primary with in-sync replicas: the replies of the write(s) just run
+  // -- out_ from `mark` on, or `grouped` (one line per grouped write: empty
+  // for +OK, else its error) -- are held until the replicas acknowledged
+  // them; if they cannot be any more, the error replaces them (the write
+  // may or may not survive). `commands` commands end then.
+  void HoldReplies(size_t mark, std::vector<std::string> grouped,
+                   size_t commands);
+  void OnRepliesCommitted(const std::string& error);
+  // WAIT on a primary: waits for the replicas' acknowledgements off the
+  // loop (the answer comes as an offloaded command's). False if it cannot
+  // wait (a replica, bad arguments): then its handler answers.
+  bool StartWait();
+  // After FENCEDKV.SYNC: what replies are waiting are written, then the
+  // socket goes to the replication (a link thread) and this connection
+  // ends.
+  void HandOff();
   // Answers the GETs collected by Process: here if few, else with one
   // MultiGet on the database thread, so this loop serves its other
   // connections meanwhile. True if handed to it: then nothing more may be
@@ -180,6 +196,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // parse to their reply).
   std::chrono::steady_clock::time_point gets_start_, job_start_,
       offload_start_;
+  bool offload_write_ = false;  // the offloaded command is a long EXEC
+  // Replies held for the in-sync replicas (HoldReplies).
+  size_t held_mark_ = 0;
+  std::vector<std::string> held_grouped_;
+  size_t held_commands_ = 0;
 };
 
 }  // namespace server

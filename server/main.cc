@@ -13,9 +13,11 @@
 #include <cstring>
 #include <fstream>
 #include <memory>
+#include <mutex>
 #include <sstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <gflags/gflags.h>
 #include <glog/logging.h>
@@ -26,13 +28,21 @@
 #include "fencedkv/version.h"
 #include "acl.h"
 #include "command_table.h"
+#include "etcd_client.h"
 #include "etcd_revision.h"
+#include "lease_slot.h"
 #include "metrics.h"
+#include "replication.h"
 #include "server.h"
 #include "server_flags.h"
 #include "util/help_flags.h"
 
 namespace {
+
+// A replica's full copy is ready: the primary to follow after the restart.
+std::mutex g_restart_mu;
+std::string g_restart_primary;
+bool g_restart = false;
 
 int Fail(const char* step, const fencedkv::Status& s) {
   LOG(ERROR) << step << ": " << s.ToString();
@@ -43,6 +53,8 @@ int Fail(const char* step, const fencedkv::Status& s) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Kept for a restart on a replica's full copy (the same flags again).
+  const std::vector<std::string> original_args(argv, argv + argc);
   FLAGS_logtostderr = true;  // glog: overridable on the command line
   gflags::SetUsageMessage(
       "fencedkv-server: a Redis-protocol key-value server with fencing tokens "
@@ -67,6 +79,7 @@ int main(int argc, char** argv) {
   sigemptyset(&signals);
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGUSR1);  // a replica's full copy is ready: restart
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
@@ -118,8 +131,19 @@ int main(int argc, char** argv) {
   s = server.Listen();
   if (!s.ok()) return Fail("listen", s);
 
+  // A replica's full copy that arrived before a restart replaces the data.
+  s = fencedkv::server::Replication::AdoptFullSync(FLAGS_db);
+  if (!s.ok()) return Fail("full sync", s);
+
   fencedkv::Options options;
   options.create_if_missing = true;
+  options.wal_retention_mb = static_cast<uint64_t>(FLAGS_wal_retention_mb);
+  options.wal_retention_seconds =
+      static_cast<uint64_t>(FLAGS_wal_retention_seconds);
+  // A server that starts as a replica (or in etcd mode, where it may be
+  // one) writes nothing of its own into the log: its sequence numbers are
+  // the primary's (the I/O-error recovery sentinel is left out).
+  options.log_replica = !FLAGS_replicaof.empty() || !FLAGS_shard.empty();
   options.allow_unfenced = FLAGS_allow_unfenced;
   options.max_token_skew = FLAGS_max_token_skew < 0
                                ? fencedkv::kNoTokenSkewLimit
@@ -164,11 +188,54 @@ int main(int argc, char** argv) {
             << " fence_mode=" << fencedkv::FenceModeName(db->GetFenceMode())
             << " fence_floor=" << db->GetFenceFloor();
 
-  std::unique_ptr<fencedkv::LeaseService> leases;
+  // The lease service is open while this server is the primary
+  // (Replication::Start and REPLICAOF open and close it).
   fencedkv::LeaseOptions lease_options;
   lease_options.max_leases = static_cast<size_t>(FLAGS_max_leases);
-  s = fencedkv::LeaseService::Open(db.get(), lease_options, &leases);
-  if (!s.ok()) return Fail("open lease service", s);
+  auto leases =
+      std::make_unique<fencedkv::server::LeaseSlot>(db.get(), lease_options);
+
+  fencedkv::server::ReplicationOptions ro;
+  ro.db_path = FLAGS_db;
+  ro.self_addr = FLAGS_bind + ":" + std::to_string(server.port());
+  ro.masteruser = FLAGS_masteruser;
+  ro.masterauth = FLAGS_masterauth;
+  ro.sync = FLAGS_sync;
+  ro.log_replica = options.log_replica;
+  ro.min_insync_replicas = FLAGS_min_insync_replicas;
+  ro.timeout_ms = FLAGS_repl_timeout_ms;
+  ro.replica_lag_ms = FLAGS_replica_lag_ms;
+  ro.max_replicas = static_cast<size_t>(FLAGS_max_replicas);
+  ro.max_frame_bytes = static_cast<size_t>(FLAGS_max_request_bytes) * 2 +
+                       (1 << 20);
+  if (!FLAGS_shard.empty()) {
+    if (!FLAGS_replicaof.empty()) {
+      return Fail("replication", fencedkv::Status::InvalidArgument(
+                                     "--shard (etcd mode) and --replicaof "
+                                     "exclude each other"));
+    }
+    ro.etcd_endpoints =
+        fencedkv::server::SplitEtcdEndpoints(FLAGS_etcd_endpoints);
+    if (ro.etcd_endpoints.empty()) {
+      return Fail("replication", fencedkv::Status::InvalidArgument(
+                                     "--shard needs --etcd_endpoints"));
+    }
+    ro.shard = FLAGS_shard;
+    ro.etcd_prefix = FLAGS_etcd_prefix;
+    ro.etcd_lease_ttl_ms = FLAGS_etcd_lease_ttl_ms;
+  }
+  ro.restart = [](const std::string& primary) {
+    {
+      std::lock_guard<std::mutex> lock(g_restart_mu);
+      g_restart_primary = primary;
+      g_restart = true;
+    }
+    kill(getpid(), SIGUSR1);
+  };
+  auto repl = std::make_unique<fencedkv::server::Replication>(
+      ro, db.get(), leases.get());
+  s = repl->Start(FLAGS_replicaof);
+  if (!s.ok()) return Fail("replication", s);
 
   // With etcd as the token source, the skew guard follows its revision.
   std::unique_ptr<fencedkv::server::EtcdRevisionSource> etcd;
@@ -201,6 +268,8 @@ int main(int argc, char** argv) {
     mo.bind = FLAGS_metrics_bind;
     mo.port = FLAGS_metrics_port;
     mo.password = FLAGS_requirepass;
+    fencedkv::server::Replication* r = repl.get();
+    mo.replication = [r] { return r->Gauges(); };
     s = fencedkv::server::MetricsExporter::Start(
         mo, db.get(), leases.get(), &server.stats(), &server.command_stats(),
         &metrics);
@@ -210,7 +279,7 @@ int main(int argc, char** argv) {
               << (mo.password.empty() ? "" : " (basic auth)");
   }
 
-  s = server.Start(db.get(), leases.get());
+  s = server.Start(db.get(), leases.get(), repl.get());
   if (!s.ok()) return Fail("start", s);
   if (!FLAGS_port_file.empty()) {
     std::ofstream(FLAGS_port_file) << server.port() << "\n";
@@ -222,14 +291,49 @@ int main(int argc, char** argv) {
   LOG(INFO) << "ready on " << FLAGS_bind << ":" << server.port();
 
   int sig = 0;
-  sigwait(&signals, &sig);
-  LOG(INFO) << "signal " << sig << ": shutting down";
+  std::string restart_primary;
+  bool restart = false;
+  for (;;) {
+    sigwait(&signals, &sig);
+    if (sig != SIGUSR1) break;
+    std::lock_guard<std::mutex> lock(g_restart_mu);
+    restart_primary = g_restart_primary;
+    restart = g_restart;
+    if (restart) break;
+  }
+  LOG(INFO) << "signal " << sig << ": "
+            << (restart ? "restarting on a full copy" : "shutting down");
+  repl->Stop();  // links end, WAITs are answered
   server.Stop(std::chrono::milliseconds(FLAGS_shutdown_timeout_ms));
   fencedkv::server::StopBackupJobs();  // before the database closes
+  const int port = server.port();
   metrics.reset();
   etcd.reset();
+  repl.reset();
   leases.reset();
   db.reset();  // closes RocksDB; everything acknowledged is in the WAL
+  if (restart) {
+    // The same process (same PID) starts again on the same port, where
+    // AdoptFullSync swaps the copy in, and goes on replicating (in etcd
+    // mode, etcd's record names the primary again).
+    std::vector<std::string> args = original_args;
+    if (FLAGS_shard.empty()) args.push_back("--replicaof=" + restart_primary);
+    args.push_back("--port=" + std::to_string(port));
+    std::vector<char*> cargs;
+    for (auto& a : args) cargs.push_back(a.data());
+    cargs.push_back(nullptr);
+    google::FlushLogFiles(google::INFO);
+    // glog names its files by the second and PID: the new process must
+    // not start in the second this one did, or it finds its file taken.
+    if (!FLAGS_logtostderr) {
+      std::this_thread::sleep_until(
+          std::chrono::ceil<std::chrono::seconds>(std::chrono::system_clock::now()) +
+          std::chrono::milliseconds(10));
+    }
+    execv("/proc/self/exe", cargs.data());
+    return Fail("restart", fencedkv::Status::IOError(
+                               std::string("execv: ") + std::strerror(errno)));
+  }
   LOG(INFO) << "stopped cleanly";
   return 0;
 }

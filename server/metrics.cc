@@ -21,8 +21,13 @@ namespace {
 class Collector : public prometheus::Collectable {
  public:
   Collector(DB* db, LeaseService* leases, const ServerStats* stats,
-            const CommandStats* commands)
-      : db_(db), leases_(leases), stats_(stats), commands_(commands) {}
+            const CommandStats* commands,
+            std::function<ReplicationGauges()> replication)
+      : db_(db),
+        leases_(leases),
+        stats_(stats),
+        commands_(commands),
+        replication_(std::move(replication)) {}
 
   std::vector<prometheus::MetricFamily> Collect() const override {
     const FenceStats fs = db_->GetFenceStats();
@@ -86,6 +91,25 @@ class Collector : public prometheus::Collectable {
         static_cast<double>(RssBytes()));
     if (commands_ != nullptr) CollectCommands(&out);
     CollectRocksDB(add);
+    if (replication_) {
+      const ReplicationGauges g = replication_();
+      add("fencedkv_replication_primary", "1 on the primary, 0 on a replica",
+          T::Gauge, g.primary ? 1 : 0);
+      add("fencedkv_replication_epoch",
+          "The epoch this server leads or follows", T::Gauge,
+          static_cast<double>(g.epoch));
+      add("fencedkv_replication_isr_size",
+          "In-sync replica set, the primary included (0 on a replica)",
+          T::Gauge, static_cast<double>(g.isr_size));
+      add("fencedkv_replication_connected_replicas", "Replicas streaming",
+          T::Gauge, static_cast<double>(g.replicas));
+      add("fencedkv_replication_max_lag_ms",
+          "The largest lag of a connected replica", T::Gauge,
+          static_cast<double>(g.max_lag_ms));
+      add("fencedkv_replication_applied_sequence",
+          "This server's latest sequence number", T::Gauge,
+          static_cast<double>(g.applied_seq));
+    }
     return out;
   }
 
@@ -278,6 +302,7 @@ class Collector : public prometheus::Collectable {
   LeaseService* leases_;
   const ServerStats* stats_;
   const CommandStats* commands_;
+  const std::function<ReplicationGauges()> replication_;
 };
 
 // Compares without an early exit, so the time taken does not tell how much
@@ -310,7 +335,8 @@ Status MetricsExporter::Start(const MetricsOptions& options, DB* db,
                               const CommandStats* commands,
                               std::unique_ptr<MetricsExporter>* exporter) {
   auto impl = std::make_unique<ExporterImpl>();
-  impl->collector = std::make_shared<Collector>(db, leases, stats, commands);
+  impl->collector = std::make_shared<Collector>(db, leases, stats, commands,
+                                                options.replication);
   const std::string address = options.bind + ":" + std::to_string(options.port);
   try {
     impl->exposer =

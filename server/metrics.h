@@ -11,6 +11,7 @@
 #ifndef FENCEDKV_SERVER_METRICS_H_
 #define FENCEDKV_SERVER_METRICS_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -22,6 +23,16 @@
 namespace fencedkv {
 namespace server {
 
+// Replication's gauges (replication.h), read at each scrape.
+struct ReplicationGauges {
+  bool primary = true;
+  uint64_t epoch = 0;
+  size_t isr_size = 1;       // this server included; 0 on a replica
+  size_t replicas = 0;       // connected replicas (a primary's)
+  int64_t max_lag_ms = 0;    // the most any connected replica lags
+  uint64_t applied_seq = 0;  // this server's latest sequence
+};
+
 struct MetricsOptions {
   std::string bind = "127.0.0.1";
   int port = 0;  // 0 = pick one
@@ -32,6 +43,8 @@ struct MetricsOptions {
   // A connection that sends no request (or takes no reply) for this long
   // is dropped, freeing its worker (civetweb's default is 30 s).
   int request_timeout_ms = 3000;
+  // If set: replication's gauges (role, epoch, ISR size, lag).
+  std::function<ReplicationGauges()> replication;
 };
 
 // Thread-safe (civetweb's workers call the collector concurrently).

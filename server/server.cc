@@ -16,6 +16,7 @@
 
 #include "connection.h"
 #include "process_memory.h"
+#include "replication.h"
 #include "resp_writer.h"
 #include "server_impl.h"
 #include "util/sync_point.h"
@@ -148,9 +149,11 @@ Status Server::Impl::Listen() {
   return Status::OK();
 }
 
-Status Server::Impl::Start(DB* db, LeaseService* leases) {
+Status Server::Impl::Start(DB* db, LeaseService* leases, Replication* repl) {
   state_.db = db;
   state_.leases = leases;
+  state_.repl = repl;
+  if (repl != nullptr) state_.read_only = repl->read_only();
   state_.port = port_;
   state_.started = std::chrono::steady_clock::now();
   state_.list_clients = [this](std::string* out) { ListClients(out); };
@@ -376,8 +379,8 @@ Server::Server(const ServerOptions& options) : impl_(new Impl(options)) {}
 Server::~Server() { Stop(std::chrono::milliseconds(0)); }
 Status Server::Listen() { return impl_->Listen(); }
 int Server::port() const { return impl_->port_; }
-Status Server::Start(DB* db, LeaseService* leases) {
-  return impl_->Start(db, leases);
+Status Server::Start(DB* db, LeaseService* leases, Replication* repl) {
+  return impl_->Start(db, leases, repl);
 }
 void Server::Stop(std::chrono::milliseconds deadline) {
   if (!impl_->started_) {

@@ -52,6 +52,7 @@ namespace server {
 // and errors).
 class Acl;
 class CommandStats;
+class Replication;
 
 struct ServerOptions {
   std::string bind = "127.0.0.1";
@@ -132,7 +133,10 @@ class Server {
   // the server until Stop() has returned). First caps maxclients so that
   // the clients, the files open now (the database's) and 32 more fit under
   // RLIMIT_NOFILE's soft limit, with a warning (as Redis does).
-  Status Start(DB* db, LeaseService* leases);
+  // `repl` (optional, outliving the server too): the server's role and
+  // replication streams (replication.h): replicas refuse writes, FENCEDKV.SYNC
+  // connections become replication links, WAIT waits off the loops.
+  Status Start(DB* db, LeaseService* leases, Replication* repl = nullptr);
 
   // Graceful shutdown (see the contract above). Idempotent.
   void Stop(std::chrono::milliseconds deadline);

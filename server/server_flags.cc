@@ -149,6 +149,49 @@ DEFINE_bool(rocksdb_statistics, true,
             "Collect RocksDB's statistics tickers (block cache hits and "
             "misses, stall time) for /metrics; tickers only, no histograms "
             "or timers");
+// Replication (docs/replication.md, README "Replicas and failover").
+DEFINE_string(replicaof, "",
+              "host:port of the primary to replicate (manual mode, as Redis' "
+              "replicaof; no automatic failover). Empty: start as a primary. "
+              "REPLICAOF host port / REPLICAOF NO ONE change it at run time");
+DEFINE_string(masteruser, "",
+              "ACL user a replica logs in to its primary as (FENCEDKV.SYNC "
+              "is @admin); with --masterauth");
+DEFINE_string(masterauth, "",
+              "Password a replica logs in to its primary with (AUTH); empty: "
+              "no AUTH");
+DEFINE_int32(min_insync_replicas, 1,
+             "A write is acknowledged only while the in-sync replica set, "
+             "this server included, has at least this many members "
+             "(1 = the primary alone)");
+DEFINE_string(shard, "",
+              "etcd mode: the shard this server belongs to. etcd's record "
+              "<etcd_prefix>/shards/<shard> names the primary and its in-sync "
+              "replicas; a replica of that set takes over when the primary's "
+              "etcd lease expires (needs --etcd_endpoints; not with "
+              "--replicaof)");
+DEFINE_string(etcd_prefix, "/fencedkv", "etcd mode: the prefix of the keys");
+DEFINE_int32(etcd_lease_ttl_ms, 2000,
+             "etcd mode: the TTL of this server's etcd lease (etcd rounds it "
+             "up to whole seconds, 2 s at least): a primary that could not "
+             "renew it for this long stops acknowledging writes, and one "
+             "whose lease expired is replaced");
+DEFINE_int32(replica_lag_ms, 10000,
+             "A replica of the in-sync set that has not acknowledged, for "
+             "this long, what the primary had then leaves the set (writes "
+             "stop waiting for it); it joins again once caught up");
+DEFINE_int32(repl_timeout_ms, 10000,
+             "A replication link silent for this long is dropped (the "
+             "replica reconnects); so is a replica that takes nothing sent "
+             "to it for this long");
+DEFINE_int32(max_replicas, 16, "Replicas a primary serves at once at most");
+DEFINE_int64(wal_retention_mb, 1024,
+             "MiB of write-ahead log kept after it is flushed, so that a "
+             "replica that was away can catch up from the log instead of a "
+             "full copy (0 with --wal_retention_seconds=0: none kept)");
+DEFINE_int64(wal_retention_seconds, 0,
+             "Seconds the write-ahead log is kept after it is flushed "
+             "(0: by size only, --wal_retention_mb)");
 
 namespace {
 
@@ -237,7 +280,28 @@ bool ValidateMode(const char* flag, const std::string& v) {
   return false;
 }
 
+bool ValidateInsync(const char* flag, int32_t v) {
+  return InRange(flag, v, 1, 64);
+}
+bool ValidateReplTimeout(const char* flag, int32_t v) {
+  return InRange(flag, v, 100, 3600 * 1000);
+}
+bool ValidateMaxReplicas(const char* flag, int32_t v) {
+  return InRange(flag, v, 1, 1024);
+}
+bool ValidateRetention(const char* flag, int64_t v) {
+  return InRange(flag, v, 0, int64_t{1} << 40);
+}
+
 const bool kRegistered = [] {
+  gflags::RegisterFlagValidator(&FLAGS_min_insync_replicas, &ValidateInsync);
+  gflags::RegisterFlagValidator(&FLAGS_repl_timeout_ms, &ValidateReplTimeout);
+  gflags::RegisterFlagValidator(&FLAGS_replica_lag_ms, &ValidateReplTimeout);
+  gflags::RegisterFlagValidator(&FLAGS_etcd_lease_ttl_ms, &ValidateReplTimeout);
+  gflags::RegisterFlagValidator(&FLAGS_max_replicas, &ValidateMaxReplicas);
+  gflags::RegisterFlagValidator(&FLAGS_wal_retention_mb, &ValidateRetention);
+  gflags::RegisterFlagValidator(&FLAGS_wal_retention_seconds,
+                                &ValidateRetention);
   gflags::RegisterFlagValidator(&FLAGS_port, &ValidatePort);
   gflags::RegisterFlagValidator(&FLAGS_metrics_port, &ValidateMetricsPort);
   gflags::RegisterFlagValidator(&FLAGS_io_threads, &ValidateThreads);

@@ -45,6 +45,18 @@ DECLARE_string(memtable);
 DECLARE_int64(slowlog_log_slower_than);
 DECLARE_int32(slowlog_max_len);
 DECLARE_bool(rocksdb_statistics);
+DECLARE_string(replicaof);
+DECLARE_string(masteruser);
+DECLARE_string(masterauth);
+DECLARE_int32(min_insync_replicas);
+DECLARE_int32(repl_timeout_ms);
+DECLARE_int32(replica_lag_ms);
+DECLARE_string(shard);
+DECLARE_string(etcd_prefix);
+DECLARE_int32(etcd_lease_ttl_ms);
+DECLARE_int32(max_replicas);
+DECLARE_int64(wal_retention_mb);
+DECLARE_int64(wal_retention_seconds);
 
 namespace fencedkv {
 namespace server {

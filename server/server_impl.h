@@ -41,7 +41,7 @@ class Server::Impl {
   ~Impl();
 
   Status Listen();
-  Status Start(DB* db, LeaseService* leases);
+  Status Start(DB* db, LeaseService* leases, Replication* repl);
   void Stop(std::chrono::milliseconds deadline);
 
   // The shutdown gate: a command may run only between these; false if

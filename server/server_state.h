@@ -52,6 +52,13 @@ struct ClientState {
   // owned by the server's Acl.
   const AclUser* user = nullptr;
   bool close_after_reply = false;
+  // The server's "refuse writes" flag while it is a replica (Admit reads
+  // it); null: never.
+  const std::atomic<bool>* read_only = nullptr;
+  // FENCEDKV.SYNC: the connection becomes a replication link; its socket
+  // goes to ServerState::repl with these words (Connection::HandOff).
+  bool handoff = false;
+  std::vector<std::string> handoff_args;
   // MULTI: the queued commands and whether one was refused.
   bool in_multi = false;
   bool multi_failed = false;
@@ -70,9 +77,15 @@ struct KillFilter {
 
 // The server as handlers see it. Set up once before the first command; its
 // members are thread-safe (or immutable) from then on.
+class Replication;
+
 struct ServerState {
   DB* db = nullptr;
   LeaseService* leases = nullptr;
+  // Roles and streams (replication.h); null in tests that run none.
+  Replication* repl = nullptr;
+  // repl's read-only flag (each connection's ClientState::read_only).
+  const std::atomic<bool>* read_only = nullptr;
   const ServerOptions* options = nullptr;
   ServerStats* stats = nullptr;
   CursorTable cursors;

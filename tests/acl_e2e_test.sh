@@ -85,7 +85,10 @@ fence.floor
 fencedkv.backup
 fencedkv.checkpoint
 fencedkv.jobstatus
+fencedkv.sync
+replicaof
 shutdown
+slaveof
 slowlog" "$(as app apppw ACL CAT admin | sort)"
 check "ACL SETUSER is refused"   "ERR ACL SETUSER is not supported: users come from --aclfile (edit it and restart)" \
       "$(as admin adminpw ACL SETUSER x on)"

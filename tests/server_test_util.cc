@@ -2,6 +2,7 @@
 
 #include "server_test_util.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <fstream>
@@ -9,6 +10,7 @@
 #include <thread>
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -26,7 +28,12 @@ bool ServerProcess::Start(const std::string& dir,
   const std::string port_file = dir + "/port";
   unlink(port_file.c_str());
   flags.push_back("--bind=127.0.0.1");
-  flags.push_back("--port=0");
+  // A free port, unless the caller chose one (a replica's address).
+  if (std::none_of(flags.begin(), flags.end(), [](const std::string& f) {
+        return f.rfind("--port=", 0) == 0;
+      })) {
+    flags.push_back("--port=0");
+  }
   flags.push_back("--port_file=" + port_file);
   flags.push_back("--logtostderr=false");
   flags.push_back("--log_dir=" + dir);
@@ -248,6 +255,59 @@ bool RespTestClient::ReadN(size_t n, std::string* out, std::string* error) {
   *out = buf_.substr(0, n);
   buf_.erase(0, n);
   return true;
+}
+
+std::map<std::string, std::string> InfoFields(int port,
+                                              const std::string& section,
+                                              int timeout_ms) {
+  RespTestClient c(port, timeout_ms);
+  const std::string text = c.Call({"INFO", section});
+  std::map<std::string, std::string> out;
+  if (text.empty() || text[0] != '$') return out;
+  std::istringstream in(text.substr(1));
+  for (std::string line; std::getline(in, line);) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    const size_t colon = line.find(':');
+    if (colon != std::string::npos) {
+      out[line.substr(0, colon)] = line.substr(colon + 1);
+    }
+  }
+  return out;
+}
+
+bool WaitUntil(const std::function<bool()>& pred, int timeout_ms) {
+  const auto until =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (std::chrono::steady_clock::now() < until) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return pred();
+}
+
+void StopProcess(pid_t pid) {
+  kill(pid, SIGSTOP);
+  WaitUntil(
+      [&] {
+        const std::string dir = "/proc/" + std::to_string(pid) + "/task";
+        DIR* d = opendir(dir.c_str());
+        if (d == nullptr) return false;
+        bool all = true;
+        while (dirent* e = readdir(d)) {
+          if (e->d_name[0] == '.') continue;
+          std::ifstream in(dir + "/" + e->d_name + "/stat");
+          std::string stat((std::istreambuf_iterator<char>(in)),
+                           std::istreambuf_iterator<char>());
+          const size_t close = stat.rfind(')');
+          if (close == std::string::npos || close + 2 >= stat.size() ||
+              stat[close + 2] != 'T') {
+            all = false;
+          }
+        }
+        closedir(d);
+        return all;
+      },
+      5000);
 }
 
 }  // namespace test

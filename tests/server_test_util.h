@@ -9,6 +9,8 @@
 #ifndef FENCEDKV_TESTS_SERVER_TEST_UTIL_H_
 #define FENCEDKV_TESTS_SERVER_TEST_UTIL_H_
 
+#include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -24,7 +26,8 @@ class ServerProcess {
   ServerProcess(const ServerProcess&) = delete;
   ServerProcess& operator=(const ServerProcess&) = delete;
 
-  // Starts the server with `flags` plus --bind=127.0.0.1 --port=0, a port
+  // Starts the server with `flags` plus --bind=127.0.0.1 --port=0 (unless
+  // `flags` has a --port), a port
   // file and its logs in `dir`; true once it listens. If nofile > 0, the
   // child's RLIMIT_NOFILE (soft and hard) is set to it first, as
   // `ulimit -n` would.
@@ -93,6 +96,20 @@ class RespTestClient {
   bool connected_ = false;
   std::string buf_;
 };
+
+// `INFO section` of the server on `port` as name -> value (empty if it did
+// not answer within timeout_ms).
+std::map<std::string, std::string> InfoFields(int port,
+                                              const std::string& section,
+                                              int timeout_ms = 5000);
+
+// Polls `pred` every 20 ms until it holds (true) or timeout_ms pass (false).
+bool WaitUntil(const std::function<bool()>& pred, int timeout_ms);
+
+// SIGSTOP, then waits (up to 5 s) until every thread of `pid` is stopped:
+// the signal takes effect asynchronously, and on a busy machine the process
+// may run on for a moment.
+void StopProcess(pid_t pid);
 
 }  // namespace test
 }  // namespace fencedkv

@@ -29,20 +29,23 @@ class LogReaderImpl final : public LogReader {
 
   bool Next(uint64_t* first_sequence, std::string_view* data) override {
     if (!status_.ok()) return false;
-    if (iter_ != nullptr && on_batch_) {
+    if (next_ > db_->GetLatestSequenceNumber()) return false;  // caught up
+    if (iter_ != nullptr) {
+      // On the batch last returned, or at the end of the log as it was when
+      // the reader caught up: either way Next() reads on, including what was
+      // appended since (a new iterator would first re-read the current WAL
+      // file from its start: milliseconds per call on a full file).
       iter_->Next();
-      on_batch_ = false;
-    }
-    if (iter_ != nullptr && !iter_->Valid()) {
-      rocksdb::Status rs = iter_->status();
-      iter_.reset();  // at the end: a new iterator sees later batches
-      if (!rs.ok() && !rs.IsTryAgain()) {
-        status_ = FromRocksDB(rs);
-        return false;
+      if (!iter_->Valid()) {
+        rocksdb::Status rs = iter_->status();
+        iter_.reset();  // TryAgain: the tail is in a newer WAL file
+        if (!rs.ok() && !rs.IsTryAgain()) {
+          status_ = FromRocksDB(rs);
+          return false;
+        }
       }
     }
     if (iter_ == nullptr) {
-      if (next_ > db_->GetLatestSequenceNumber()) return false;  // caught up
       rocksdb::Status rs = db_->GetUpdatesSince(next_, &iter_);
       if (!rs.ok() || !iter_->Valid()) {
         if (rs.ok()) rs = iter_->status();
@@ -64,7 +67,6 @@ class LogReaderImpl final : public LogReader {
       return false;
     }
     batch_ = std::move(batch.writeBatchPtr);
-    on_batch_ = true;
     next_ = batch.sequence + batch_->Count();
     *first_sequence = batch.sequence;
     *data = std::string_view(batch_->Data());
@@ -76,8 +78,8 @@ class LogReaderImpl final : public LogReader {
  private:
   rocksdb::DB* const db_;
   uint64_t next_;  // the first sequence of the next batch to return
+  // On the batch last returned, or past the end of the log it had read.
   std::unique_ptr<rocksdb::TransactionLogIterator> iter_;
-  bool on_batch_ = false;  // iter_ is on the batch last returned
   std::unique_ptr<rocksdb::WriteBatch> batch_;
   Status status_;
 };

@@ -1,0 +1,259 @@
+// Copyright (c) fencedkv authors.
+
+#include "repl_commit.h"
+
+#include <algorithm>
+#include <chrono>
+
+namespace fencedkv {
+namespace server {
+
+int64_t ReplNowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+CommitTracker::CommitTracker(int min_insync_replicas)
+    : min_insync_(std::max(1, min_insync_replicas)) {}
+
+void CommitTracker::Fired::Run() {
+  for (auto& done : committed) done(nullptr);
+  for (auto& done : failed) done(&error);
+  for (auto& [done, n] : counted) done(n);
+}
+
+bool CommitTracker::BlockedLocked(int64_t now, std::string* error_line) {
+  if (!primary_) {
+    *error_line = not_primary_error_;
+    return true;
+  }
+  if (now >= lease_deadline_ms_) {
+    *error_line =
+        "READONLY this server could not renew its etcd lease in time: it is "
+        "no longer sure to be the primary";
+    return true;
+  }
+  if (isr_size_ < static_cast<size_t>(min_insync_)) {
+    *error_line =
+        "NOREPLICAS Not enough good replicas to write: the in-sync "
+        "replica set has " +
+        std::to_string(isr_size_) +
+        " member(s), min_insync_replicas "
+        "is " +
+        std::to_string(min_insync_);
+    return true;
+  }
+  return false;
+}
+
+uint64_t CommitTracker::CommittedLocked() {
+  uint64_t committed = UINT64_MAX;
+  for (const auto& addr : required_) {
+    auto it = replicas_.find(addr);
+    committed =
+        std::min(committed, it == replicas_.end() ? 0 : it->second.acked);
+  }
+  return committed;
+}
+
+size_t CommitTracker::AckedCountLocked(uint64_t seq) {
+  size_t n = 0;
+  for (const auto& [addr, p] : replicas_) {
+    if (p.link != 0 && p.acked >= seq) ++n;
+  }
+  return n;
+}
+
+void CommitTracker::CollectLocked(int64_t now, Fired* fired) {
+  std::string ignored;
+  may_refuse_.store(
+      lease_deadline_ms_ != INT64_MAX || BlockedLocked(now, &ignored),
+      std::memory_order_release);
+  if (!waiters_.empty()) {
+    if (BlockedLocked(now, &fired->error)) {
+      for (auto& [seq, done] : waiters_)
+        fired->failed.push_back(std::move(done));
+      waiters_.clear();
+    } else {
+      const uint64_t committed = CommittedLocked();
+      auto end = waiters_.upper_bound(committed);
+      for (auto it = waiters_.begin(); it != end; ++it) {
+        fired->committed.push_back(std::move(it->second));
+      }
+      waiters_.erase(waiters_.begin(), end);
+    }
+  }
+  size_t kept = 0;
+  for (size_t i = 0; i < replica_waiters_.size(); ++i) {
+    ReplicaWaiter& w = replica_waiters_[i];
+    const size_t acked = AckedCountLocked(w.seq);
+    if (acked >= w.n || (w.deadline_ms > 0 && now >= w.deadline_ms)) {
+      fired->counted.emplace_back(std::move(w.done), acked);
+    } else {
+      if (kept != i) replica_waiters_[kept] = std::move(w);
+      ++kept;
+    }
+  }
+  replica_waiters_.resize(kept);
+}
+
+void CommitTracker::SetPrimary(bool primary, const std::string& error_line) {
+  Fired fired;
+  {
+    MutexLock lock(&mu_);
+    primary_ = primary;
+    not_primary_error_ = error_line;
+    CollectLocked(ReplNowMs(), &fired);
+  }
+  fired.Run();
+}
+
+void CommitTracker::SetLeaseDeadline(int64_t deadline_ms) {
+  Fired fired;
+  {
+    MutexLock lock(&mu_);
+    lease_deadline_ms_ = deadline_ms;
+    CollectLocked(ReplNowMs(), &fired);
+  }
+  fired.Run();
+}
+
+void CommitTracker::SetIsr(std::vector<std::string> required, size_t isr_size) {
+  Fired fired;
+  {
+    MutexLock lock(&mu_);
+    required_ = std::move(required);
+    isr_size_ = isr_size;
+    needs_acks_.store(!required_.empty(), std::memory_order_release);
+    CollectLocked(ReplNowMs(), &fired);
+  }
+  fired.Run();
+}
+
+void CommitTracker::Tick() {
+  Fired fired;
+  {
+    MutexLock lock(&mu_);
+    CollectLocked(ReplNowMs(), &fired);
+  }
+  fired.Run();
+}
+
+bool CommitTracker::Writable(std::string* error_line) {
+  MutexLock lock(&mu_);
+  return !BlockedLocked(ReplNowMs(), error_line);
+}
+
+void CommitTracker::Wait(uint64_t seq, Done done) {
+  Fired fired;
+  {
+    MutexLock lock(&mu_);
+    waiters_.emplace(seq, std::move(done));
+    CollectLocked(ReplNowMs(), &fired);
+  }
+  fired.Run();
+}
+
+void CommitTracker::WaitReplicas(uint64_t seq, size_t n, int64_t deadline_ms,
+                                 std::function<void(size_t)> done) {
+  Fired fired;
+  {
+    MutexLock lock(&mu_);
+    replica_waiters_.push_back({seq, n, deadline_ms, std::move(done)});
+    CollectLocked(ReplNowMs(), &fired);
+  }
+  fired.Run();
+}
+
+void CommitTracker::FinishWaits() {
+  Fired fired;
+  {
+    MutexLock lock(&mu_);
+    for (auto& w : replica_waiters_) {
+      fired.counted.emplace_back(std::move(w.done), AckedCountLocked(w.seq));
+    }
+    replica_waiters_.clear();
+  }
+  fired.Run();
+}
+
+uint64_t CommitTracker::committed() {
+  MutexLock lock(&mu_);
+  return CommittedLocked();
+}
+
+uint64_t CommitTracker::Attach(const std::string& addr) {
+  MutexLock lock(&mu_);
+  Progress& p = replicas_[addr];
+  p.link = next_link_++;
+  p.state = "connected";
+  // A replica gets replica_lag_ms from now to catch up.
+  p.caught_up_ms = std::max(p.caught_up_ms, ReplNowMs());
+  return p.link;
+}
+
+void CommitTracker::Detach(const std::string& addr, uint64_t link) {
+  MutexLock lock(&mu_);
+  auto it = replicas_.find(addr);
+  if (it != replicas_.end() && it->second.link == link) {
+    it->second.link = 0;
+    it->second.state = "disconnected";
+  }
+}
+
+void CommitTracker::OnAck(const std::string& addr, uint64_t link, uint64_t seq,
+                          int64_t caught_up_ms) {
+  Fired fired;
+  {
+    MutexLock lock(&mu_);
+    auto it = replicas_.find(addr);
+    if (it == replicas_.end() || it->second.link != link) return;  // stale
+    Progress& p = it->second;
+    p.acked = std::max(p.acked, seq);
+    if (caught_up_ms > 0)
+      p.caught_up_ms = std::max(p.caught_up_ms, caught_up_ms);
+    CollectLocked(ReplNowMs(), &fired);
+  }
+  fired.Run();
+}
+
+void CommitTracker::SetLinkState(const std::string& addr, uint64_t link,
+                                 const std::string& state) {
+  MutexLock lock(&mu_);
+  auto it = replicas_.find(addr);
+  if (it != replicas_.end() && it->second.link == link)
+    it->second.state = state;
+}
+
+std::vector<CommitTracker::ReplicaInfo> CommitTracker::Replicas(
+    uint64_t latest_seq) {
+  const int64_t now = ReplNowMs();
+  MutexLock lock(&mu_);
+  std::vector<ReplicaInfo> out;
+  for (auto& [addr, p] : replicas_) {
+    if (p.acked >= latest_seq && p.link != 0) p.caught_up_ms = now;
+    ReplicaInfo info;
+    info.addr = addr;
+    info.connected = p.link != 0;
+    info.state = p.state;
+    info.acked = p.acked;
+    info.lag_ms =
+        p.acked >= latest_seq ? 0 : std::max<int64_t>(0, now - p.caught_up_ms);
+    out.push_back(std::move(info));
+  }
+  return out;
+}
+
+std::string CommitTracker::not_primary_error() {
+  MutexLock lock(&mu_);
+  return not_primary_error_;
+}
+
+size_t CommitTracker::isr_size() {
+  MutexLock lock(&mu_);
+  return isr_size_;
+}
+
+}  // namespace server
+}  // namespace fencedkv

@@ -1,0 +1,164 @@
+// Copyright (c) fencedkv authors.
+//
+// CommitTracker: the primary's commit rule (docs/replication.md). A write is
+// acknowledged only once every member of the in-sync replica set (ISR) has
+// acknowledged a sequence at or above it, and only while this server is the
+// primary, its etcd lease is valid and the ISR has at least
+// min_insync_replicas members (the primary included).
+//
+// The coordinator sets the role, the lease deadline and the ISR; replica
+// links report acknowledgements; the server asks whether a write may run
+// (Writable), then waits for its sequence (Wait). The set whose
+// acknowledgements are required may be larger than the ISR on record (a
+// replica is required before the transaction that adds it: from the moment
+// it is in etcd, every acknowledged write is on it), never smaller: a
+// replica leaves it only after it left the ISR on record.
+//
+// Callbacks run on the thread that completed them (a link's, the
+// coordinator's, or the caller's): they must only hand the result over.
+//
+// Thread-safe.
+
+#ifndef FENCEDKV_SERVER_REPL_COMMIT_H_
+#define FENCEDKV_SERVER_REPL_COMMIT_H_
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "util/mutexlock.h"
+#include "util/thread_annotations.h"
+
+namespace fencedkv {
+namespace server {
+
+// Monotonic milliseconds (steady clock).
+int64_t ReplNowMs();
+
+class CommitTracker {
+ public:
+  // error == nullptr: committed. Else the error line to reply with
+  // ("NOREPLICAS ...", "READONLY ..."): the write may or may not survive.
+  using Done = std::function<void(const std::string* error)>;
+
+  explicit CommitTracker(int min_insync_replicas);
+  CommitTracker(const CommitTracker&) = delete;
+  CommitTracker& operator=(const CommitTracker&) = delete;
+
+  // ---- The coordinator ----
+  // Becomes the primary, or stops being it: then every waiter fails with
+  // `error_line` and writes are refused with it.
+  void SetPrimary(bool primary, const std::string& error_line)
+      LOCKS_EXCLUDED(mu_);
+  // Writes are refused (and waiters fail) from `deadline_ms` (ReplNowMs) on:
+  // the etcd lease may have expired by then. INT64_MAX: no lease.
+  void SetLeaseDeadline(int64_t deadline_ms) LOCKS_EXCLUDED(mu_);
+  // The replicas whose acknowledgements commit a write (the ISR on record
+  // minus this server, plus any being added), and the ISR's size on record
+  // (this server included), which min_insync_replicas bounds.
+  void SetIsr(std::vector<std::string> required, size_t isr_size)
+      LOCKS_EXCLUDED(mu_);
+  // Fails waiters past the lease deadline and WAITs past their timeout.
+  // The coordinator calls it every few tens of ms.
+  void Tick() LOCKS_EXCLUDED(mu_);
+
+  // ---- The server ----
+  // True if a write may run now; else false and *error_line says why.
+  bool Writable(std::string* error_line) LOCKS_EXCLUDED(mu_);
+  // True if replies to writes must wait for replicas (some are required).
+  bool NeedsAcks() const { return needs_acks_.load(std::memory_order_acquire); }
+  // False while Writable would say yes for certain: a lock-free check for
+  // every write (then Writable gives the reason).
+  bool MayRefuse() const { return may_refuse_.load(std::memory_order_acquire); }
+  // Calls done(nullptr) once `seq` is committed (at once if it is), or
+  // done(&error) when it cannot be any more (the conditions above).
+  void Wait(uint64_t seq, Done done) LOCKS_EXCLUDED(mu_);
+  // WAIT numreplicas timeout: calls done(count) once `n` replicas (in the
+  // ISR or not) acknowledged `seq`, or at `deadline_ms` (0: none) with
+  // how many did.
+  void WaitReplicas(uint64_t seq, size_t n, int64_t deadline_ms,
+                    std::function<void(size_t)> done) LOCKS_EXCLUDED(mu_);
+  // Answers every WAIT now, with the count so far (shutting down).
+  void FinishWaits() LOCKS_EXCLUDED(mu_);
+  // Sequences at or below it are committed (UINT64_MAX when no replica is
+  // required).
+  uint64_t committed() LOCKS_EXCLUDED(mu_);
+
+  // ---- Replica links (one per connected replica) ----
+  // A replica connected: returns the link's id (an older link of the same
+  // replica stops counting).
+  uint64_t Attach(const std::string& addr) LOCKS_EXCLUDED(mu_);
+  void Detach(const std::string& addr, uint64_t link) LOCKS_EXCLUDED(mu_);
+  // The replica acknowledged `seq`; caught_up_ms (if > 0): at that time it
+  // had been sent everything the primary had.
+  void OnAck(const std::string& addr, uint64_t link, uint64_t seq,
+             int64_t caught_up_ms) LOCKS_EXCLUDED(mu_);
+  // What the link is doing ("online", "fullsync", ...), for INFO.
+  void SetLinkState(const std::string& addr, uint64_t link,
+                    const std::string& state) LOCKS_EXCLUDED(mu_);
+
+  struct ReplicaInfo {
+    std::string addr;
+    bool connected = false;
+    std::string state;
+    uint64_t acked = 0;
+    int64_t lag_ms = 0;  // 0 when caught up with latest_seq
+  };
+  // Every replica seen, with its lag against `latest_seq`.
+  std::vector<ReplicaInfo> Replicas(uint64_t latest_seq) LOCKS_EXCLUDED(mu_);
+  size_t isr_size() LOCKS_EXCLUDED(mu_);
+  // What writes are refused with while this server is not the primary.
+  std::string not_primary_error() LOCKS_EXCLUDED(mu_);
+  int min_insync_replicas() const { return min_insync_; }
+
+ private:
+  struct Progress {
+    uint64_t link = 0;  // the current link; 0 if none
+    uint64_t acked = 0;
+    int64_t caught_up_ms = 0;
+    std::string state = "disconnected";
+  };
+  struct ReplicaWaiter {
+    uint64_t seq;
+    size_t n;
+    int64_t deadline_ms;
+    std::function<void(size_t)> done;
+  };
+  // REQUIRES: mu_. The error line if writes cannot be acknowledged now.
+  bool BlockedLocked(int64_t now, std::string* error_line)
+      EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  uint64_t CommittedLocked() EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  size_t AckedCountLocked(uint64_t seq) EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Callbacks to run once mu_ is released.
+  struct Fired {
+    std::vector<Done> committed;
+    std::vector<Done> failed;
+    std::string error;
+    std::vector<std::pair<std::function<void(size_t)>, size_t>> counted;
+    void Run();
+  };
+  // Moves the waiters that can complete now into *fired.
+  void CollectLocked(int64_t now, Fired* fired) EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const int min_insync_;
+  std::atomic<bool> needs_acks_{false};
+  std::atomic<bool> may_refuse_{true};
+  Mutex mu_;
+  bool primary_ GUARDED_BY(mu_) = false;
+  std::string not_primary_error_ GUARDED_BY(mu_);
+  int64_t lease_deadline_ms_ GUARDED_BY(mu_) = INT64_MAX;
+  std::vector<std::string> required_ GUARDED_BY(mu_);
+  size_t isr_size_ GUARDED_BY(mu_) = 1;
+  uint64_t next_link_ GUARDED_BY(mu_) = 1;
+  std::map<std::string, Progress> replicas_ GUARDED_BY(mu_);
+  std::multimap<uint64_t, Done> waiters_ GUARDED_BY(mu_);
+  std::vector<ReplicaWaiter> replica_waiters_ GUARDED_BY(mu_);
+};
+
+}  // namespace server
+}  // namespace fencedkv
+
+#endif  // FENCEDKV_SERVER_REPL_COMMIT_H_

@@ -1,0 +1,262 @@
+// Copyright (c) fencedkv authors.
+
+#include "repl_state.h"
+
+#include <charconv>
+#include <cstdio>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include <fcntl.h>
+#include <nlohmann/json.hpp>
+#include <unistd.h>
+
+namespace fencedkv {
+namespace server {
+
+namespace {
+
+using json = nlohmann::json;
+
+bool ParseU64(std::string_view text, uint64_t* v) {
+  if (text.empty()) return false;
+  auto r = std::from_chars(text.data(), text.data() + text.size(), *v);
+  return r.ec == std::errc() && r.ptr == text.data() + text.size();
+}
+
+bool JsonU64(const json& j, const char* name, uint64_t* v) {
+  auto it = j.find(name);
+  if (it == j.end() || !it->is_number_unsigned()) return false;
+  *v = it->get<uint64_t>();
+  return true;
+}
+
+}  // namespace
+
+void AppendEpoch(EpochList* list, uint64_t epoch, uint64_t start) {
+  list->emplace_back(epoch, start);
+  if (list->size() > kMaxEpochs) {
+    list->erase(list->begin(), list->begin() + (list->size() - kMaxEpochs));
+  }
+}
+
+std::string FormatEpochs(const EpochList& list) {
+  std::string out;
+  for (const auto& [epoch, start] : list) {
+    if (!out.empty()) out += ',';
+    out += std::to_string(epoch) + ":" + std::to_string(start);
+  }
+  return out;
+}
+
+bool ParseEpochs(std::string_view text, EpochList* list) {
+  list->clear();
+  if (text.empty() || text == "-") return true;
+  size_t begin = 0;
+  while (begin <= text.size()) {
+    size_t end = text.find(',', begin);
+    if (end == std::string_view::npos) end = text.size();
+    const std::string_view item = text.substr(begin, end - begin);
+    const size_t colon = item.find(':');
+    uint64_t epoch, start;
+    if (colon == std::string_view::npos ||
+        !ParseU64(item.substr(0, colon), &epoch) ||
+        !ParseU64(item.substr(colon + 1), &start) ||
+        (!list->empty() && epoch <= list->back().first) ||
+        list->size() >= kMaxEpochs) {
+      list->clear();
+      return false;
+    }
+    list->emplace_back(epoch, start);
+    begin = end + 1;
+  }
+  return true;
+}
+
+Status ReplState::Load(const std::string& dir, ReplState* state) {
+  *state = ReplState();
+  const std::string path = dir + "/" + kFileName;
+  std::ifstream in(path);
+  if (!in) {
+    if (access(path.c_str(), F_OK) != 0) return Status::OK();  // none yet
+    return Status::IOError("cannot read " + path);
+  }
+  std::string header;
+  std::getline(in, header);
+  if (header != "fencedkv-replication 1") {
+    return Status::Corruption(path + " is not a replication state file");
+  }
+  bool have_max = false, have_log = false;
+  for (std::string line; std::getline(in, line);) {
+    const size_t space = line.find(' ');
+    const std::string name = line.substr(0, space);
+    const std::string value =
+        space == std::string::npos ? "" : line.substr(space + 1);
+    bool ok = true;
+    if (name == "max_epoch") {
+      ok = have_max = ParseU64(value, &state->max_epoch);
+    } else if (name == "log_epoch") {
+      ok = have_log = ParseU64(value, &state->log_epoch);
+    } else if (name == "history") {
+      state->history = value == "-" ? "" : value;
+    } else if (name == "epochs") {
+      ok = ParseEpochs(value, &state->epochs);
+    }  // unknown lines: from a later version; ignored
+    if (!ok) return Status::Corruption(path + ": bad line '" + line + "'");
+  }
+  if (!have_max || !have_log || state->log_epoch > state->max_epoch) {
+    return Status::Corruption(path + ": incomplete or inconsistent");
+  }
+  return Status::OK();
+}
+
+Status ReplState::Store(const std::string& dir) const {
+  const std::string path = dir + "/" + kFileName;
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << "fencedkv-replication 1\n"
+        << "history " << (history.empty() ? "-" : history) << "\n"
+        << "max_epoch " << max_epoch << "\n"
+        << "log_epoch " << log_epoch << "\n"
+        << "epochs " << (epochs.empty() ? "-" : FormatEpochs(epochs)) << "\n";
+    out.flush();
+    if (!out) return Status::IOError("cannot write " + tmp);
+  }
+  Status s = SyncPath(tmp, /*directory=*/false);
+  if (!s.ok()) return s;
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    return Status::IOError("cannot rename " + tmp + " to " + path);
+  }
+  return SyncPath(dir, /*directory=*/true);
+}
+
+std::string ShardRecord::ToJson() const {
+  json e = json::array();
+  for (const auto& [epoch, start] : epochs) e.push_back({epoch, start});
+  return json{{"epoch", epoch}, {"primary", primary}, {"isr", isr},
+              {"epochs", e},    {"history", history}, {"lease", lease}}
+      .dump();
+}
+
+Status ShardRecord::Parse(std::string_view text, ShardRecord* record) {
+  *record = ShardRecord();
+  const json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) return Status::InvalidArgument("not a JSON object");
+  if (!JsonU64(j, "epoch", &record->epoch) || record->epoch == 0) {
+    return Status::InvalidArgument("no epoch");
+  }
+  auto primary = j.find("primary");
+  if (primary == j.end() || !primary->is_string() ||
+      primary->get_ref<const std::string&>().empty()) {
+    return Status::InvalidArgument("no primary");
+  }
+  record->primary = primary->get<std::string>();
+  auto isr = j.find("isr");
+  if (isr == j.end() || !isr->is_array()) {
+    return Status::InvalidArgument("no isr");
+  }
+  for (const json& m : *isr) {
+    if (!m.is_string()) return Status::InvalidArgument("an isr member");
+    record->isr.push_back(m.get<std::string>());
+  }
+  auto history = j.find("history");
+  if (history != j.end() && history->is_string()) {
+    record->history = history->get<std::string>();
+  }
+  auto lease = j.find("lease");
+  if (lease != j.end() && lease->is_number_integer()) {
+    record->lease = lease->get<int64_t>();
+  }
+  auto epochs = j.find("epochs");
+  if (epochs != j.end()) {
+    if (!epochs->is_array()) return Status::InvalidArgument("epochs");
+    for (const json& e : *epochs) {
+      if (!e.is_array() || e.size() != 2 || !e[0].is_number_unsigned() ||
+          !e[1].is_number_unsigned() ||
+          (!record->epochs.empty() &&
+           e[0].get<uint64_t>() <= record->epochs.back().first)) {
+        return Status::InvalidArgument("an epochs entry");
+      }
+      record->epochs.emplace_back(e[0].get<uint64_t>(), e[1].get<uint64_t>());
+    }
+  }
+  return Status::OK();
+}
+
+bool ShardRecord::InIsr(std::string_view addr) const {
+  for (const auto& m : isr) {
+    if (m == addr) return true;
+  }
+  return false;
+}
+
+std::string MemberRecord::ToJson() const {
+  return json{{"epoch", epoch}, {"seq", seq}, {"role", role}}.dump();
+}
+
+bool MemberRecord::Parse(std::string_view text, MemberRecord* member) {
+  *member = MemberRecord();
+  const json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object() || !JsonU64(j, "epoch", &member->epoch) ||
+      !JsonU64(j, "seq", &member->seq)) {
+    return false;
+  }
+  auto role = j.find("role");
+  if (role != j.end() && role->is_string())
+    member->role = role->get<std::string>();
+  return true;
+}
+
+Status SyncPath(const std::string& path, bool directory) {
+  const int fd =
+      open(path.c_str(), directory ? O_RDONLY | O_DIRECTORY : O_RDONLY);
+  if (fd < 0) return Status::IOError("cannot open " + path);
+  const int rc = fsync(fd);
+  close(fd);
+  if (rc != 0) return Status::IOError("fsync " + path);
+  return Status::OK();
+}
+
+std::string NewHistoryId() {
+  std::random_device rd;
+  std::string id;
+  static const char kHex[] = "0123456789abcdef";
+  for (int i = 0; i < 32; ++i) id += kHex[rd() & 15];
+  return id;
+}
+
+SyncDecision DecideSync(const EpochList& epochs, uint64_t primary_latest_seq,
+                        uint64_t replica_log_epoch, uint64_t replica_seq) {
+  SyncDecision d;
+  auto full = [&d](std::string why) {
+    d.full_sync = true;
+    d.reason = std::move(why);
+    return d;
+  };
+  if (replica_log_epoch == 0) return full("the replica never replicated");
+  if (replica_seq > primary_latest_seq) {
+    return full("the replica is ahead of the primary (sequence " +
+                std::to_string(replica_seq) + " > " +
+                std::to_string(primary_latest_seq) + ")");
+  }
+  for (size_t i = 0; i < epochs.size(); ++i) {
+    if (epochs[i].first != replica_log_epoch) continue;
+    if (i + 1 == epochs.size()) return d;  // the current epoch
+    const uint64_t next_start = epochs[i + 1].second;
+    if (replica_seq > next_start) {
+      return full("the replica holds batches of epoch " +
+                  std::to_string(replica_log_epoch) + " after sequence " +
+                  std::to_string(next_start) + ", where epoch " +
+                  std::to_string(epochs[i + 1].first) +
+                  " began: never acknowledged, discarded");
+    }
+    return d;
+  }
+  return full("the replica's log epoch " + std::to_string(replica_log_epoch) +
+              " is not among the primary's (" + FormatEpochs(epochs) + ")");
+}
+
+}  // namespace server
+}  // namespace fencedkv

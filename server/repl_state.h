@@ -1,0 +1,121 @@
+// Copyright (c) fencedkv authors.
+//
+// The state replication keeps beside the data (docs/replication.md):
+//
+//  - ReplState: the REPLICATION file in the database directory: the highest
+//    epoch this server has seen (a replica refuses any stream from a lower
+//    one), the epoch of the log it holds (the epoch of the primary whose
+//    batches it applied last: the truncation rule needs it), and the epochs
+//    it knows of with the sequence each began after. Written with a
+//    temporary file, fsync, rename and an fsync of the directory.
+//  - ShardRecord: etcd's record of a shard, <prefix>/shards/<shard>.
+//  - DecideSync: the primary's answer to a replica's FENCEDKV.SYNC, from the
+//    epochs: continue the stream, or a full copy because the replica's log
+//    has a suffix no ISR ever had (Kafka's leader-epoch truncation).
+//
+// Pure data and files; thread-compatible.
+
+#ifndef FENCEDKV_SERVER_REPL_STATE_H_
+#define FENCEDKV_SERVER_REPL_STATE_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "fencedkv/status.h"
+
+namespace fencedkv {
+namespace server {
+
+// (epoch, the sequence it began after: its primary's latest sequence when
+// it took over), oldest first.
+using EpochStart = std::pair<uint64_t, uint64_t>;
+using EpochList = std::vector<EpochStart>;
+
+// At most this many epochs are kept (the oldest go): a server whose log
+// epoch is older than the list gets a full copy.
+constexpr size_t kMaxEpochs = 32;
+
+// Appends (epoch, start), dropping the oldest past kMaxEpochs. `epoch` must
+// be above every epoch in the list.
+void AppendEpoch(EpochList* list, uint64_t epoch, uint64_t start);
+// "5:1200,6:4410" and back. False on anything else (also on epochs that do
+// not increase).
+std::string FormatEpochs(const EpochList& list);
+bool ParseEpochs(std::string_view text, EpochList* list);
+
+struct ReplState {
+  // The history this database belongs to: a random id a primary creates
+  // the first time it serves a replica, which its replicas adopt with its
+  // data. Sequence numbers of two different histories say nothing about
+  // each other: a replica of another history gets a full copy. Empty: none.
+  std::string history;
+  uint64_t max_epoch = 0;  // the highest epoch seen
+  uint64_t log_epoch = 0;  // the epoch of the last batches applied or written
+  EpochList epochs;        // what this server knows of the shard's epochs
+
+  static constexpr const char* kFileName = "REPLICATION";
+
+  // Reads dir/REPLICATION. A missing file is OK with an empty state (a
+  // server that never replicated). Corruption if it is not one.
+  static Status Load(const std::string& dir, ReplState* state);
+  // Replaces dir/REPLICATION atomically and durably.
+  Status Store(const std::string& dir) const;
+};
+
+// <prefix>/shards/<shard> in etcd.
+struct ShardRecord {
+  uint64_t epoch = 0;
+  std::string primary;           // host:port
+  std::vector<std::string> isr;  // host:port, the primary included
+  EpochList epochs;
+  std::string history;  // the shard's history id (ReplState::history)
+  // The primary's etcd lease: the primary is alive while its member key
+  // exists with this lease.
+  int64_t lease = 0;
+
+  std::string ToJson() const;
+  // InvalidArgument naming what is wrong.
+  static Status Parse(std::string_view json, ShardRecord* record);
+  bool InIsr(std::string_view addr) const;
+};
+
+// A member's liveness key, <prefix>/members/<shard>/<addr>, attached to its
+// etcd lease.
+struct MemberRecord {
+  uint64_t epoch = 0;
+  uint64_t seq = 0;
+  std::string role;  // "primary" | "replica"
+  std::string ToJson() const;
+  static bool Parse(std::string_view json, MemberRecord* member);
+};
+
+struct SyncDecision {
+  bool full_sync = false;
+  std::string reason;  // why a full copy (for the logs)
+};
+
+// fsyncs a file or (directory) a directory.
+Status SyncPath(const std::string& path, bool directory);
+
+// A new random history id (32 hex digits).
+std::string NewHistoryId();
+
+// What a primary of `epoch` whose epochs are `epochs` (its own the last)
+// answers a replica whose log ends at `replica_seq` with batches of
+// `replica_log_epoch` (0: a server that never replicated):
+//  - a full copy if the replica never replicated, its log epoch is not in
+//    the list (too old), it is ahead of the primary, or the epoch after its
+//    log epoch began before replica_seq (the replica holds batches of a
+//    deposed primary that no later primary had: never acknowledged);
+//  - else continue from replica_seq (whether the primary's WAL still holds
+//    replica_seq + 1 is the log reader's to say).
+SyncDecision DecideSync(const EpochList& epochs, uint64_t primary_latest_seq,
+                        uint64_t replica_log_epoch, uint64_t replica_seq);
+
+}  // namespace server
+}  // namespace fencedkv
+
+#endif  // FENCEDKV_SERVER_REPL_STATE_H_

@@ -1,0 +1,114 @@
+// Copyright (c) fencedkv authors.
+//
+// The replication state file, the epochs' text form, the sync decision
+// (Kafka's leader-epoch truncation) and the stream's frame reader.
+
+#include "repl_state.h"
+
+#include <fstream>
+
+#include <gtest/gtest.h>
+
+#include "repl_stream.h"
+#include "util/testutil.h"
+
+namespace fencedkv {
+namespace server {
+namespace {
+
+TEST(ReplStateTest, StoreAndLoadRoundTrip) {
+  test::TempDir dir;
+  ReplState empty;
+  ASSERT_TRUE(ReplState::Load(dir.path(), &empty).ok());  // no file yet
+  EXPECT_EQ(0u, empty.max_epoch);
+  EXPECT_TRUE(empty.history.empty());
+  ReplState s;
+  s.history = NewHistoryId();
+  s.max_epoch = 7;
+  s.log_epoch = 6;
+  s.epochs = {{5, 1200}, {6, 4410}, {7, 9053}};
+  ASSERT_TRUE(s.Store(dir.path()).ok());
+  ReplState t;
+  ASSERT_TRUE(ReplState::Load(dir.path(), &t).ok());
+  EXPECT_EQ(s.history, t.history);
+  EXPECT_EQ(32u, t.history.size());
+  EXPECT_EQ(7u, t.max_epoch);
+  EXPECT_EQ(6u, t.log_epoch);
+  EXPECT_EQ(s.epochs, t.epochs);
+}
+
+TEST(ReplStateTest, ACorruptFileIsRefused) {
+  test::TempDir dir;
+  std::ofstream(dir.Sub(ReplState::kFileName)) << "something else\n";
+  ReplState s;
+  EXPECT_TRUE(ReplState::Load(dir.path(), &s).IsCorruption());
+  std::ofstream(dir.Sub(ReplState::kFileName))
+      << "fencedkv-replication 1\nmax_epoch 1\nlog_epoch 2\n";
+  EXPECT_TRUE(ReplState::Load(dir.path(), &s).IsCorruption());  // log > max
+}
+
+TEST(ReplStateTest, EpochsParseOnlyIncreasing) {
+  EpochList l;
+  EXPECT_TRUE(ParseEpochs("1:0,2:10", &l));
+  EXPECT_EQ("1:0,2:10", FormatEpochs(l));
+  EXPECT_TRUE(ParseEpochs("-", &l));
+  EXPECT_TRUE(l.empty());
+  EXPECT_FALSE(ParseEpochs("2:10,1:0", &l));
+  EXPECT_FALSE(ParseEpochs("1:x", &l));
+  EXPECT_FALSE(ParseEpochs("1", &l));
+  for (uint64_t e = 1; e <= kMaxEpochs + 5; ++e) AppendEpoch(&l, e, e * 10);
+  EXPECT_EQ(kMaxEpochs, l.size());
+  EXPECT_EQ(6u, l.front().first);  // the oldest went
+}
+
+TEST(ReplStateTest, DecideSyncTruncatesWhatNoLaterPrimaryHad) {
+  const EpochList epochs = {{1, 0}, {2, 100}, {3, 250}};
+  // The current epoch, at or behind the primary: continue.
+  EXPECT_FALSE(DecideSync(epochs, 300, 3, 260).full_sync);
+  EXPECT_FALSE(DecideSync(epochs, 300, 3, 300).full_sync);
+  // Epoch 2's replica up to where epoch 3 began: its log is a prefix.
+  EXPECT_FALSE(DecideSync(epochs, 300, 2, 250).full_sync);
+  EXPECT_FALSE(DecideSync(epochs, 300, 1, 90).full_sync);
+  // Past where the next epoch began: a deposed primary's tail.
+  EXPECT_TRUE(DecideSync(epochs, 300, 2, 251).full_sync);
+  EXPECT_TRUE(DecideSync(epochs, 300, 1, 101).full_sync);
+  // Ahead of the primary, never replicated, an epoch it does not know.
+  EXPECT_TRUE(DecideSync(epochs, 300, 3, 301).full_sync);
+  EXPECT_TRUE(DecideSync(epochs, 300, 0, 0).full_sync);
+  EXPECT_TRUE(DecideSync(epochs, 300, 9, 10).full_sync);
+}
+
+TEST(ReplStreamTest, FramesSplitAnywhereAndBadInputIsAnError) {
+  std::string wire;
+  AppendFrame(&wire, {"FENCEDKV.LOG", "1", "42", std::string("a\0b\r\n", 5)});
+  AppendFrame(&wire, {"FENCEDKV.ACK", "42"});
+  FrameReader r(1 << 20);
+  std::vector<std::string_view> words;
+  size_t frames = 0;
+  for (char c : wire) {  // one byte at a time
+    r.buffer()->push_back(c);
+    while (r.Next(&words)) {
+      ++frames;
+      if (frames == 1) {
+        ASSERT_EQ(4u, words.size());
+        EXPECT_EQ(std::string("a\0b\r\n", 5), std::string(words[3]));
+      } else {
+        EXPECT_EQ("42", std::string(words[1]));
+      }
+    }
+  }
+  EXPECT_EQ(2u, frames);
+  EXPECT_TRUE(r.error().empty());
+  FrameReader bad(1 << 20);
+  bad.buffer()->append("HTTP/1.1 400 Bad Request\r\n");
+  EXPECT_FALSE(bad.Next(&words));
+  EXPECT_FALSE(bad.error().empty());
+  FrameReader big(64);
+  AppendFrame(big.buffer(), {"FENCEDKV.ACK", std::string(100, 'x')});
+  EXPECT_FALSE(big.Next(&words));
+  EXPECT_FALSE(big.error().empty());  // over the frame limit
+}
+
+}  // namespace
+}  // namespace server
+}  // namespace fencedkv

@@ -1,0 +1,276 @@
+// Copyright (c) fencedkv authors.
+
+#include "repl_stream.h"
+
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+namespace fencedkv {
+namespace server {
+
+namespace {
+
+using std::chrono::milliseconds;
+
+int64_t SteadyNowMs() {
+  return std::chrono::duration_cast<milliseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// Waits for `events` on fd for at most timeout_ms: >0 ready, 0 timed out,
+// <0 error.
+int WaitFor(int fd, short events, int64_t timeout_ms) {
+  pollfd p{fd, events, 0};
+  for (;;) {
+    const int rc =
+        poll(&p, 1, static_cast<int>(std::max<int64_t>(0, timeout_ms)));
+    if (rc < 0 && errno == EINTR) continue;
+    if (rc > 0 && (p.revents & (POLLERR | POLLNVAL)) && !(p.revents & events)) {
+      return -1;
+    }
+    return rc;
+  }
+}
+
+std::string Errno(const char* what) {
+  return std::string(what) + ": " + std::strerror(errno);
+}
+
+}  // namespace
+
+bool SplitHostPort(std::string_view host_port, std::string* host, int* port) {
+  const size_t colon = host_port.rfind(':');
+  if (colon == std::string_view::npos || colon == 0) return false;
+  std::string_view h = host_port.substr(0, colon);
+  if (h.size() >= 2 && h.front() == '[' && h.back() == ']') {
+    h = h.substr(1, h.size() - 2);
+  }
+  uint64_t p = 0;
+  if (h.empty() || !ParseU64Text(host_port.substr(colon + 1), &p) || p == 0 ||
+      p > 65535) {
+    return false;
+  }
+  *host = std::string(h);
+  *port = static_cast<int>(p);
+  return true;
+}
+
+Status ReplSocket::Connect(const std::string& host_port, milliseconds timeout) {
+  Close();
+  std::string host;
+  int port = 0;
+  if (!SplitHostPort(host_port, &host, &port)) {
+    return Status::InvalidArgument("not host:port: '" + host_port + "'");
+  }
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  const int gai =
+      getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res);
+  if (gai != 0) {
+    return Status::IOError("cannot resolve " + host, gai_strerror(gai));
+  }
+  Status last = Status::IOError("no address for " + host_port);
+  for (addrinfo* a = res; a != nullptr; a = a->ai_next) {
+    const int fd =
+        socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK,
+               a->ai_protocol);
+    if (fd < 0) {
+      last = Status::IOError(Errno("socket"));
+      continue;
+    }
+    int rc = connect(fd, a->ai_addr, a->ai_addrlen);
+    if (rc != 0 && errno == EINPROGRESS) {
+      if (WaitFor(fd, POLLOUT, timeout.count()) > 0) {
+        int err = 0;
+        socklen_t len = sizeof(err);
+        getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
+        errno = err;
+        rc = err == 0 ? 0 : -1;
+      } else {
+        errno = ETIMEDOUT;
+      }
+    }
+    if (rc != 0) {
+      last = Status::IOError("cannot connect to " + host_port,
+                             std::strerror(errno));
+      close(fd);
+      continue;
+    }
+    const int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    fd_ = fd;
+    freeaddrinfo(res);
+    return Status::OK();
+  }
+  freeaddrinfo(res);
+  return last;
+}
+
+Status ReplSocket::SendAll(std::string_view data, milliseconds timeout) {
+  if (fd_ < 0) return Status::IOError("not connected");
+  size_t sent = 0;
+  while (sent < data.size()) {
+    const ssize_t n = send(fd_, data.data() + sent, data.size() - sent,
+                           MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n > 0) {
+      sent += static_cast<size_t>(n);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      const int rc = WaitFor(fd_, POLLOUT, timeout.count());
+      if (rc == 0) {
+        return Status::IOError("send timed out: the peer took nothing for " +
+                               std::to_string(timeout.count()) + " ms");
+      }
+      if (rc < 0) return Status::IOError("send: connection broken");
+      continue;
+    }
+    return Status::IOError(Errno("send"));
+  }
+  return Status::OK();
+}
+
+Status ReplSocket::ReadSome(std::string* buf, milliseconds timeout, size_t max,
+                            int wake_fd) {
+  if (fd_ < 0) return Status::IOError("not connected");
+  int rc;
+  if (wake_fd >= 0) {
+    pollfd p[2] = {{fd_, POLLIN, 0}, {wake_fd, POLLIN, 0}};
+    do {
+      rc = poll(p, 2, static_cast<int>(std::max<int64_t>(0, timeout.count())));
+    } while (rc < 0 && errno == EINTR);
+    if (rc > 0 && (p[1].revents & POLLIN)) {
+      uint64_t ignored;
+      while (read(wake_fd, &ignored, sizeof(ignored)) > 0) {
+      }
+    }
+    if (rc > 0 && !(p[0].revents & (POLLIN | POLLERR | POLLHUP))) {
+      return Status::OK();  // woken, nothing to read
+    }
+    if (rc > 0 && (p[0].revents & (POLLERR | POLLNVAL)) &&
+        !(p[0].revents & POLLIN)) {
+      rc = -1;
+    }
+  } else {
+    rc = WaitFor(fd_, POLLIN, timeout.count());
+  }
+  if (rc == 0) return Status::OK();
+  if (rc < 0) return Status::IOError("recv: connection broken");
+  char chunk[64 << 10];
+  ssize_t n;
+  do {
+    n = recv(fd_, chunk, std::min(max, sizeof(chunk)), MSG_DONTWAIT);
+  } while (n < 0 && errno == EINTR);
+  if (n == 0) return Status::IOError("closed by peer");
+  if (n < 0) {
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return Status::OK();
+    return Status::IOError(Errno("recv"));
+  }
+  buf->append(chunk, static_cast<size_t>(n));
+  return Status::OK();
+}
+
+void ReplSocket::ShutdownBoth() {
+  if (fd_ >= 0) shutdown(fd_, SHUT_RDWR);
+}
+
+void ReplSocket::Close() {
+  if (fd_ >= 0) {
+    close(fd_);
+    fd_ = -1;
+  }
+}
+
+void AppendFrame(std::string* out,
+                 std::initializer_list<std::string_view> words) {
+  out->append("*" + std::to_string(words.size()) + "\r\n");
+  for (std::string_view w : words) {
+    out->append("$" + std::to_string(w.size()) + "\r\n");
+    out->append(w.data(), w.size());
+    out->append("\r\n");
+  }
+}
+
+namespace {
+RespParser::Limits FrameLimits(size_t max_frame_bytes) {
+  RespParser::Limits l;
+  l.max_request_bytes = max_frame_bytes;
+  l.max_args = 16;
+  return l;
+}
+}  // namespace
+
+FrameReader::FrameReader(size_t max_frame_bytes)
+    : parser_(FrameLimits(max_frame_bytes)) {}
+
+bool FrameReader::Next(std::vector<std::string_view>* words) {
+  if (!error_.empty()) return false;
+  if (begin_ > 0 && begin_ >= in_.size() / 2) {
+    in_.erase(0, begin_);  // keep the buffer from growing without end
+    begin_ = 0;
+  }
+  if (begin_ == in_.size()) return false;
+  if (in_[begin_] != '*') {
+    error_ = "not a RESP array (first byte 0x" +
+             std::to_string(static_cast<unsigned char>(in_[begin_])) + ")";
+    return false;
+  }
+  size_t consumed = 0;
+  const auto r =
+      parser_.Parse(in_.data() + begin_, in_.size() - begin_, words, &consumed);
+  if (r == RespParser::Result::kNeedMore) return false;
+  if (r == RespParser::Result::kError) {
+    error_ = parser_.error();
+    return false;
+  }
+  begin_ += consumed;
+  if (words->empty()) {
+    error_ = "an empty frame";
+    return false;
+  }
+  return true;
+}
+
+Status ReadReplyLine(ReplSocket* socket, std::string* buf, std::string* line,
+                     milliseconds timeout) {
+  const int64_t deadline = SteadyNowMs() + timeout.count();
+  for (;;) {
+    const size_t eol = buf->find("\r\n");
+    if (eol != std::string::npos) {
+      *line = buf->substr(0, eol);
+      buf->erase(0, eol + 2);
+      return Status::OK();
+    }
+    if (buf->size() > (64 << 10)) {
+      return Status::IOError("a reply line of more than 64 KiB");
+    }
+    const int64_t left = deadline - SteadyNowMs();
+    if (left <= 0)
+      return Status::IOError("no reply within " +
+                             std::to_string(timeout.count()) + " ms");
+    Status s = socket->ReadSome(buf, milliseconds(left), 64 << 10);
+    if (!s.ok()) return s;
+  }
+}
+
+bool ParseU64Text(std::string_view text, uint64_t* v) {
+  if (text.empty() || (text.size() > 1 && text[0] == '0')) return false;
+  auto r = std::from_chars(text.data(), text.data() + text.size(), *v);
+  return r.ec == std::errc() && r.ptr == text.data() + text.size();
+}
+
+}  // namespace server
+}  // namespace fencedkv

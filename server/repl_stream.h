@@ -1,0 +1,108 @@
+// Copyright (c) fencedkv authors.
+//
+// The replication stream's wire (docs/replication.md "The stream"): RESP
+// arrays of bulk strings in both directions, over a TCP connection the
+// replica opens to the primary's RESP port.
+//
+//   replica -> primary  FENCEDKV.SYNC shard addr max_epoch log_epoch seq
+//                                     domain mode adopt
+//   primary -> replica  +CONTINUE epoch epochs | +FULLSYNC epoch seq epochs
+//                       | -CODE message
+//   primary -> replica  FENCEDKV.LOG epoch first_seq batch   (continue)
+//                       FENCEDKV.PING latest_seq             (when idle)
+//                       FENCEDKV.FILE name chunk ... FENCEDKV.FILESDONE n bytes
+//   replica -> primary  FENCEDKV.ACK seq
+//
+// Each end of a link is one thread doing blocking I/O with deadlines
+// (ReplSocket), so an io loop never waits for a replica.
+
+#ifndef FENCEDKV_SERVER_REPL_STREAM_H_
+#define FENCEDKV_SERVER_REPL_STREAM_H_
+
+#include <chrono>
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "fencedkv/status.h"
+
+#include "resp_parser.h"
+
+namespace fencedkv {
+namespace server {
+
+// A connected TCP socket with deadlines on every call. Thread-compatible,
+// except ShutdownBoth, which another thread may call to wake a blocked one.
+class ReplSocket {
+ public:
+  ReplSocket() = default;
+  explicit ReplSocket(int fd) : fd_(fd) {}
+  ~ReplSocket() { Close(); }
+  ReplSocket(const ReplSocket&) = delete;
+  ReplSocket& operator=(const ReplSocket&) = delete;
+
+  // Connects to "host:port" ("[v6]:port" too) within `timeout`.
+  Status Connect(const std::string& host_port,
+                 std::chrono::milliseconds timeout);
+  // Sends all of `data`. IOError if the peer is gone or took nothing for
+  // `timeout`.
+  Status SendAll(std::string_view data, std::chrono::milliseconds timeout);
+  // Waits up to `timeout` for bytes and appends what is there (at most
+  // `max`) to *buf. OK with nothing appended on a timeout, or when
+  // `wake_fd` (an eventfd, if >= 0) was written (it is drained); IOError
+  // when the peer closed ("closed by peer") or on an error.
+  Status ReadSome(std::string* buf, std::chrono::milliseconds timeout,
+                  size_t max = 1 << 20, int wake_fd = -1);
+  // Wakes any call blocked on the socket (it then fails).
+  void ShutdownBoth();
+  void Close();
+  int fd() const { return fd_; }
+  bool open() const { return fd_ >= 0; }
+
+ private:
+  int fd_ = -1;
+};
+
+// Splits "host:port"; false if it is not that (port 1..65535).
+bool SplitHostPort(std::string_view host_port, std::string* host, int* port);
+
+// Appends a RESP array of bulk strings.
+void AppendFrame(std::string* out,
+                 std::initializer_list<std::string_view> words);
+
+// Reads frames (RESP arrays of bulk strings) from a byte stream.
+// Not thread-safe.
+class FrameReader {
+ public:
+  explicit FrameReader(size_t max_frame_bytes);
+  // The buffer the caller appends received bytes to.
+  std::string* buffer() { return &in_; }
+  // The next complete frame: true and *words (valid until the next call);
+  // false if more bytes are needed, or on malformed input (then error() is
+  // set and the stream must be dropped).
+  bool Next(std::vector<std::string_view>* words);
+  const std::string& error() const { return error_; }
+  size_t buffered() const { return in_.size() - begin_; }
+
+ private:
+  RespParser parser_;
+  std::string in_;
+  size_t begin_ = 0;
+  std::string error_;
+};
+
+// Reads one reply line ("+..." or "-...", CRLF stripped) into *line within
+// `timeout`, keeping what follows it in *buf. IOError if none came, the
+// peer closed, or the line is over 64 KiB.
+Status ReadReplyLine(ReplSocket* socket, std::string* buf, std::string* line,
+                     std::chrono::milliseconds timeout);
+
+// Parses an unsigned decimal; false unless all of `text` is one.
+bool ParseU64Text(std::string_view text, uint64_t* v);
+
+}  // namespace server
+}  // namespace fencedkv
+
+#endif  // FENCEDKV_SERVER_REPL_STREAM_H_

@@ -1,0 +1,1094 @@
+// Copyright (c) fencedkv authors.
+
+#include "replication.h"
+
+#include <algorithm>
+#include <chrono>
+#include <deque>
+#include <filesystem>
+#include <fstream>
+
+#include <fcntl.h>
+#include <glog/logging.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "fencedkv/replication.h"
+
+#include "resp_writer.h"
+
+namespace fencedkv {
+namespace server {
+
+namespace fs = std::filesystem;
+using std::chrono::milliseconds;
+
+namespace {
+
+// A full copy's files travel in chunks of this size.
+constexpr size_t kFileChunk = 1 << 20;
+// Acknowledgement frames a primary reads are small; anything larger is not
+// a replica.
+constexpr size_t kMaxAckFrame = 4096;
+// A primary with nothing to send pings this often (the replica's liveness
+// check and its view of the primary's latest sequence).
+constexpr int64_t kPingMs = 1000;
+
+std::string NormalizeDir(const std::string& path) {
+  std::string p = fs::path(path).lexically_normal().string();
+  while (p.size() > 1 && p.back() == '/') p.pop_back();
+  return p;
+}
+
+std::string Words(const std::vector<std::string_view>& words, size_t i) {
+  return i < words.size() ? std::string(words[i]) : std::string();
+}
+
+// Splits a "+WORD a b c" reply line on spaces.
+std::vector<std::string> SplitLine(const std::string& line) {
+  std::vector<std::string> out;
+  size_t i = 0;
+  while (i < line.size()) {
+    size_t j = line.find(' ', i);
+    if (j == std::string::npos) j = line.size();
+    if (j > i) out.push_back(line.substr(i, j - i));
+    i = j + 1;
+  }
+  return out;
+}
+
+}  // namespace
+
+Replication::Link::Link() : wake_fd(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {}
+
+Replication::Link::~Link() {
+  if (wake_fd >= 0) close(wake_fd);
+}
+
+void Replication::NotifyLinks() {
+  MutexLock lock(&wake_mu_);
+  const uint64_t one = 1;
+  for (int fd : wake_fds_) {
+    if (write(fd, &one, sizeof(one)) < 0) {
+      // EAGAIN: already woken
+    }
+  }
+}
+
+Replication::Replication(ReplicationOptions options, DB* db, LeaseSlot* leases)
+    : options_(std::move(options)),
+      db_(db),
+      leases_(leases),
+      tracker_(options_.min_insync_replicas) {
+  ticker_ = std::thread([this] {
+    for (;;) {
+      {
+        MutexLock lock(&mu_);
+        if (stopped_) return;
+        cv_.wait_for(mu_, milliseconds(10));
+        if (stopped_) return;
+      }
+      tracker_.Tick();
+      UpdateIsr();
+    }
+  });
+}
+
+Replication::~Replication() { Stop(); }
+
+std::string Replication::FullSyncTmpDir(const std::string& db_path) {
+  return NormalizeDir(db_path) + ".fullsync.tmp";
+}
+
+std::string Replication::FullSyncDir(const std::string& db_path) {
+  return NormalizeDir(db_path) + ".fullsync";
+}
+
+Status Replication::AdoptFullSync(const std::string& db_path) {
+  const std::string db = NormalizeDir(db_path);
+  const std::string ready = FullSyncDir(db);
+  const std::string old = db + ".replaced";
+  std::error_code ec;
+  fs::remove_all(FullSyncTmpDir(db), ec);  // an interrupted copy
+  if (fs::exists(ready, ec)) {
+    if (fs::exists(db, ec)) {
+      fs::remove_all(old, ec);
+      fs::rename(db, old, ec);
+      if (ec)
+        return Status::IOError("cannot move " + db + " aside", ec.message());
+    }
+    fs::rename(ready, db, ec);
+    if (ec) return Status::IOError("cannot rename " + ready, ec.message());
+    Status s = SyncPath(fs::path(db).parent_path().empty()
+                            ? std::string(".")
+                            : fs::path(db).parent_path().string(),
+                        /*directory=*/true);
+    if (!s.ok()) return s;
+    LOG(INFO) << "replication: the full copy in " << ready << " replaced "
+              << db;
+  }
+  fs::remove_all(old, ec);
+  return Status::OK();
+}
+
+Status Replication::Start(const std::string& replicaof) {
+  MutexLock role(&role_mu_);
+  {
+    MutexLock lock(&mu_);
+    Status s = ReplState::Load(options_.db_path, &state_);
+    if (!s.ok()) return s;
+  }
+  if (etcd_mode()) {
+    // Read-only until etcd's record says which role to take.
+    read_only_.store(true);
+    tracker_.SetPrimary(false,
+                        "READONLY this server has not yet learnt its role "
+                        "from etcd");
+    etcd_thread_ = std::thread([this] { EtcdLoop(); });
+    return Status::OK();
+  }
+  if (replicaof.empty()) return BecomePrimary();
+  std::string host;
+  int port;
+  if (!SplitHostPort(replicaof, &host, &port)) {
+    return Status::InvalidArgument("--replicaof must be host:port, not '" +
+                                   replicaof + "'");
+  }
+  BecomeReplica(replicaof);
+  return Status::OK();
+}
+
+void Replication::Stop() {
+  {
+    MutexLock lock(&mu_);
+    if (stopped_) return;
+    stopped_ = true;
+    cv_.notify_all();
+  }
+  if (etcd_thread_.joinable()) etcd_thread_.join();  // revokes its lease
+  {
+    MutexLock role(&role_mu_);
+    StopReplicaThread();
+  }
+  StopLinks();
+  if (ticker_.joinable()) ticker_.join();
+  tracker_.SetPrimary(false, "SHUTDOWN the server is shutting down");
+  tracker_.FinishWaits();
+}
+
+Status Replication::BecomePrimary(const ShardRecord* record) {
+  StopReplicaThread();
+  Status s = db_->ReloadFenceState();
+  if (!s.ok()) return s;
+  const uint64_t latest = db_->GetLatestSequenceNumber();
+  {
+    MutexLock lock(&mu_);
+    ReplState next = state_;
+    if (next.history.empty()) next.history = NewHistoryId();
+    // Each term as primary is a new epoch: batches of an older epoch that
+    // this log does not have (a deposed primary's unsynced tail) are then
+    // told apart from this one's (DecideSync).
+    uint64_t epoch = next.max_epoch + 1;
+    if (record != nullptr) {
+      epoch = record->epoch;
+      next.history = record->history;
+      next.epochs = record->epochs;
+    } else {
+      AppendEpoch(&next.epochs, epoch, latest);
+    }
+    next.max_epoch = epoch;
+    next.log_epoch = epoch;
+    s = next.Store(options_.db_path);
+    if (!s.ok()) return s;
+    state_ = next;
+    epoch_ = epoch;
+    primary_.clear();
+    link_error_.clear();
+  }
+  s = leases_->Open();
+  if (!s.ok()) return s;
+  {
+    MutexLock lock(&mu_);
+    isr_.clear();
+  }
+  tracker_.SetIsr({}, 1);
+  if (etcd_mode()) {
+    // Writes stop when the etcd lease may have expired: until the first
+    // keep-alive after this, one TTL from now.
+    tracker_.SetLeaseDeadline(ReplNowMs() + options_.etcd_lease_ttl_ms);
+  }
+  tracker_.SetPrimary(true, "");
+  read_only_.store(false);
+  MutexLock lock(&mu_);
+  LOG(INFO) << "replication: primary, epoch " << epoch_ << ", sequence "
+            << latest;
+  return Status::OK();
+}
+
+void Replication::BecomeReplica(const std::string& primary) {
+  // Writes stop first; then nothing of ours writes (the lease reclaimer);
+  // then the replicas we served go (they will follow the new primary).
+  read_only_.store(true);
+  tracker_.SetPrimary(false,
+                      "READONLY You can't write against a read only replica.");
+  leases_->Close();
+  StopLinks();
+  StopReplicaThread();
+  uint64_t generation;
+  {
+    MutexLock lock(&mu_);
+    primary_ = primary;
+    generation = ++generation_;
+    link_state_ = "connect";
+    link_error_.clear();
+  }
+  replica_thread_ = std::thread(
+      [this, primary, generation] { ReplicaLoop(primary, generation); });
+  LOG(INFO) << "replication: replica of " << primary;
+}
+
+void Replication::StopReplicaThread() {
+  {
+    MutexLock lock(&mu_);
+    ++generation_;
+    if (replica_socket_ != nullptr) replica_socket_->ShutdownBoth();
+    cv_.notify_all();
+  }
+  if (replica_thread_.joinable()) replica_thread_.join();
+}
+
+void Replication::StopLinks() {
+  std::list<std::unique_ptr<Link>> links;
+  {
+    MutexLock lock(&mu_);
+    links.swap(links_);
+    for (auto& l : links) {
+      if (l->socket != nullptr) l->socket->ShutdownBoth();
+    }
+  }
+  for (auto& l : links) {
+    if (l->thread.joinable()) l->thread.join();
+  }
+}
+
+Status Replication::ReplicaOf(const std::string& primary, std::string* reply) {
+  if (etcd_mode()) {
+    return Status::InvalidArgument(
+        "REPLICAOF is not allowed with --shard: etcd's record chooses the "
+        "primary");
+  }
+  MutexLock role(&role_mu_);
+  {
+    MutexLock lock(&mu_);
+    if (stopped_) return Status::Shutdown("the server is shutting down");
+    if (primary.empty() && !read_only_.load()) {
+      *reply = "OK";
+      return Status::OK();
+    }
+    if (!primary.empty() && read_only_.load() && primary_ == primary) {
+      *reply = "OK Already connected to specified master";
+      return Status::OK();
+    }
+  }
+  if (primary.empty()) {
+    Status s = BecomePrimary();
+    if (s.ok()) *reply = "OK";
+    return s;
+  }
+  if (primary == options_.self_addr) {
+    return Status::InvalidArgument("a server cannot replicate itself");
+  }
+  BecomeReplica(primary);
+  *reply = "OK";
+  return Status::OK();
+}
+
+// ---------------------------------------------------------------- primary
+
+void Replication::AcceptReplica(int fd, std::vector<std::string> args) {
+  auto link = std::make_unique<Link>();
+  link->socket = std::make_shared<ReplSocket>(fd);
+  Link* l = link.get();
+  std::list<std::unique_ptr<Link>> finished;
+  std::string refusal;
+  {
+    MutexLock lock(&mu_);
+    for (auto it = links_.begin(); it != links_.end();) {
+      if ((*it)->done.load()) {
+        finished.push_back(std::move(*it));
+        it = links_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    if (stopped_) {
+      refusal = "-SHUTDOWN the server is shutting down\r\n";
+    } else if (links_.size() >= options_.max_replicas) {
+      refusal = "-ERR max number of replicas reached (" +
+                std::to_string(options_.max_replicas) + ")\r\n";
+    } else {
+      link->thread = std::thread([this, l, args = std::move(args)]() mutable {
+        ServeReplica(l, std::move(args));
+        l->socket->Close();
+        l->done.store(true);
+      });
+      links_.push_back(std::move(link));
+    }
+  }
+  if (!refusal.empty()) link->socket->SendAll(refusal, milliseconds(100));
+  for (auto& f : finished) {
+    if (f->thread.joinable()) f->thread.join();
+  }
+}
+
+void Replication::ServeReplica(Link* link, std::vector<std::string> args) {
+  ReplSocket* socket = link->socket.get();
+  const milliseconds timeout(options_.timeout_ms);
+  auto refuse = [&](const std::string& line) {
+    LOG(WARNING) << "replication: refused a replica: " << line;
+    socket->SendAll("-" + line + "\r\n", timeout);
+  };
+  // FENCEDKV.SYNC history addr max_epoch log_epoch seq domain mode
+  if (args.size() != 8) {
+    refuse(
+        "ERR FENCEDKV.SYNC takes history addr max_epoch log_epoch seq "
+        "domain mode");
+    return;
+  }
+  const std::string history = args[1] == "-" ? "" : args[1];
+  const std::string addr = args[2];
+  uint64_t max_epoch, log_epoch, seq;
+  if (!ParseU64Text(args[3], &max_epoch) ||
+      !ParseU64Text(args[4], &log_epoch) || !ParseU64Text(args[5], &seq)) {
+    refuse("ERR FENCEDKV.SYNC: bad epoch or sequence");
+    return;
+  }
+  const std::string domain = db_->GetFenceDomain().ToString();
+  const std::string mode = FenceModeName(db_->GetFenceMode());
+  if (args[6] != domain || args[7] != mode) {
+    refuse("ERR fence configuration differs: this primary has fence_domain=" +
+           domain + " fence_mode=" + mode + ", the replica " + args[6] + " " +
+           args[7] +
+           " (a copy with another domain function or mode would "
+           "break every fence: nothing was changed)");
+    return;
+  }
+  if (read_only_.load()) {
+    refuse(
+        "ERR this server is a replica, not a primary (no chained "
+        "replication)");
+    return;
+  }
+  uint64_t epoch;
+  ReplState mine;
+  {
+    MutexLock lock(&mu_);
+    epoch = epoch_;
+    mine = state_;
+  }
+  const uint64_t latest = db_->GetLatestSequenceNumber();
+  const std::string epochs =
+      mine.epochs.empty() ? "-" : FormatEpochs(mine.epochs);
+  bool full = history != mine.history;
+  std::string why = full ? "another history" : "";
+  if (!full && max_epoch > epoch) {
+    refuse("ERR STALEEPOCH this primary's epoch " + std::to_string(epoch) +
+           " is below the replica's highest seen epoch " +
+           std::to_string(max_epoch) + ": it was deposed");
+    return;
+  }
+  std::unique_ptr<LogReader> reader;
+  if (!full) {
+    SyncDecision d = DecideSync(mine.epochs, latest, log_epoch, seq);
+    full = d.full_sync;
+    why = d.reason;
+  }
+  // The log must still hold seq + 1: the first batch is read now (a log
+  // that no longer has it means a full copy).
+  uint64_t first = 0;
+  std::string first_batch;
+  if (!full) {
+    Status s = db_->NewLogReader(seq, &reader);
+    std::string_view data;
+    if (s.ok() && latest > seq) {
+      if (reader->Next(&first, &data)) {
+        first_batch.assign(data.data(), data.size());
+      } else {
+        s = reader->status();
+      }
+    }
+    if (!s.ok()) {
+      full = true;
+      why = "the log no longer holds sequence " + std::to_string(seq + 1) +
+            ": " + s.ToString();
+    }
+  }
+  const std::string head =
+      std::to_string(epoch) + " " + mine.history + " " + epochs;
+  if (full) {
+    LOG(INFO) << "replication: full sync of " << addr << " (" << why << ")";
+    Status s = SendFullSync(socket, "+FULLSYNC " + head);
+    if (!s.ok()) {
+      LOG(WARNING) << "replication: full sync of " << addr
+                   << " failed: " << s.ToString();
+    }
+    return;  // the replica restarts on the copy and reconnects
+  }
+  Status s = socket->SendAll("+CONTINUE " + head + "\r\n", timeout);
+  if (!s.ok()) return;
+  LOG(INFO) << "replication: streaming to " << addr << " from sequence " << seq
+            << " (epoch " << epoch << ")";
+  StreamTo(socket, addr, epoch, seq, first, first_batch, std::move(reader),
+           link);
+}
+
+Status Replication::SendFullSync(ReplSocket* socket,
+                                 const std::string& header) {
+  const milliseconds timeout(options_.timeout_ms);
+  {
+    MutexLock lock(&mu_);
+    if (full_sync_running_) {
+      socket->SendAll("-BUSY a full sync is running; retry\r\n", timeout);
+      return Status::Busy("a full sync is running");
+    }
+    full_sync_running_ = true;
+  }
+  const std::string dir = NormalizeDir(options_.db_path) + ".replcopy";
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+  Status s = db_->Checkpoint(dir);
+  std::vector<fs::path> files;
+  if (s.ok()) {
+    for (const auto& e : fs::directory_iterator(dir, ec)) {
+      if (e.is_regular_file()) files.push_back(e.path());
+    }
+    if (ec) s = Status::IOError("cannot list " + dir, ec.message());
+  }
+  if (!s.ok()) {
+    socket->SendAll("-ERR full sync: " + s.ToString() + "\r\n", timeout);
+  } else {
+    s = socket->SendAll(header + " " + std::to_string(files.size()) + "\r\n",
+                        timeout);
+  }
+  std::string frame;
+  std::string chunk(kFileChunk, '\0');
+  for (size_t i = 0; s.ok() && i < files.size(); ++i) {
+    std::ifstream in(files[i], std::ios::binary);
+    const std::string name = files[i].filename().string();
+    bool any = false;
+    while (s.ok() && in) {
+      in.read(chunk.data(), static_cast<std::streamsize>(chunk.size()));
+      const auto n = static_cast<size_t>(in.gcount());
+      if (n == 0 && any) break;
+      any = true;
+      frame.clear();
+      AppendFrame(&frame,
+                  {"FENCEDKV.FILE", name, std::string_view(chunk.data(), n)});
+      s = socket->SendAll(frame, timeout);
+    }
+    if (s.ok() && in.bad())
+      s = Status::IOError("cannot read " + files[i].string());
+  }
+  if (s.ok()) {
+    frame.clear();
+    AppendFrame(&frame, {"FENCEDKV.FILESDONE", std::to_string(files.size())});
+    s = socket->SendAll(frame, timeout);
+  }
+  fs::remove_all(dir, ec);
+  MutexLock lock(&mu_);
+  full_sync_running_ = false;
+  return s;
+}
+
+void Replication::StreamTo(ReplSocket* socket, const std::string& addr,
+                           uint64_t epoch, uint64_t after, uint64_t first_seq,
+                           std::string first_batch,
+                           std::unique_ptr<LogReader> reader, Link* link) {
+  if (link->wake_fd >= 0) {
+    MutexLock lock(&wake_mu_);
+    wake_fds_.push_back(link->wake_fd);
+  }
+  struct Unregister {
+    Replication* r;
+    int fd;
+    ~Unregister() {
+      MutexLock lock(&r->wake_mu_);
+      r->wake_fds_.erase(
+          std::remove(r->wake_fds_.begin(), r->wake_fds_.end(), fd),
+          r->wake_fds_.end());
+    }
+  } unregister{this, link->wake_fd};
+  const uint64_t id = tracker_.Attach(addr);
+  tracker_.SetLinkState(addr, id, "online");
+  tracker_.OnAck(addr, id, after, 0);  // it has what it asked to follow
+  const milliseconds timeout(options_.timeout_ms);
+  const std::string epoch_text = std::to_string(epoch);
+  FrameReader in(kMaxAckFrame);
+  std::vector<std::string_view> words;
+  std::string out;
+  uint64_t sent = after;
+  // (sequence, when it was all the primary had), for the replica's lag:
+  // once it acknowledges the sequence, it was caught up as of then.
+  std::deque<std::pair<uint64_t, int64_t>> marks;
+  int64_t last_send = ReplNowMs();
+  int64_t last_heard = last_send;
+  Status s;
+  while (s.ok() && !link->done.load()) {
+    {
+      MutexLock lock(&mu_);
+      if (stopped_ || epoch_ != epoch || read_only_.load()) break;
+    }
+    out.clear();
+    if (!first_batch.empty()) {  // read by the handshake
+      if (first_seq != sent + 1) {
+        s = Status::Corruption("log gap at sequence " +
+                               std::to_string(sent + 1));
+        break;
+      }
+      AppendFrame(&out, {"FENCEDKV.LOG", epoch_text, std::to_string(first_seq),
+                         first_batch});
+      sent = first_seq + std::max<uint32_t>(1, LogBatchCount(first_batch)) - 1;
+      std::string().swap(first_batch);
+    }
+    // What committed since the last pass, up to about 1 MiB per send.
+    while (out.size() < kFileChunk && db_->GetLatestSequenceNumber() > sent) {
+      uint64_t first;
+      std::string_view data;
+      if (!reader->Next(&first, &data)) {
+        s = reader->status();
+        break;
+      }
+      if (first != sent + 1) {
+        s = Status::Corruption("log gap: expected sequence " +
+                               std::to_string(sent + 1) + ", read " +
+                               std::to_string(first));
+        break;
+      }
+      AppendFrame(&out,
+                  {"FENCEDKV.LOG", epoch_text, std::to_string(first), data});
+      sent = first + std::max<uint32_t>(1, LogBatchCount(data)) - 1;
+    }
+    if (!s.ok()) break;
+    const int64_t now = ReplNowMs();
+    if (db_->GetLatestSequenceNumber() <= sent &&
+        (marks.empty() || marks.back().first != sent)) {
+      marks.emplace_back(sent, now);
+      if (marks.size() > 1024) marks.pop_front();
+    }
+    if (out.empty() && now - last_send >= kPingMs) {
+      AppendFrame(&out, {"FENCEDKV.PING",
+                         std::to_string(db_->GetLatestSequenceNumber())});
+    }
+    if (!out.empty()) {
+      s = socket->SendAll(out, timeout);
+      if (!s.ok()) break;
+      last_send = ReplNowMs();
+    }
+    // Acknowledgements; when idle, wait a little for one (or new batches).
+    const size_t before = in.buffered();
+    s = socket->ReadSome(in.buffer(), milliseconds(out.empty() ? 1 : 0),
+                         kMaxAckFrame, link->wake_fd);
+    if (!s.ok()) break;
+    if (in.buffered() != before) last_heard = ReplNowMs();
+    while (in.Next(&words)) {
+      uint64_t seq;
+      if (words.size() == 2 && words[0] == "FENCEDKV.ACK" &&
+          ParseU64Text(words[1], &seq)) {
+        int64_t caught_up = 0;
+        while (!marks.empty() && marks.front().first <= seq) {
+          caught_up = marks.front().second;
+          marks.pop_front();
+        }
+        tracker_.OnAck(addr, id, seq, caught_up);
+      } else {
+        s = Status::InvalidArgument("unexpected frame from the replica: " +
+                                    Words(words, 0));
+        break;
+      }
+    }
+    if (!in.error().empty()) s = Status::InvalidArgument(in.error());
+    if (s.ok() && ReplNowMs() - last_heard > options_.timeout_ms) {
+      s = Status::IOError("no acknowledgement for " +
+                          std::to_string(options_.timeout_ms) + " ms");
+    }
+  }
+  tracker_.Detach(addr, id);
+  if (!s.ok()) {
+    LOG(WARNING) << "replication: link to " << addr
+                 << " dropped: " << s.ToString();
+  }
+}
+
+void Replication::UpdateIsr() {
+  if (read_only_.load()) return;
+  const uint64_t latest = db_->GetLatestSequenceNumber();
+  const auto replicas = tracker_.Replicas(latest);
+  std::vector<std::string> isr;
+  {
+    MutexLock lock(&mu_);
+    for (const auto& r : replicas) {
+      const bool member =
+          std::find(isr_.begin(), isr_.end(), r.addr) != isr_.end();
+      // A member stays while it keeps up within replica_lag_ms; a replica
+      // joins once well within it (half: no flapping at the edge).
+      const int64_t bound =
+          member ? options_.replica_lag_ms : options_.replica_lag_ms / 2;
+      if (r.connected && r.state == "online" && r.lag_ms <= bound) {
+        isr.push_back(r.addr);
+      }
+    }
+    if (isr == isr_) return;
+    for (const auto& a : isr_) {
+      if (std::find(isr.begin(), isr.end(), a) == isr.end()) {
+        LOG(WARNING) << "replication: " << a << " leaves the in-sync set";
+      }
+    }
+    for (const auto& a : isr) {
+      if (std::find(isr_.begin(), isr_.end(), a) == isr_.end()) {
+        LOG(INFO) << "replication: " << a << " joins the in-sync set";
+      }
+    }
+    isr_ = isr;
+  }
+  // In etcd mode the record's ISR is what counts: the etcd thread changes
+  // it, then the tracker (replication_etcd.cc).
+  if (etcd_mode()) return;
+  const size_t size = isr.size() + 1;
+  tracker_.SetIsr(std::move(isr), size);
+}
+
+// ---------------------------------------------------------------- replica
+
+bool Replication::ReplicaStopping(uint64_t generation) {
+  MutexLock lock(&mu_);
+  return stopped_ || generation_ != generation;
+}
+
+void Replication::SetLink(const std::string& state, const std::string& error) {
+  MutexLock lock(&mu_);
+  link_state_ = state;
+  if (!error.empty()) link_error_ = error;
+}
+
+void Replication::Backoff(uint64_t generation, int64_t ms) {
+  MutexLock lock(&mu_);
+  const int64_t until = ReplNowMs() + ms;
+  while (!stopped_ && generation_ == generation && ReplNowMs() < until) {
+    cv_.wait_for(mu_, milliseconds(until - ReplNowMs()));
+  }
+}
+
+void Replication::ReplicaLoop(std::string primary, uint64_t generation) {
+  while (!ReplicaStopping(generation)) {
+    Status s = ReplicaSession(primary, generation);
+    if (ReplicaStopping(generation)) break;
+    if (s.IsShutdown()) return;  // a full copy is in place: restarting
+    LOG(WARNING) << "replication: link to primary " << primary << ": "
+                 << s.ToString();
+    SetLink("connect", s.ToString());
+    Backoff(generation, 1000);
+  }
+}
+
+Status Replication::ReplicaSession(const std::string& primary,
+                                   uint64_t generation) {
+  const milliseconds timeout(options_.timeout_ms);
+  auto socket = std::make_shared<ReplSocket>();
+  SetLink("connecting", "");
+  Status s = socket->Connect(primary, milliseconds(2000));
+  if (!s.ok()) return s;
+  {
+    MutexLock lock(&mu_);
+    if (stopped_ || generation_ != generation) return Status::OK();
+    replica_socket_ = socket;
+  }
+  struct Unset {
+    Replication* r;
+    ~Unset() {
+      MutexLock lock(&r->mu_);
+      r->replica_socket_.reset();
+    }
+  } unset{this};
+  std::string buf, line, req;
+  if (!options_.masterauth.empty()) {
+    if (options_.masteruser.empty()) {
+      AppendFrame(&req, {"AUTH", options_.masterauth});
+    } else {
+      AppendFrame(&req, {"AUTH", options_.masteruser, options_.masterauth});
+    }
+    s = socket->SendAll(req, timeout);
+    if (s.ok()) s = ReadReplyLine(socket.get(), &buf, &line, timeout);
+    if (!s.ok()) return s;
+    if (line != "+OK") {
+      return Status::InvalidArgument("AUTH refused by the primary: " + line);
+    }
+  }
+  ReplState st;
+  {
+    MutexLock lock(&mu_);
+    st = state_;
+  }
+  const uint64_t seq = db_->GetLatestSequenceNumber();
+  req.clear();
+  // A database that may write its own recovery sentinel cannot follow a
+  // log: asking as another history gets a full copy, and the restart on it
+  // opens the database as a replica's.
+  const bool own_log = !options_.log_replica;
+  AppendFrame(
+      &req,
+      {"FENCEDKV.SYNC", st.history.empty() || own_log ? "-" : st.history,
+       options_.self_addr, std::to_string(st.max_epoch),
+       std::to_string(st.log_epoch), std::to_string(seq),
+       db_->GetFenceDomain().ToString(), FenceModeName(db_->GetFenceMode())});
+  s = socket->SendAll(req, timeout);
+  if (s.ok()) s = ReadReplyLine(socket.get(), &buf, &line, timeout);
+  if (!s.ok()) {
+    return Status::IOError(
+        "no handshake answer from " + primary + " (is it a fencedkv server?)",
+        s.ToString());
+  }
+  if (line.rfind("-ERR unknown command", 0) == 0) {
+    return Status::NotSupported(primary +
+                                " is not a fencedkv server: it "
+                                "does not know FENCEDKV.SYNC (" +
+                                line.substr(1, 120) + ")");
+  }
+  if (!line.empty() && line[0] == '-') {
+    return Status::InvalidArgument("the primary refused: " + line.substr(1));
+  }
+  const std::vector<std::string> w = SplitLine(line);
+  const bool full = !w.empty() && w[0] == "+FULLSYNC";
+  uint64_t epoch = 0;
+  EpochList epochs;
+  if (w.size() < 4 || (w[0] != "+CONTINUE" && !full) ||
+      !ParseU64Text(w[1], &epoch) || !ParseEpochs(w[3], &epochs) ||
+      (full && w.size() != 5)) {
+    return Status::NotSupported(primary +
+                                " is not a fencedkv server: it "
+                                "answered '" +
+                                line.substr(0, 120) + "'");
+  }
+  const std::string& history = w[2];
+  if (history == st.history && epoch < st.max_epoch) {
+    return Status::InvalidArgument(
+        "refusing the stream of epoch " + std::to_string(epoch) + " from " +
+        primary + ": this replica has seen epoch " +
+        std::to_string(st.max_epoch) + " (the primary was deposed)");
+  }
+  ReplState next = st;
+  next.history = history;
+  next.max_epoch =
+      history == st.history ? std::max(st.max_epoch, epoch) : epoch;
+  next.log_epoch = epoch;
+  next.epochs = epochs;
+  FrameReader in(options_.max_frame_bytes);
+  in.buffer()->append(buf);
+  if (full) {
+    SetLink("sync", "");
+    s = ReceiveFullSync(socket.get(), &in, next);
+    if (!s.ok()) return s;
+    if (options_.restart) options_.restart(primary);
+    return Status::Shutdown("restarting on the full copy");
+  }
+  s = next.Store(options_.db_path);
+  if (!s.ok()) return s;
+  {
+    MutexLock lock(&mu_);
+    state_ = next;
+    link_state_ = "connected";
+    link_error_.clear();
+    last_io_ms_ = ReplNowMs();
+  }
+  LOG(INFO) << "replication: following " << primary << " (epoch " << epoch
+            << ") from sequence " << seq;
+  WriteOptions wo;
+  wo.sync = options_.sync;
+  std::vector<std::string_view> words;
+  uint64_t applied = seq, acked = 0;
+  int64_t last_heard = ReplNowMs();
+  std::string ack;
+  const std::string epoch_text = std::to_string(epoch);
+  while (!ReplicaStopping(generation)) {
+    s = socket->ReadSome(in.buffer(), milliseconds(200), 1 << 20);
+    if (!s.ok()) return s;
+    {
+      // etcd named a newer primary meanwhile: not one more batch of this
+      // stream (its primary was deposed).
+      MutexLock lock(&mu_);
+      if (state_.max_epoch > epoch) {
+        return Status::InvalidArgument(
+            "epoch " + std::to_string(state_.max_epoch) +
+            " began: the stream of epoch " + std::to_string(epoch) + " ends");
+      }
+    }
+    const int64_t now = ReplNowMs();
+    bool heard = false;
+    while (in.Next(&words)) {
+      heard = true;
+      if (words[0] == "FENCEDKV.LOG" && words.size() == 4) {
+        uint64_t first;
+        if (words[1] != epoch_text || !ParseU64Text(words[2], &first)) {
+          return Status::Corruption(
+              "a log frame of another epoch or "
+              "without a sequence");
+        }
+        s = db_->ApplyLogBatch(wo, first, words[3]);
+        if (!s.ok()) return s;
+        applied = db_->GetLatestSequenceNumber();
+      } else if (words[0] == "FENCEDKV.PING" && words.size() == 2) {
+        uint64_t latest;
+        if (ParseU64Text(words[1], &latest)) {
+          MutexLock lock(&mu_);
+          primary_latest_ = latest;
+        }
+      } else {
+        return Status::Corruption("unexpected frame from the primary: " +
+                                  Words(words, 0));
+      }
+    }
+    if (!in.error().empty()) return Status::Corruption(in.error());
+    if (heard) {
+      // Every frame is answered, pings too: the primary's liveness check.
+      acked = UINT64_MAX;
+      last_heard = now;
+      MutexLock lock(&mu_);
+      last_io_ms_ = now;
+      primary_latest_ = std::max(primary_latest_, applied);
+    } else if (now - last_heard > options_.timeout_ms) {
+      return Status::IOError("nothing from the primary for " +
+                             std::to_string(options_.timeout_ms) + " ms");
+    }
+    if (applied != acked) {
+      ack.clear();
+      AppendFrame(&ack, {"FENCEDKV.ACK", std::to_string(applied)});
+      s = socket->SendAll(ack, timeout);
+      if (!s.ok()) return s;
+      acked = applied;
+    }
+  }
+  return Status::OK();
+}
+
+Status Replication::ReceiveFullSync(ReplSocket* socket, FrameReader* in,
+                                    const ReplState& adopted) {
+  const std::string tmp = FullSyncTmpDir(options_.db_path);
+  const std::string ready = FullSyncDir(options_.db_path);
+  std::error_code ec;
+  fs::remove_all(tmp, ec);
+  fs::remove_all(ready, ec);
+  fs::create_directories(tmp, ec);
+  if (ec) return Status::IOError("cannot create " + tmp, ec.message());
+  std::vector<std::string_view> words;
+  std::ofstream out;
+  std::string current;
+  std::vector<std::string> names;
+  size_t bytes = 0;
+  int64_t last_heard = ReplNowMs();
+  for (;;) {
+    if (!in->Next(&words)) {
+      if (!in->error().empty()) return Status::Corruption(in->error());
+      Status s = socket->ReadSome(in->buffer(), milliseconds(200), 1 << 20);
+      if (!s.ok()) return s;
+      if (in->buffered() > 0) last_heard = ReplNowMs();
+      if (ReplNowMs() - last_heard > options_.timeout_ms) {
+        return Status::IOError("the full sync stalled");
+      }
+      continue;
+    }
+    if (words[0] == "FENCEDKV.FILE" && words.size() == 3) {
+      const std::string name(words[1]);
+      if (name.empty() || name == "." || name == ".." ||
+          name.find('/') != std::string::npos) {
+        return Status::Corruption("a full sync file named '" + name + "'");
+      }
+      if (name != current) {
+        if (out.is_open()) out.close();
+        if (std::find(names.begin(), names.end(), name) != names.end()) {
+          return Status::Corruption("file " + name + " sent twice");
+        }
+        out.open(tmp + "/" + name, std::ios::binary | std::ios::trunc);
+        current = name;
+        names.push_back(name);
+      }
+      out.write(words[2].data(), static_cast<std::streamsize>(words[2].size()));
+      bytes += words[2].size();
+      if (!out) return Status::IOError("cannot write " + tmp + "/" + name);
+    } else if (words[0] == "FENCEDKV.FILESDONE" && words.size() == 2) {
+      if (words[1] != std::to_string(names.size())) {
+        return Status::Corruption("full sync: " + std::to_string(names.size()) +
+                                  " files received, " + std::string(words[1]) +
+                                  " sent");
+      }
+      break;
+    } else {
+      return Status::Corruption("unexpected frame in a full sync: " +
+                                Words(words, 0));
+    }
+  }
+  if (out.is_open()) out.close();
+  for (const auto& name : names) {
+    Status s = SyncPath(tmp + "/" + name, /*directory=*/false);
+    if (!s.ok()) return s;
+  }
+  Status s = adopted.Store(tmp);  // also syncs the directory
+  if (!s.ok()) return s;
+  fs::rename(tmp, ready, ec);
+  if (ec) return Status::IOError("cannot rename " + tmp, ec.message());
+  s = SyncPath(fs::path(ready).parent_path().empty()
+                   ? std::string(".")
+                   : fs::path(ready).parent_path().string(),
+               /*directory=*/true);
+  if (!s.ok()) return s;
+  LOG(INFO) << "replication: full copy received (" << names.size() << " files, "
+            << bytes << " bytes) in " << ready << "; restarting on it";
+  return Status::OK();
+}
+
+// ---------------------------------------------------------------- clients
+
+void Replication::WaitReplicas(size_t n, int64_t timeout_ms,
+                               std::function<void(size_t)> done) {
+  const uint64_t seq = db_->GetLatestSequenceNumber();
+  bool stopped;
+  {
+    MutexLock lock(&mu_);
+    stopped = stopped_;
+  }
+  // Once stopped nothing ticks: answer at once.
+  const int64_t deadline = stopped          ? 1
+                           : timeout_ms > 0 ? ReplNowMs() + timeout_ms
+                                            : 0;
+  tracker_.WaitReplicas(seq, n, deadline, std::move(done));
+}
+
+void Replication::AppendInfo(std::string* out) {
+  auto line = [out](const std::string& name, const std::string& value) {
+    out->append(name + ":" + value + "\r\n");
+  };
+  const uint64_t latest = db_->GetLatestSequenceNumber();
+  const auto replicas = tracker_.Replicas(latest);
+  MutexLock lock(&mu_);
+  const bool replica = read_only_.load();
+  line("role", replica ? "slave" : "master");
+  line("repl_history", state_.history.empty() ? "-" : state_.history);
+  line("repl_epoch", std::to_string(replica ? state_.log_epoch : epoch_));
+  line("repl_max_epoch", std::to_string(state_.max_epoch));
+  line("repl_epochs",
+       state_.epochs.empty() ? "-" : FormatEpochs(state_.epochs));
+  line("min_insync_replicas", std::to_string(tracker_.min_insync_replicas()));
+  if (etcd_mode()) {
+    line("shard", options_.shard);
+    line("etcd_last_error", etcd_error_.empty() ? "-" : etcd_error_);
+    if (have_view_) {
+      line("shard_epoch", std::to_string(view_.epoch));
+      line("shard_primary", view_.primary);
+      std::string isr;
+      for (const auto& a : view_.isr) isr += (isr.empty() ? "" : ",") + a;
+      line("shard_isr", isr);
+    }
+  }
+  if (replica) {
+    std::string host;
+    int port = 0;
+    SplitHostPort(primary_, &host, &port);
+    line("master_host", host);
+    line("master_port", std::to_string(port));
+    line("master_link_status", link_state_ == "connected" ? "up" : "down");
+    line("master_link_state", link_state_);
+    line("master_last_io_seconds_ago",
+         last_io_ms_ == 0 ? "-1"
+                          : std::to_string((ReplNowMs() - last_io_ms_) / 1000));
+    line("master_sync_in_progress", link_state_ == "sync" ? "1" : "0");
+    line("master_last_error", link_error_.empty() ? "-" : link_error_);
+    line("slave_repl_offset", std::to_string(latest));
+    line("master_repl_offset",
+         std::to_string(std::max(primary_latest_, latest)));
+    line("slave_read_only", "1");
+  } else {
+    line("master_repl_offset", std::to_string(latest));
+    // The set the commit rule uses: in etcd mode, the record's.
+    std::string isr = options_.self_addr;
+    if (etcd_mode()) {
+      isr.clear();
+      for (const auto& a : view_.isr) isr += (isr.empty() ? "" : ",") + a;
+    } else {
+      for (const auto& a : isr_) isr += "," + a;
+    }
+    line("isr", isr);
+    line("isr_size", std::to_string(tracker_.isr_size()));
+    size_t connected = 0;
+    for (const auto& r : replicas) connected += r.connected ? 1 : 0;
+    line("connected_slaves", std::to_string(connected));
+    size_t i = 0;
+    for (const auto& r : replicas) {
+      if (!r.connected) continue;
+      std::string host;
+      int port = 0;
+      SplitHostPort(r.addr, &host, &port);
+      line("slave" + std::to_string(i++),
+           "ip=" + host + ",port=" + std::to_string(port) +
+               ",state=" + r.state + ",offset=" + std::to_string(r.acked) +
+               ",lag=" + std::to_string(r.lag_ms / 1000) +
+               ",lag_ms=" + std::to_string(r.lag_ms));
+    }
+  }
+}
+
+std::string Replication::ReadOnlyLine() {
+  const std::string line = tracker_.not_primary_error();
+  if (line.rfind("READONLY", 0) == 0) return line;
+  return "READONLY You can't write against a read only replica.";
+}
+
+ReplicationGauges Replication::Gauges() {
+  ReplicationGauges g;
+  g.applied_seq = db_->GetLatestSequenceNumber();
+  const auto replicas = tracker_.Replicas(g.applied_seq);
+  for (const auto& r : replicas) {
+    if (!r.connected) continue;
+    ++g.replicas;
+    g.max_lag_ms = std::max(g.max_lag_ms, r.lag_ms);
+  }
+  MutexLock lock(&mu_);
+  g.primary = !read_only_.load();
+  g.epoch = g.primary ? epoch_ : state_.log_epoch;
+  g.isr_size = g.primary ? tracker_.isr_size() : 0;
+  return g;
+}
+
+void Replication::AppendRole(std::string* out) {
+  const uint64_t latest = db_->GetLatestSequenceNumber();
+  if (!read_only_.load()) {
+    const auto replicas = tracker_.Replicas(latest);
+    size_t connected = 0;
+    for (const auto& r : replicas) connected += r.connected ? 1 : 0;
+    resp::ArrayHeader(out, 3);
+    resp::Bulk(out, "master");
+    resp::Integer(out, static_cast<int64_t>(latest));
+    resp::ArrayHeader(out, connected);
+    for (const auto& r : replicas) {
+      if (!r.connected) continue;
+      std::string host;
+      int port = 0;
+      SplitHostPort(r.addr, &host, &port);
+      resp::ArrayHeader(out, 3);
+      resp::Bulk(out, host);
+      resp::Bulk(out, std::to_string(port));
+      resp::Bulk(out, std::to_string(r.acked));
+    }
+    return;
+  }
+  MutexLock lock(&mu_);
+  std::string host;
+  int port = 0;
+  SplitHostPort(primary_, &host, &port);
+  resp::ArrayHeader(out, 5);
+  resp::Bulk(out, "slave");
+  resp::Bulk(out, host);
+  resp::Integer(out, port);
+  resp::Bulk(out, link_state_);
+  resp::Integer(out, static_cast<int64_t>(latest));
+}
+
+}  // namespace server
+}  // namespace fencedkv

@@ -1,0 +1,260 @@
+// Copyright (c) fencedkv authors.
+//
+// Replication: the server's role (primary or replica) and the streams
+// between them (docs/replication.md). Manual mode: REPLICAOF / --replicaof
+// choose the primary, as in Redis; nothing fails over by itself.
+//
+//  - As a primary it serves replicas: a connection that sent
+//    FENCEDKV.SYNC is handed over (AcceptReplica) to a thread of its own,
+//    which answers the handshake, ships a checkpoint if the replica's log
+//    cannot continue (full sync), then ships the committed write batches in
+//    commit order, read from the WAL (DB::NewLogReader), and collects the
+//    replica's acknowledgements (CommitTracker: WAIT, INFO, ROLE).
+//  - As a replica it runs one thread that connects to the primary, applies
+//    the batches verbatim (DB::ApplyLogBatch, synced with --sync) and
+//    acknowledges each. After a full sync it has the new copy beside the
+//    database and asks the server to restart on it (options.restart).
+//    Writes are refused (read_only()).
+//
+// Every buffer is bounded: a link holds one batch and what the socket
+// holds; a replica that takes nothing for timeout_ms is dropped (it
+// reconnects and resyncs), nothing queues for it in memory.
+//
+// Thread-safe.
+
+#ifndef FENCEDKV_SERVER_REPLICATION_H_
+#define FENCEDKV_SERVER_REPLICATION_H_
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <list>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "fencedkv/db.h"
+
+#include "lease_slot.h"
+#include "metrics.h"
+#include "repl_commit.h"
+#include "repl_state.h"
+#include "repl_stream.h"
+#include "util/mutexlock.h"
+#include "util/thread_annotations.h"
+
+namespace fencedkv {
+namespace server {
+
+struct ReplicationOptions {
+  std::string db_path;
+  // This server's "host:port", told to the primary (INFO, ROLE).
+  std::string self_addr;
+  // Credentials a replica logs in to its primary with (FENCEDKV.SYNC is
+  // @admin): AUTH [masteruser] masterauth, if masterauth is set.
+  std::string masteruser;
+  std::string masterauth;
+  bool sync = false;  // apply replicated batches with fsync (--sync)
+  // The database was opened with Options::log_replica (it writes nothing of
+  // its own). Without it, a replica first takes a full copy and restarts
+  // on it with --replicaof, which opens it so (docs/replication.md).
+  bool log_replica = false;
+  int min_insync_replicas = 1;
+  // A replica of the in-sync set that has not acknowledged what the primary
+  // had this long ago leaves it (writes stop waiting for it); one that
+  // catches up within half of it joins again.
+  int64_t replica_lag_ms = 10000;
+  // A link that moved nothing (no batch, ping or acknowledgement) for this
+  // long is dropped; so is a replica that took nothing sent for this long.
+  int64_t timeout_ms = 10000;
+  size_t max_replicas = 16;  // connected replicas at most
+  // A replicated frame (one batch) at most.
+  size_t max_frame_bytes = 256 << 20;
+  // etcd mode (docs/replication.md "Coordination"): with a shard name and
+  // endpoints, etcd's record <etcd_prefix>/shards/<shard> chooses the
+  // primary; this server keeps <etcd_prefix>/members/<shard>/<self_addr>
+  // on an etcd lease of etcd_lease_ttl_ms, takes over when the primary's
+  // lease is gone and it is in the ISR, and follows whoever the record
+  // names otherwise. REPLICAOF is refused.
+  std::vector<std::string> etcd_endpoints;
+  std::string shard;
+  std::string etcd_prefix = "/fencedkv";
+  int64_t etcd_lease_ttl_ms = 2000;
+  // Called on the replica's thread once a full copy is in place beside the
+  // database (FullSyncDir): the server must stop, then restart with
+  // --replicaof=`primary`; at start, AdoptFullSync swaps it in.
+  std::function<void(const std::string& primary)> restart;
+};
+
+class Replication {
+ public:
+  Replication(ReplicationOptions options, DB* db, LeaseSlot* leases);
+  ~Replication();
+  Replication(const Replication&) = delete;
+  Replication& operator=(const Replication&) = delete;
+
+  // Before the database opens: if a completed full sync waits beside
+  // `db_path`, it replaces the database (the old one is removed).
+  static Status AdoptFullSync(const std::string& db_path);
+
+  // Becomes a replica of `replicaof` ("host:port"), or the primary if it is
+  // empty (then opens the lease service and starts a new epoch).
+  Status Start(const std::string& replicaof) LOCKS_EXCLUDED(mu_);
+  bool etcd_mode() const { return !options_.shard.empty(); }
+  const std::string& shard() const { return options_.shard; }
+  // SENTINEL's view (etcd mode): the shard's record and the members alive
+  // (addr -> role), as last read from etcd. False if none was read.
+  bool ShardView(const std::string& shard, ShardRecord* record,
+                 std::vector<std::pair<std::string, std::string>>* members)
+      LOCKS_EXCLUDED(mu_);
+
+  // Stops every link and thread; WAITs are answered. Idempotent.
+  void Stop() LOCKS_EXCLUDED(mu_);
+
+  // True while this server must refuse writes (a replica). Admit reads it.
+  const std::atomic<bool>* read_only() const { return &read_only_; }
+  bool is_replica() const { return read_only_.load(); }
+
+  // REPLICAOF host port (primary = "host:port") / REPLICAOF NO ONE
+  // (primary empty). *reply is the status line to answer.
+  Status ReplicaOf(const std::string& primary, std::string* reply)
+      LOCKS_EXCLUDED(mu_);
+
+  // A connection that sent FENCEDKV.SYNC `args` (the command's words) is
+  // handed over: its socket `fd` becomes a replica link (or gets the
+  // handshake's error and is closed). Takes ownership of fd.
+  void AcceptReplica(int fd, std::vector<std::string> args) LOCKS_EXCLUDED(mu_);
+
+  // WAIT numreplicas timeout_ms (0: forever): done(count) with the number
+  // of replicas that acknowledged everything written before the call, once
+  // `n` did or at the timeout. done runs on another thread.
+  void WaitReplicas(size_t n, int64_t timeout_ms,
+                    std::function<void(size_t)> done);
+
+  // INFO replication's lines; ROLE's reply.
+  void AppendInfo(std::string* out) LOCKS_EXCLUDED(mu_);
+  void AppendRole(std::string* out) LOCKS_EXCLUDED(mu_);
+
+  CommitTracker& tracker() { return tracker_; }
+  // A write committed whose reply waits for the replicas: the links look
+  // for new batches at once instead of at their next poll (1 ms).
+  void NotifyLinks() LOCKS_EXCLUDED(wake_mu_);
+  // The error a write gets here while read-only: Redis's words on a
+  // replica, else why (not yet told its role by etcd, stepped down).
+  std::string ReadOnlyLine();
+  // The gauges /metrics shows.
+  ReplicationGauges Gauges() LOCKS_EXCLUDED(mu_);
+
+  // Where a full copy is written while it arrives, and where it waits
+  // complete for the restart.
+  static std::string FullSyncTmpDir(const std::string& db_path);
+  static std::string FullSyncDir(const std::string& db_path);
+
+ private:
+  struct Link {
+    Link();
+    ~Link();
+    std::thread thread;
+    std::shared_ptr<ReplSocket> socket;
+    std::atomic<bool> done{false};
+    int wake_fd = -1;  // an eventfd: NotifyLinks wakes the link with it
+  };
+
+  // Role changes. REQUIRES: mu_ not held; role_mu_ held. `record` (etcd
+  // mode): the record that made this server the primary, whose epoch,
+  // epochs and history it takes; null: the next epoch of its own.
+  Status BecomePrimary(const ShardRecord* record = nullptr)
+      EXCLUSIVE_LOCKS_REQUIRED(role_mu_);
+  void BecomeReplica(const std::string& primary)
+      EXCLUSIVE_LOCKS_REQUIRED(role_mu_);
+  void StopReplicaThread() EXCLUSIVE_LOCKS_REQUIRED(role_mu_);
+  void StopLinks() LOCKS_EXCLUDED(mu_);
+
+  // ---- Primary side (each on its link's thread) ----
+  void ServeReplica(Link* link, std::vector<std::string> args);
+  // Answers the handshake with `header` and the checkpoint's files.
+  Status SendFullSync(ReplSocket* socket, const std::string& header);
+  // Ships the batches after `after` (the first one, read by the handshake,
+  // in first_seq / first_batch unless empty) until the link ends.
+  void StreamTo(ReplSocket* socket, const std::string& addr, uint64_t epoch,
+                uint64_t after, uint64_t first_seq, std::string first_batch,
+                std::unique_ptr<LogReader> reader, Link* link);
+
+  // Every tick as a primary: replicas that lag past replica_lag_ms leave
+  // the in-sync set, caught-up ones join it (CommitTracker::SetIsr).
+  void UpdateIsr() LOCKS_EXCLUDED(mu_);
+
+  // ---- etcd mode (replication_etcd.cc, on etcd_thread_) ----
+  void EtcdLoop();
+  // Follows `primary` (stepping down first if this server leads).
+  void Follow(const std::string& primary) LOCKS_EXCLUDED(mu_);
+  // Stops acknowledging writes at once (a higher epoch, or the etcd lease
+  // lost): read-only until the record says what to do.
+  void StepDown(const std::string& why) LOCKS_EXCLUDED(mu_);
+  // Raises the highest epoch seen (persisted) to `epoch`.
+  void SeeEpoch(uint64_t epoch) LOCKS_EXCLUDED(mu_);
+
+  // ---- Replica side (on replica_thread_) ----
+  void ReplicaLoop(std::string primary, uint64_t generation);
+  // One connection to the primary; returns why it ended.
+  Status ReplicaSession(const std::string& primary, uint64_t generation);
+  Status ReceiveFullSync(ReplSocket* socket, FrameReader* in,
+                         const ReplState& adopted);
+  bool ReplicaStopping(uint64_t generation) LOCKS_EXCLUDED(mu_);
+  void SetLink(const std::string& state, const std::string& error)
+      LOCKS_EXCLUDED(mu_);
+  // Sleeps up to ms unless the replica thread is told to stop.
+  void Backoff(uint64_t generation, int64_t ms) LOCKS_EXCLUDED(mu_);
+
+  const ReplicationOptions options_;
+  DB* const db_;
+  LeaseSlot* const leases_;
+  CommitTracker tracker_;
+  std::atomic<bool> read_only_{false};
+
+  // Serializes role changes (REPLICAOF, Start, Stop).
+  Mutex role_mu_;  // before mu_
+  std::thread replica_thread_ GUARDED_BY(role_mu_);
+
+  Mutex mu_;
+  std::condition_variable_any cv_;
+  bool stopped_ GUARDED_BY(mu_) = false;
+  ReplState state_ GUARDED_BY(mu_);
+  uint64_t epoch_ GUARDED_BY(mu_) = 0;  // as a primary: the current epoch
+  // As a replica: the primary, the thread's generation (a new REPLICAOF
+  // ends the old thread), the socket it uses (to wake it), and the link's
+  // state for INFO.
+  std::string primary_ GUARDED_BY(mu_);
+  uint64_t generation_ GUARDED_BY(mu_) = 0;
+  std::shared_ptr<ReplSocket> replica_socket_ GUARDED_BY(mu_);
+  std::string link_state_ GUARDED_BY(mu_) = "connect";
+  std::string link_error_ GUARDED_BY(mu_);
+  int64_t last_io_ms_ GUARDED_BY(mu_) = 0;
+  uint64_t primary_latest_ GUARDED_BY(mu_) = 0;
+  // As a primary: the replica links (finished ones are reaped on the next
+  // accept), and whether a full sync is being sent.
+  std::list<std::unique_ptr<Link>> links_ GUARDED_BY(mu_);
+  bool full_sync_running_ GUARDED_BY(mu_) = false;
+  // As a primary: the replicas of the in-sync set (the commit rule waits
+  // for each), kept by UpdateIsr.
+  std::vector<std::string> isr_ GUARDED_BY(mu_);
+  std::thread ticker_;  // Tick()s the tracker (WAIT timeouts), UpdateIsr
+  // The links' eventfds (NotifyLinks).
+  Mutex wake_mu_;
+  std::vector<int> wake_fds_ GUARDED_BY(wake_mu_);
+  std::thread etcd_thread_;
+  // etcd mode: the last record and members read (SENTINEL), and what went
+  // wrong last with etcd (INFO).
+  bool have_view_ GUARDED_BY(mu_) = false;
+  ShardRecord view_ GUARDED_BY(mu_);
+  std::vector<std::pair<std::string, std::string>> view_members_
+      GUARDED_BY(mu_);
+  std::string etcd_error_ GUARDED_BY(mu_);
+};
+
+}  // namespace server
+}  // namespace fencedkv
+
+#endif  // FENCEDKV_SERVER_REPLICATION_H_

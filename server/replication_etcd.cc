@@ -1,0 +1,345 @@
+// Copyright (c) fencedkv authors.
+//
+// Replication's etcd mode (docs/replication.md "Coordination"): one thread
+// per server that keeps its etcd lease and member key, reads the shard's
+// record and acts on it: bootstrap, follow, take over, step down, and (as
+// the primary) keep the record's ISR. Every change of the record is a txn
+// comparing the mod revision it read.
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+
+#include <glog/logging.h>
+
+#include "etcd_client.h"
+#include "replication.h"
+
+namespace fencedkv {
+namespace server {
+
+namespace {
+
+using std::chrono::milliseconds;
+
+constexpr int64_t kPollMs = 100;       // how often the record is read
+constexpr int64_t kMemberPutMs = 500;  // how often the member key is put
+
+bool Contains(const std::vector<std::string>& v, const std::string& s) {
+  return std::find(v.begin(), v.end(), s) != v.end();
+}
+
+}  // namespace
+
+bool Replication::ShardView(
+    const std::string& shard, ShardRecord* record,
+    std::vector<std::pair<std::string, std::string>>* members) {
+  MutexLock lock(&mu_);
+  if (!etcd_mode() || shard != options_.shard || !have_view_) return false;
+  *record = view_;
+  *members = view_members_;
+  return true;
+}
+
+void Replication::SeeEpoch(uint64_t epoch) {
+  MutexLock lock(&mu_);
+  if (epoch <= state_.max_epoch) return;
+  ReplState next = state_;
+  next.max_epoch = epoch;
+  Status s = next.Store(options_.db_path);
+  if (!s.ok()) {
+    LOG(ERROR) << "replication: cannot persist epoch " << epoch << ": "
+               << s.ToString();
+    return;
+  }
+  state_ = next;
+}
+
+void Replication::StepDown(const std::string& why) {
+  if (read_only_.load()) return;
+  LOG(WARNING) << "replication: stepping down: " << why;
+  read_only_.store(true);
+  tracker_.SetPrimary(
+      false, "READONLY this server is no longer the primary (" + why + ")");
+  MutexLock role(&role_mu_);
+  leases_->Close();
+  StopLinks();
+}
+
+void Replication::Follow(const std::string& primary) {
+  {
+    MutexLock lock(&mu_);
+    if (stopped_) return;
+    if (read_only_.load() && primary_ == primary) return;  // already
+  }
+  if (!read_only_.load()) StepDown("the record names " + primary);
+  MutexLock role(&role_mu_);
+  BecomeReplica(primary);
+}
+
+void Replication::EtcdLoop() {
+  EtcdClient::Options eo;
+  eo.endpoints = options_.etcd_endpoints;
+  eo.timeout =
+      milliseconds(std::max<int64_t>(200, options_.etcd_lease_ttl_ms / 4));
+  EtcdClient etcd(eo);
+  const std::string record_key =
+      options_.etcd_prefix + "/shards/" + options_.shard;
+  const std::string members_prefix =
+      options_.etcd_prefix + "/members/" + options_.shard + "/";
+  const std::string member_key = members_prefix + options_.self_addr;
+  const std::string me = options_.self_addr;
+  int64_t lease = 0;
+  int64_t lease_deadline = 0;  // ReplNowMs when it may have expired
+  int64_t last_keepalive = 0, last_member_put = 0;
+  int64_t primary_dead_since = 0;
+  auto fail = [this](const std::string& what, const Status& s) {
+    MutexLock lock(&mu_);
+    etcd_error_ = what + ": " + s.ToString();
+  };
+  for (;;) {
+    {
+      MutexLock lock(&mu_);
+      if (stopped_) break;
+    }
+    const int64_t now = ReplNowMs();
+    // 1. The lease: this server's liveness.
+    if (lease == 0) {
+      milliseconds granted{0};
+      Status s = etcd.LeaseGrant(milliseconds(options_.etcd_lease_ttl_ms),
+                                 &lease, &granted);
+      if (!s.ok()) {
+        lease = 0;
+        fail("lease grant", s);
+      } else {
+        lease_deadline = now + options_.etcd_lease_ttl_ms;
+        last_keepalive = now;
+        last_member_put = 0;
+      }
+    } else if (now - last_keepalive >= options_.etcd_lease_ttl_ms / 3) {
+      milliseconds ttl{0};
+      Status s = etcd.LeaseKeepAlive(lease, &ttl);
+      if (s.ok()) {
+        // The lease runs ttl from when the keep-alive was sent, at least.
+        lease_deadline =
+            now + std::min<int64_t>(ttl.count(), options_.etcd_lease_ttl_ms);
+        last_keepalive = now;
+      } else if (s.IsNotFound()) {
+        lease = 0;  // expired: our member key is gone
+        StepDown("the etcd lease expired");
+        fail("lease keep-alive", s);
+      } else {
+        fail("lease keep-alive", s);
+      }
+    }
+    if (!read_only_.load()) {
+      tracker_.SetLeaseDeadline(lease_deadline);
+      if (now >= lease_deadline)
+        StepDown("the etcd lease could not be renewed");
+    }
+    // 2. The member key, with what ranks candidates.
+    if (lease != 0 && now - last_member_put >= kMemberPutMs) {
+      MemberRecord m;
+      {
+        MutexLock lock(&mu_);
+        m.epoch = state_.max_epoch;
+      }
+      m.seq = db_->GetLatestSequenceNumber();
+      m.role = read_only_.load() ? "replica" : "primary";
+      Status s = etcd.Put(member_key, m.ToJson(), lease);
+      if (s.ok()) {
+        last_member_put = now;
+      } else {
+        fail("member put", s);
+      }
+    }
+    // 3. The record, and the members alive.
+    EtcdKv kv;
+    bool found = false;
+    std::vector<EtcdKv> member_kvs;
+    Status s = etcd.Get(record_key, &kv, &found);
+    if (s.ok()) s = etcd.GetPrefix(members_prefix, &member_kvs, 1000);
+    if (!s.ok()) {
+      fail("read", s);
+    } else if (lease == 0) {
+      // Without a lease nothing of ours may go into the record.
+    } else if (!found) {
+      // Bootstrap: the first server becomes the primary of epoch 1 (or
+      // above what it has seen).
+      ShardRecord r;
+      {
+        MutexLock lock(&mu_);
+        r.epoch = state_.max_epoch + 1;
+        r.history = state_.history.empty() ? NewHistoryId() : state_.history;
+        r.epochs = state_.epochs;
+      }
+      r.primary = me;
+      r.isr = {me};
+      r.lease = lease;
+      AppendEpoch(&r.epochs, r.epoch, db_->GetLatestSequenceNumber());
+      bool ok = false;
+      s = etcd.Txn({EtcdCompare::Absent(record_key)},
+                   {EtcdOp::Put(record_key, r.ToJson())}, {}, &ok);
+      if (s.ok() && ok) {
+        LOG(INFO) << "replication: created shard " << options_.shard
+                  << ", primary of epoch " << r.epoch;
+        {
+          MutexLock lock(&mu_);
+          view_ = r;
+          have_view_ = true;
+        }
+        MutexLock role(&role_mu_);
+        s = BecomePrimary(&r);
+        if (!s.ok()) LOG(ERROR) << "replication: " << s.ToString();
+      } else if (!s.ok()) {
+        fail("bootstrap txn", s);
+      }
+    } else {
+      ShardRecord r;
+      s = ShardRecord::Parse(kv.value, &r);
+      if (!s.ok()) {
+        fail("record " + record_key, s);
+      } else {
+        std::vector<std::pair<std::string, std::string>> alive;
+        bool primary_alive = false;
+        std::map<std::string, uint64_t> seqs;
+        for (const auto& m : member_kvs) {
+          const std::string addr = m.key.substr(members_prefix.size());
+          MemberRecord mr;
+          if (!MemberRecord::Parse(m.value, &mr)) continue;
+          alive.emplace_back(addr, mr.role);
+          seqs[addr] = mr.seq;
+          if (addr == r.primary && m.lease == r.lease && addr != me) {
+            primary_alive = true;
+          }
+        }
+        {
+          MutexLock lock(&mu_);
+          view_ = r;
+          view_members_ = alive;
+          have_view_ = true;
+          etcd_error_.clear();
+        }
+        SeeEpoch(r.epoch);
+        uint64_t my_epoch;
+        {
+          MutexLock lock(&mu_);
+          my_epoch = epoch_;
+        }
+        const bool leading = !read_only_.load();
+        if (r.primary == me && r.lease == lease && leading &&
+            my_epoch == r.epoch) {
+          primary_dead_since = 0;
+          // The primary keeps the record's ISR: a replica is required
+          // before the txn that adds it, and still after the txn that
+          // removes it has failed.
+          std::vector<std::string> desired;
+          {
+            MutexLock lock(&mu_);
+            desired = isr_;
+          }
+          std::vector<std::string> record_replicas;
+          for (const auto& a : r.isr) {
+            if (a != me) record_replicas.push_back(a);
+          }
+          std::vector<std::string> required = record_replicas;
+          for (const auto& a : desired) {
+            if (!Contains(required, a)) required.push_back(a);
+          }
+          std::vector<std::string> d_sorted = desired,
+                                   r_sorted = record_replicas;
+          std::sort(d_sorted.begin(), d_sorted.end());
+          std::sort(r_sorted.begin(), r_sorted.end());
+          if (d_sorted == r_sorted) {
+            tracker_.SetIsr(record_replicas, r.isr.size());
+          } else {
+            tracker_.SetIsr(required, r.isr.size());
+            ShardRecord next = r;
+            next.isr = {me};
+            for (const auto& a : desired) next.isr.push_back(a);
+            bool ok = false;
+            s = etcd.Txn(
+                {EtcdCompare::ModRevisionIs(record_key, kv.mod_revision)},
+                {EtcdOp::Put(record_key, next.ToJson())}, {}, &ok);
+            if (s.ok() && ok) {
+              LOG(INFO) << "replication: ISR of shard " << options_.shard
+                        << " is now " << next.isr.size() << " member(s)";
+              tracker_.SetIsr(desired, next.isr.size());
+              MutexLock lock(&mu_);
+              view_ = next;
+            } else if (!s.ok()) {
+              fail("ISR txn", s);
+            }
+          }
+        } else if (r.primary != me && primary_alive) {
+          primary_dead_since = 0;
+          if (leading)
+            StepDown("epoch " + std::to_string(r.epoch) + " belongs to " +
+                     r.primary);
+          Follow(r.primary);
+        } else {
+          // The primary's lease is gone (or it is this server's previous
+          // life): an ISR member takes over. The one with the highest
+          // applied sequence first; the others after two TTLs.
+          if (primary_dead_since == 0) primary_dead_since = now;
+          if (leading && r.epoch != my_epoch) StepDown("a newer record");
+          const uint64_t mine = db_->GetLatestSequenceNumber();
+          bool best = true;
+          for (const auto& a : r.isr) {
+            if (a == me || a == r.primary) continue;
+            auto it = seqs.find(a);
+            if (it != seqs.end() &&
+                (it->second > mine || (it->second == mine && a < me))) {
+              best = false;
+            }
+          }
+          const bool may =
+              r.InIsr(me) && (best || now - primary_dead_since >
+                                          2 * options_.etcd_lease_ttl_ms);
+          if (may) {
+            ShardRecord next = r;
+            next.epoch = r.epoch + 1;
+            next.primary = me;
+            next.isr = {me};
+            next.lease = lease;
+            if (next.history.empty()) {
+              MutexLock lock(&mu_);
+              next.history = state_.history;
+            }
+            AppendEpoch(&next.epochs, next.epoch, mine);
+            bool ok = false;
+            s = etcd.Txn(
+                {EtcdCompare::ModRevisionIs(record_key, kv.mod_revision)},
+                {EtcdOp::Put(record_key, next.ToJson())}, {}, &ok);
+            if (s.ok() && ok) {
+              LOG(WARNING) << "replication: took over shard " << options_.shard
+                           << " from " << r.primary << " (epoch " << next.epoch
+                           << ", sequence " << mine << ")";
+              primary_dead_since = 0;
+              SeeEpoch(next.epoch);
+              {
+                MutexLock lock(&mu_);
+                view_ = next;
+              }
+              MutexLock role(&role_mu_);
+              s = BecomePrimary(&next);
+              if (!s.ok()) LOG(ERROR) << "replication: " << s.ToString();
+            } else if (!s.ok()) {
+              fail("takeover txn", s);
+            }
+          } else if (r.primary != me) {
+            Follow(r.primary);  // it may come back; a winner will be named
+          }
+        }
+      }
+    }
+    MutexLock lock(&mu_);
+    if (stopped_) break;
+    cv_.wait_for(mu_, milliseconds(kPollMs));
+  }
+  // A clean stop hands over at once: the member key goes with the lease.
+  if (lease != 0) etcd.LeaseRevoke(lease);
+}
+
+}  // namespace server
+}  // namespace fencedkv

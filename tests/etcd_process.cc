@@ -1,0 +1,156 @@
+// Copyright (c) fencedkv authors.
+
+#include "etcd_process.h"
+
+#include <chrono>
+#include <thread>
+#include <vector>
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace fencedkv {
+namespace test {
+
+int FreePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return 0;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  socklen_t len = sizeof(addr);
+  int port = 0;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
+    port = ntohs(addr.sin_port);
+  }
+  close(fd);
+  return port;
+}
+
+namespace {
+
+// True once etcd on 127.0.0.1:port answers a read (it has a leader).
+bool Serving(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return false;
+  timeval tv{1, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  std::string reply;
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
+    const std::string body = R"({"key":"AA=="})";
+    const std::string request =
+        "POST /v3/kv/range HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        "Content-Type: application/json\r\nConnection: close\r\n"
+        "Content-Length: " +
+        std::to_string(body.size()) + "\r\n\r\n" + body;
+    if (send(fd, request.data(), request.size(), MSG_NOSIGNAL) ==
+        static_cast<ssize_t>(request.size())) {
+      char buf[4096];
+      ssize_t n;
+      while ((n = recv(fd, buf, sizeof(buf), 0)) > 0) reply.append(buf, n);
+    }
+  }
+  close(fd);
+  return reply.find("\"revision\"") != std::string::npos;
+}
+
+}  // namespace
+
+std::string EtcdProcess::endpoint() const {
+  return "http://127.0.0.1:" + std::to_string(client_port_);
+}
+
+bool EtcdProcess::Start(const std::string& dir) {
+  if (pid_ > 0) return true;
+  if (dir_ != dir || client_port_ == 0) {
+    dir_ = dir;
+    client_port_ = FreePort();
+    peer_port_ = FreePort();
+    while (peer_port_ == client_port_) peer_port_ = FreePort();
+  }
+  mkdir(dir.c_str(), 0755);
+  const std::string client = "http://127.0.0.1:" + std::to_string(client_port_);
+  const std::string peer = "http://127.0.0.1:" + std::to_string(peer_port_);
+  std::vector<std::string> args = {"etcd",
+                                   "--name=n1",
+                                   "--data-dir=" + dir + "/data",
+                                   "--listen-client-urls=" + client,
+                                   "--advertise-client-urls=" + client,
+                                   "--listen-peer-urls=" + peer,
+                                   "--initial-advertise-peer-urls=" + peer,
+                                   "--initial-cluster=n1=" + peer,
+                                   "--log-outputs=stderr"};
+  const std::string log = dir + "/etcd.log";
+  pid_ = fork();
+  if (pid_ == 0) {
+    const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    if (fd >= 0) {
+      dup2(fd, STDOUT_FILENO);
+      dup2(fd, STDERR_FILENO);
+      close(fd);
+    }
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    execvp("etcd", argv.data());
+    _exit(127);
+  }
+  for (int i = 0; i < 400; ++i) {
+    int status;
+    if (waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = -1;
+      return false;
+    }
+    if (Serving(client_port_)) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  Kill9();
+  return false;
+}
+
+void EtcdProcess::Stop() {
+  if (pid_ <= 0) return;
+  Resume();
+  kill(pid_, SIGTERM);
+  for (int i = 0; i < 500; ++i) {
+    int status;
+    if (waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = -1;
+      return;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  Kill9();
+}
+
+void EtcdProcess::Kill9() {
+  if (pid_ <= 0) return;
+  kill(pid_, SIGKILL);
+  int status;
+  waitpid(pid_, &status, 0);
+  pid_ = -1;
+}
+
+void EtcdProcess::Pause() {
+  if (pid_ > 0) kill(pid_, SIGSTOP);
+}
+
+void EtcdProcess::Resume() {
+  if (pid_ > 0) kill(pid_, SIGCONT);
+}
+
+}  // namespace test
+}  // namespace fencedkv

@@ -1,0 +1,512 @@
+// Copyright (c) fencedkv authors.
+//
+// Replication in manual mode with real processes (docs/replication.md):
+// fencedkv-server primaries and replicas on 127.0.0.1 (free ports, stopped
+// by PID), a raw RESP client. A replica ends with the primary's exact
+// content (FENCEDKV.DIGEST), fence state included; it refuses writes,
+// fenced reads and leases; it catches up from the log after a restart or a
+// kill -9, and from a full copy when the log is gone; the handshake refuses
+// another fence configuration and a peer that is not fencedkv, changing
+// nothing; a replica that reads nothing is dropped without growing the
+// primary's memory.
+
+#include <atomic>
+#include <chrono>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <sstream>
+#include <thread>
+
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "etcd_process.h"
+#include "server_test_util.h"
+#include "util/testutil.h"
+
+#ifndef FENCEDKV_SERVER_BIN
+#error "FENCEDKV_SERVER_BIN must name the fencedkv-server binary"
+#endif
+
+namespace fencedkv {
+namespace {
+
+using Client = test::RespTestClient;
+using std::chrono::milliseconds;
+
+class Server : public test::ServerProcess {
+ public:
+  Server() : test::ServerProcess(FENCEDKV_SERVER_BIN) {}
+};
+
+// INFO replication as name -> value.
+std::map<std::string, std::string> Info(int port) {
+  return test::InfoFields(port, "replication", 5000);
+}
+using test::WaitUntil;
+
+std::string Digest(int port) {
+  Client c(port, 20000);
+  return c.Call({"FENCEDKV.DIGEST"});
+}
+
+class ReplicationE2ETest : public testing::Test {
+ protected:
+  ReplicationE2ETest() {
+    std::ofstream(dir_.Sub("acl")) << "user default on nopass ~* &* +@all\n";
+  }
+  std::vector<std::string> Flags(const std::string& name,
+                                 std::vector<std::string> extra) {
+    extra.push_back("--db=" + dir_.Sub(name + "-db"));
+    extra.push_back("--aclfile=" + dir_.Sub("acl"));
+    extra.push_back("--repl_timeout_ms=2000");
+    return extra;
+  }
+  bool StartPrimary(Server* s, const std::string& name,
+                    std::vector<std::string> extra = {}) {
+    mkdir(dir_.Sub(name).c_str(), 0755);
+    return s->Start(dir_.Sub(name), Flags(name, std::move(extra)));
+  }
+  bool StartReplica(Server* s, const std::string& name, int primary_port,
+                    std::vector<std::string> extra = {}) {
+    extra.push_back("--replicaof=127.0.0.1:" + std::to_string(primary_port));
+    return StartPrimary(s, name, std::move(extra));
+  }
+  // True once the replica applied everything the primary has, and the
+  // primary saw it acknowledged.
+  static bool CaughtUp(int primary, int replica) {
+    auto p = Info(primary);
+    auto r = Info(replica);
+    return !p["master_repl_offset"].empty() &&
+           r["master_link_status"] == "up" &&
+           r["slave_repl_offset"] == p["master_repl_offset"] &&
+           p["slave0"].find("offset=" + p["master_repl_offset"] + ",") !=
+               std::string::npos;
+  }
+  // A workload touching every kind of record: values, deletes, MSET,
+  // advances, the floor, leases.
+  static void Write(int port, int round) {
+    Client c(port);
+    const int base = 100 * (round + 1);
+    for (int i = 0; i < 40; ++i) {
+      ASSERT_EQ("+OK",
+                c.Call({"SET", "k" + std::to_string(i % 13),
+                        "v" + std::to_string(round) + "." + std::to_string(i),
+                        "FENCE", std::to_string(base + i)}));
+    }
+    ASSERT_EQ(":1", c.Call({"DEL", "k3", "FENCE", std::to_string(base + 50)}));
+    ASSERT_EQ("+OK", c.Call({"MSET", "m1", "a", "m2", "b", "FENCE",
+                             std::to_string(base + 51)}));
+    ASSERT_EQ("$" + std::to_string(base + 60),
+              c.Call({"FENCE.ADVANCE", "adv" + std::to_string(round),
+                      std::to_string(base + 60)}));
+    ASSERT_EQ("$" + std::to_string(base / 2),
+              c.Call({"FENCE.FLOOR", std::to_string(base / 2)}));
+    const std::string lease =
+        c.Call({"LEASE.ACQUIRE", "l" + std::to_string(round), "h", "60000"});
+    ASSERT_EQ('*', lease[0]) << lease;
+  }
+  test::TempDir dir_;
+};
+
+TEST_F(ReplicationE2ETest,
+       AReplicaHoldsThePrimarysExactContentAndRefusesWrites) {
+  Server primary, replica;
+  const int metrics_port = test::FreePort();
+  ASSERT_TRUE(StartPrimary(&primary, "p",
+                           {"--metrics_port=" + std::to_string(metrics_port)}));
+  Write(primary.port(), 0);
+  ASSERT_TRUE(StartReplica(&replica, "r", primary.port()));
+  Write(primary.port(), 1);
+  ASSERT_TRUE(WaitUntil(
+      [&] { return CaughtUp(primary.port(), replica.port()); }, 15000))
+      << replica.Log();
+  const std::string digest = Digest(primary.port());
+  ASSERT_EQ('$', digest[0]);
+  EXPECT_EQ(digest, Digest(replica.port()));
+
+  Client r(replica.port());
+  EXPECT_EQ("$v1.39", r.Call({"GET", "k0"}));
+  EXPECT_EQ("$nil", r.Call({"GET", "k3"}));
+  const std::string fenced =
+      "-READONLY fenced reads are answered by the primary: a replica may lag";
+  EXPECT_EQ(fenced, r.Call({"FENCE.GET", "adv1"}));
+  EXPECT_EQ(fenced, r.Call({"FENCE.FLOOR"}));
+  EXPECT_EQ("$adv1", r.Call({"FENCE.DOMAIN", "adv1"}));
+  const std::string readonly =
+      "-READONLY You can't write against a read only replica.";
+  EXPECT_EQ(readonly, r.Call({"SET", "x", "1", "FENCE", "999"}));
+  EXPECT_EQ(readonly, r.Call({"DEL", "k0", "FENCE", "999"}));
+  EXPECT_EQ(readonly, r.Call({"MSET", "x", "1", "FENCE", "999"}));
+  EXPECT_EQ(readonly, r.Call({"FENCE.ADVANCE", "k0", "999"}));
+  EXPECT_EQ(readonly, r.Call({"FENCE.FLOOR", "999"}));
+  EXPECT_EQ(readonly, r.Call({"LEASE.ACQUIRE", "z", "h", "1000"}));
+  EXPECT_EQ("-READONLY the lease service runs on the primary",
+            r.Call({"LEASE.INFO", "l0"}));
+  EXPECT_EQ(fenced, r.Call({"GET", "k0", "FENCE", "500"}));
+  EXPECT_EQ("+OK", r.Call({"MULTI"}));
+  EXPECT_EQ(readonly, r.Call({"SET", "x", "1", "FENCE", "999"}));
+  EXPECT_EQ('-', r.Call({"EXEC"})[0]);
+  EXPECT_EQ(digest, Digest(replica.port()));  // nothing changed
+  EXPECT_EQ("-ERR WAIT cannot be used with replica instances",
+            r.Call({"WAIT", "1", "0"}));
+
+  // ROLE and INFO on both sides.
+  Client p(primary.port());
+  auto pi = Info(primary.port());
+  EXPECT_EQ("master", pi["role"]);
+  EXPECT_EQ("1", pi["connected_slaves"]);
+  EXPECT_NE(std::string::npos,
+            pi["slave0"].find("offset=" + pi["master_repl_offset"]))
+      << pi["slave0"];
+  auto ri = Info(replica.port());
+  EXPECT_EQ("slave", ri["role"]);
+  EXPECT_EQ(std::to_string(primary.port()), ri["master_port"]);
+  EXPECT_EQ(pi["repl_history"], ri["repl_history"]);
+  EXPECT_EQ("*[$slave,$127.0.0.1,:" + std::to_string(primary.port()) +
+                ",$connected,:" + ri["slave_repl_offset"] + "]",
+            r.Call({"ROLE"}));
+  EXPECT_EQ(0u,
+            p.Call({"ROLE"}).find("*[$master,:" + pi["master_repl_offset"]));
+
+  // Prometheus: role, epoch, ISR size, lag.
+  ASSERT_TRUE(WaitUntil([&] { return Info(primary.port())["isr_size"] == "2"; },
+                        10000));
+  Client http(metrics_port);
+  http.SendRaw("GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n");
+  const std::string metrics = http.ReadAll();
+  EXPECT_NE(std::string::npos, metrics.find("fencedkv_replication_primary 1"))
+      << metrics;
+  EXPECT_NE(std::string::npos, metrics.find("fencedkv_replication_epoch 1"));
+  EXPECT_NE(std::string::npos, metrics.find("fencedkv_replication_isr_size 2"));
+  EXPECT_NE(std::string::npos,
+            metrics.find("fencedkv_replication_connected_replicas 1"));
+  EXPECT_NE(std::string::npos, metrics.find("fencedkv_replication_max_lag_ms"));
+
+  // WAIT: the replica acknowledges a new write; with the replica stopped,
+  // WAIT gives up at its timeout with 0.
+  EXPECT_EQ("+OK", p.Call({"SET", "w", "1", "FENCE", "1000"}));
+  EXPECT_EQ(":1", p.Call({"WAIT", "1", "5000"}));
+  test::StopProcess(replica.pid());
+  EXPECT_EQ("+OK", p.Call({"SET", "w", "2", "FENCE", "1001"}));
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(":0", p.Call({"WAIT", "1", "300"}));
+  const auto waited = std::chrono::steady_clock::now() - t0;
+  EXPECT_GE(waited, milliseconds(280));
+  EXPECT_LT(waited, milliseconds(3000));
+  kill(replica.pid(), SIGCONT);
+  EXPECT_EQ(":1", p.Call({"WAIT", "1", "5000"}));
+  EXPECT_EQ("$2", r.Call({"GET", "w"}));
+}
+
+TEST_F(ReplicationE2ETest, ARestartedOrKilledReplicaCatchesUpFromTheLog) {
+  Server primary, replica;
+  ASSERT_TRUE(StartPrimary(&primary, "p"));
+  Write(primary.port(), 0);
+  ASSERT_TRUE(StartReplica(&replica, "r", primary.port()));
+  ASSERT_TRUE(WaitUntil(
+      [&] { return CaughtUp(primary.port(), replica.port()); }, 15000));
+  for (int round = 1; round <= 2; ++round) {
+    if (round == 1) {
+      EXPECT_EQ(0, replica.Stop());
+    } else {
+      replica.Kill9();
+    }
+    Write(primary.port(), round);
+    ASSERT_TRUE(StartReplica(&replica, "r", primary.port()));
+    ASSERT_TRUE(WaitUntil(
+        [&] { return CaughtUp(primary.port(), replica.port()); }, 15000))
+        << replica.Log();
+    // From the log: no second full copy.
+    EXPECT_EQ(std::string::npos, replica.Log().find("full copy received"))
+        << replica.Log();
+    EXPECT_EQ(Digest(primary.port()), Digest(replica.port()));
+  }
+}
+
+TEST_F(ReplicationE2ETest, AFullCopyWhenTheLogIsGoneAndAfterAFailover) {
+  Server primary, replica;
+  // No log kept once flushed, and small memtables: the log goes quickly.
+  ASSERT_TRUE(StartPrimary(
+      &primary, "p", {"--wal_retention_mb=0", "--write_buffer_size=65536"}));
+  Write(primary.port(), 0);
+  ASSERT_TRUE(StartReplica(&replica, "r", primary.port()));
+  ASSERT_TRUE(WaitUntil(
+      [&] { return CaughtUp(primary.port(), replica.port()); }, 15000));
+  EXPECT_EQ(0, replica.Stop());
+  {
+    Client c(primary.port());
+    const std::string value(4096, 'x');
+    for (int i = 0; i < 400; ++i) {  // 1.6 MB: many memtables flushed
+      ASSERT_EQ("+OK", c.Call({"SET", "big" + std::to_string(i), value, "FENCE",
+                               "5000"}));
+    }
+  }
+  // A checkpoint flushes every memtable: the log before it is deleted.
+  {
+    Client c(primary.port());
+    ASSERT_EQ(':', c.Call({"FENCEDKV.CHECKPOINT", dir_.Sub("ckpt")})[0]);
+    ASSERT_TRUE(WaitUntil(
+        [&] {
+          return c.Call({"FENCEDKV.JOBSTATUS"}).find("$done") !=
+                 std::string::npos;
+        },
+        10000));
+  }
+  ASSERT_TRUE(StartReplica(&replica, "r", primary.port()));
+  ASSERT_TRUE(WaitUntil(
+      [&] { return CaughtUp(primary.port(), replica.port()); }, 20000))
+      << replica.Log();
+  EXPECT_NE(std::string::npos, primary.Log().find("the log no longer holds"))
+      << primary.Log();
+  EXPECT_EQ(Digest(primary.port()), Digest(replica.port()));
+
+  // Manual failover: the replica is promoted (a new epoch); the old primary
+  // wrote once more meanwhile, then follows it: its unreplicated write is
+  // discarded with a full copy, and both converge.
+  Client r(replica.port());
+  EXPECT_EQ("+OK", r.Call({"REPLICAOF", "NO", "ONE"}));
+  EXPECT_EQ("+OK", r.Call({"SET", "after", "1", "FENCE", "6000"}));
+  const std::string lease = r.Call({"LEASE.ACQUIRE", "l0", "other", "1000"});
+  EXPECT_EQ(0u, lease.find("-LEASED")) << lease;  // the replicated lease holds
+  // Lease tokens never repeat: a new grant is above the replicated one.
+  const std::string held = r.Call({"LEASE.INFO", "l0"});
+  const size_t at = held.find("$token,$");
+  ASSERT_NE(std::string::npos, at) << held;
+  const uint64_t old_token = std::strtoull(held.c_str() + at + 8, nullptr, 10);
+  const std::string fresh = r.Call({"LEASE.ACQUIRE", "fresh", "h2", "1000"});
+  ASSERT_EQ(0u, fresh.find("*[$")) << fresh;
+  EXPECT_GT(std::strtoull(fresh.c_str() + 3, nullptr, 10), old_token)
+      << held << fresh;
+  // The fence state is the primary's: maxima, floor, stale tokens refused.
+  EXPECT_EQ("$160", r.Call({"FENCE.GET", "adv0"}));
+  EXPECT_EQ("$50", r.Call({"FENCE.FLOOR"}));
+  EXPECT_EQ(0u, r.Call({"SET", "k0", "x", "FENCE", "138"}).find("-STALE"));
+  EXPECT_EQ(0u, r.Call({"FENCE.ADVANCE", "adv0", "150"}).find("$160"));
+  Client p(primary.port());
+  EXPECT_EQ("+OK", p.Call({"SET", "lost", "1", "FENCE", "6000"}));
+  EXPECT_EQ("+OK",
+            p.Call({"REPLICAOF", "127.0.0.1", std::to_string(replica.port())}));
+  EXPECT_EQ("-READONLY You can't write against a read only replica.",
+            p.Call({"SET", "x", "1", "FENCE", "7000"}));
+  ASSERT_TRUE(WaitUntil(
+      [&] { return CaughtUp(replica.port(), primary.port()); }, 20000))
+      << primary.Log();
+  Client p2(primary.port());
+  EXPECT_EQ("$1", p2.Call({"GET", "after"}));
+  EXPECT_EQ("$nil", p2.Call({"GET", "lost"}));
+  EXPECT_EQ(Digest(primary.port()), Digest(replica.port()));
+  EXPECT_EQ("2", Info(replica.port())["repl_epoch"]);
+}
+
+TEST_F(ReplicationE2ETest, TheHandshakeRefusesAnotherFenceConfigurationOrPeer) {
+  Server primary;
+  ASSERT_TRUE(StartPrimary(&primary, "p"));
+  Write(primary.port(), 0);
+  // Another domain function: refused, the replica's data untouched.
+  {
+    Server other;
+    ASSERT_TRUE(StartPrimary(&other, "o", {"--fence_domain=prefix:3"}));
+    Client o(other.port());
+    ASSERT_EQ("+OK", o.Call({"SET", "mine", "1", "FENCE", "1"}));
+    const std::string before = Digest(other.port());
+    EXPECT_EQ("+OK", o.Call({"REPLICAOF", "127.0.0.1",
+                             std::to_string(primary.port())}));
+    ASSERT_TRUE(WaitUntil(
+        [&] {
+          return Info(other.port())["master_last_error"].find(
+                     "fence configuration differs") != std::string::npos;
+        },
+        10000))
+        << Info(other.port())["master_last_error"];
+    EXPECT_EQ("down", Info(other.port())["master_link_status"]);
+    EXPECT_EQ(before, Digest(other.port()));
+    EXPECT_EQ("$1", o.Call({"GET", "mine"}));
+  }
+  // Another mode.
+  {
+    Server other;
+    ASSERT_TRUE(
+        StartReplica(&other, "s", primary.port(), {"--fence_mode=strict"}));
+    ASSERT_TRUE(WaitUntil(
+        [&] {
+          return Info(other.port())["master_last_error"].find(
+                     "fence_mode=monotonic") != std::string::npos;
+        },
+        10000))
+        << Info(other.port())["master_last_error"];
+  }
+  // Redis is not fencedkv.
+  {
+    const int port = test::FreePort();
+    const pid_t redis = fork();
+    if (redis == 0) {
+      execlp("redis-server", "redis-server", "--port",
+             std::to_string(port).c_str(), "--bind", "127.0.0.1", "--save", "",
+             "--appendonly", "no", static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    ASSERT_TRUE(
+        WaitUntil([&] { return Client(port, 500).connected(); }, 10000));
+    Server other;
+    ASSERT_TRUE(StartReplica(&other, "n", port));
+    ASSERT_TRUE(WaitUntil(
+        [&] {
+          return Info(other.port())["master_last_error"].find(
+                     "is not a fencedkv server") != std::string::npos;
+        },
+        10000))
+        << Info(other.port())["master_last_error"];
+    kill(redis, SIGKILL);
+    waitpid(redis, nullptr, 0);
+  }
+  // Nor is a peer that answers something else (here: HTTP).
+  {
+    const int lfd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    socklen_t len = sizeof(a);
+    ASSERT_EQ(0, bind(lfd, reinterpret_cast<sockaddr*>(&a), sizeof(a)));
+    ASSERT_EQ(0, listen(lfd, 4));
+    getsockname(lfd, reinterpret_cast<sockaddr*>(&a), &len);
+    std::atomic<bool> done{false};
+    std::thread http([&] {
+      while (!done) {
+        const int c = accept(lfd, nullptr, nullptr);
+        if (c < 0) break;
+        const char reply[] = "HTTP/1.1 400 Bad Request\r\n\r\n";
+        send(c, reply, sizeof(reply) - 1, MSG_NOSIGNAL);
+        close(c);
+      }
+    });
+    Server other;
+    ASSERT_TRUE(StartReplica(&other, "h", ntohs(a.sin_port)));
+    EXPECT_TRUE(WaitUntil(
+        [&] {
+          return Info(other.port())["master_last_error"].find(
+                     "is not a fencedkv server") != std::string::npos;
+        },
+        10000))
+        << Info(other.port())["master_last_error"];
+    done = true;
+    shutdown(lfd, SHUT_RDWR);
+    close(lfd);
+    http.join();
+  }
+}
+
+TEST_F(ReplicationE2ETest,
+       AWriteIsAcknowledgedOnlyOnceEveryInSyncReplicaHasIt) {
+  Server primary, replica;
+  ASSERT_TRUE(StartPrimary(
+      &primary, "p", {"--min_insync_replicas=2", "--replica_lag_ms=500"}));
+  Client p(primary.port());
+  // Below the minimum: refused before it runs, nothing written.
+  const std::string refused = p.Call({"SET", "a", "1", "FENCE", "1"});
+  EXPECT_EQ(0u, refused.find("-NOREPLICAS Not enough good replicas to write"))
+      << refused;
+  EXPECT_EQ(0u, p.Call({"MSET", "a", "1", "FENCE", "1"}).find("-NOREPLICAS"));
+  EXPECT_EQ("$nil", p.Call({"GET", "a"}));
+  EXPECT_EQ("$0", p.Call({"FENCE.GET", "a"}));
+
+  ASSERT_TRUE(StartReplica(&replica, "r", primary.port()));
+  ASSERT_TRUE(
+      WaitUntil([&] { return Info(primary.port())["isr_size"] == "2"; }, 15000))
+      << primary.Log();
+  // Every +OK is already on the replica: read it there at once.
+  Client r(replica.port());
+  for (int i = 1; i <= 200; ++i) {
+    const std::string v = "v" + std::to_string(i);
+    ASSERT_EQ("+OK", p.Call({"SET", "k" + std::to_string(i % 7), v, "FENCE",
+                             std::to_string(i)}));
+    ASSERT_EQ("$" + v, r.Call({"GET", "k" + std::to_string(i % 7)})) << i;
+  }
+  // Pipelined (one group commit) and the other write paths.
+  std::string batch;
+  for (int i = 0; i < 16; ++i) {
+    batch +=
+        Client::Encode({"SET", "g" + std::to_string(i), "x", "FENCE", "300"});
+  }
+  p.SendRaw(batch);
+  for (int i = 0; i < 16; ++i) ASSERT_EQ("+OK", p.Read());
+  for (int i = 0; i < 16; ++i) {
+    ASSERT_EQ("$x", r.Call({"GET", "g" + std::to_string(i)}));
+  }
+  EXPECT_EQ(":1", p.Call({"DEL", "g0", "FENCE", "301"}));
+  EXPECT_EQ("$nil", r.Call({"GET", "g0"}));
+  EXPECT_EQ("+OK", p.Call({"MULTI"}));
+  EXPECT_EQ("+QUEUED", p.Call({"SET", "t", "1", "FENCE", "302"}));
+  EXPECT_EQ("*[+OK]", p.Call({"EXEC"}));
+  EXPECT_EQ("$1", r.Call({"GET", "t"}));
+
+  // The replica stops answering: the write waiting for it fails once it
+  // leaves the in-sync set (then below the minimum); later writes are
+  // refused at once, and write nothing.
+  test::StopProcess(replica.pid());
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::string waited = p.Call({"SET", "s", "1", "FENCE", "400"});
+  const auto took = std::chrono::steady_clock::now() - t0;
+  EXPECT_EQ(0u, waited.find("-NOREPLICAS")) << waited;
+  EXPECT_GE(took, milliseconds(400));
+  EXPECT_LT(took, milliseconds(5000));
+  EXPECT_EQ(0u, p.Call({"SET", "s2", "1", "FENCE", "401"}).find("-NOREPLICAS"));
+  EXPECT_EQ("$nil", p.Call({"GET", "s2"}));
+  EXPECT_EQ("1", Info(primary.port())["isr_size"]);
+  // Back: it catches up, joins again, and writes are acknowledged again.
+  kill(replica.pid(), SIGCONT);
+  ASSERT_TRUE(WaitUntil([&] { return Info(primary.port())["isr_size"] == "2"; },
+                        15000));
+  EXPECT_EQ("+OK", p.Call({"SET", "s2", "2", "FENCE", "402"}));
+  EXPECT_EQ("$2", r.Call({"GET", "s2"}));
+  EXPECT_EQ("$1", r.Call({"GET", "s"}));  // the write whose reply failed
+}
+
+TEST_F(ReplicationE2ETest,
+       AReplicaThatReadsNothingIsDroppedWithoutGrowingThePrimary) {
+  Server primary;
+  ASSERT_TRUE(StartPrimary(&primary, "p"));
+  Write(primary.port(), 0);
+  auto info = Info(primary.port());
+  // A fake replica: a valid handshake, then it never reads.
+  Client fake(primary.port());
+  fake.Send({"FENCEDKV.SYNC", info["repl_history"], "127.0.0.1:1", "1", "1",
+             info["master_repl_offset"], "key", "monotonic"});
+  const std::string answer = fake.Read();
+  ASSERT_EQ(0u, answer.find("+CONTINUE 1 ")) << answer;
+  ASSERT_TRUE(WaitUntil(
+      [&] { return Info(primary.port())["connected_slaves"] == "1"; }, 5000));
+  // 50 MiB of writes, before (the primary's own memory settles: memtables,
+  // caches) and while the fake replica reads nothing.
+  auto load = [&] {
+    Client c(primary.port());
+    const std::string value(64 << 10, 'v');
+    std::string batch;
+    for (int i = 0; i < 800; ++i) {
+      batch += Client::Encode(
+          {"SET", "big" + std::to_string(i % 50), value, "FENCE", "9000"});
+      if (i % 16 == 15) {
+        c.SendRaw(batch);
+        batch.clear();
+        for (int j = 0; j < 16; ++j) ASSERT_EQ("+OK", c.Read());
+      }
+    }
+  };
+  load();
+  const long rss0 = primary.RssKiB();
+  load();
+  EXPECT_LT(primary.RssKiB() - rss0, 16 * 1024) << "RSS grew from " << rss0;
+  EXPECT_TRUE(WaitUntil(
+      [&] { return Info(primary.port())["connected_slaves"] == "0"; }, 8000));
+  EXPECT_NE(std::string::npos, primary.Log().find("dropped")) << primary.Log();
+}
+
+}  // namespace
+}  // namespace fencedkv

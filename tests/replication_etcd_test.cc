@@ -1,0 +1,476 @@
+// Copyright (c) fencedkv authors.
+//
+// Replication in etcd mode with real processes: a real etcd (Debian's
+// etcd-server) and three fencedkv-server processes on free loopback ports,
+// stopped by PID. A writer records what was acknowledged; the primary is
+// killed with -9 (FENCEDKV_KILL_CYCLES cycles, 8 by default) or paused with
+// SIGSTOP; after each failover every acknowledged write and every advanced
+// fence is on the new primary, stale tokens are still refused, a paused
+// primary gets nothing acknowledged, and all copies converge. redis-py's
+// Sentinel client finds the primary before and after a failover.
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <random>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "etcd_process.h"
+#include "server_test_util.h"
+#include "util/testutil.h"
+
+#ifndef FENCEDKV_SERVER_BIN
+#error "FENCEDKV_SERVER_BIN must name the fencedkv-server binary"
+#endif
+
+namespace fencedkv {
+namespace {
+
+using Client = test::RespTestClient;
+using std::chrono::milliseconds;
+using Clock = std::chrono::steady_clock;
+
+class Server : public test::ServerProcess {
+ public:
+  Server() : test::ServerProcess(FENCEDKV_SERVER_BIN) {}
+};
+
+// INFO replication as name -> value.
+std::map<std::string, std::string> Info(int port) {
+  return test::InfoFields(port, "replication", 2000);
+}
+using test::WaitUntil;
+
+// One acknowledged or attempted operation.
+struct Op {
+  enum Kind { kSet, kDel, kAdvance } kind;
+  std::string key;
+  std::string value;
+  uint64_t token;
+  bool acked;
+};
+
+class EtcdReplicationTest : public testing::Test {
+ protected:
+  static constexpr int kServers = 3;
+
+  void SetUp() override {
+    std::ofstream(dir_.Sub("acl")) << "user default on nopass ~* &* +@all\n";
+    ASSERT_TRUE(etcd_.Start(dir_.Sub("etcd"))) << "etcd did not start";
+    for (int i = 0; i < kServers; ++i) ports_[i] = test::FreePort();
+    for (int i = 0; i < kServers; ++i) {
+      ASSERT_TRUE(StartServer(i));
+      // The first one creates the shard: it leads.
+      if (i == 0) ASSERT_EQ(0, PrimaryIndex(10000));
+    }
+    ASSERT_TRUE(WaitUntil([&] { return IsrSize() == kServers; }, 20000));
+  }
+
+  bool StartServer(int i) {
+    const std::string dir = dir_.Sub("s" + std::to_string(i));
+    mkdir(dir.c_str(), 0755);
+    // A fixed port: the server is known by its address in etcd.
+    return servers_[i].Start(
+        dir,
+        {"--db=" + dir + "/db", "--aclfile=" + dir_.Sub("acl"), "--shard=s1",
+         "--etcd_endpoints=" + etcd_.endpoint(), "--etcd_lease_ttl_ms=2000",
+         "--min_insync_replicas=2", "--replica_lag_ms=1000",
+         "--repl_timeout_ms=3000", "--port=" + std::to_string(ports_[i])});
+  }
+
+  // The index of the server every live server names as the primary, once
+  // that server says it is the primary; -1 if none within timeout_ms.
+  int PrimaryIndex(int timeout_ms) {
+    int found = -1;
+    WaitUntil(
+        [&] {
+          for (int i = 0; i < kServers; ++i) {
+            if (servers_[i].pid() <= 0) continue;
+            auto info = Info(ports_[i]);
+            if (info["role"] == "master" &&
+                info["shard_primary"] ==
+                    "127.0.0.1:" + std::to_string(ports_[i])) {
+              found = i;
+              return true;
+            }
+          }
+          return false;
+        },
+        timeout_ms);
+    return found;
+  }
+
+  int IsrSize() {
+    const int p = PrimaryIndex(100);
+    if (p < 0) return 0;
+    return std::atoi(Info(ports_[p])["isr_size"].c_str());
+  }
+
+  // Every live server applied what the primary has.
+  bool Converged(int primary) {
+    const std::string seq = Info(ports_[primary])["master_repl_offset"];
+    for (int i = 0; i < kServers; ++i) {
+      if (i == primary || servers_[i].pid() <= 0) continue;
+      auto info = Info(ports_[i]);
+      if (info["master_link_status"] != "up" ||
+          info["slave_repl_offset"] != seq) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  std::string Digest(int i) {
+    Client c(ports_[i], 20000);
+    return c.Call({"FENCEDKV.DIGEST"});
+  }
+
+  // The writer: fenced SET / DEL / FENCE.ADVANCE with increasing tokens on
+  // whoever leads, each recorded acknowledged or not.
+  void Writer() {
+    std::unique_ptr<Client> c;
+    int at = -1;
+    while (!stop_writer_) {
+      if (pause_writer_) {
+        paused_ = true;
+        std::this_thread::sleep_for(milliseconds(5));
+        continue;
+      }
+      paused_ = false;
+      if (c == nullptr || !c->connected()) {
+        at = PrimaryIndex(200);
+        if (at < 0) continue;
+        c = std::make_unique<Client>(ports_[at], 3000);
+        if (!c->connected()) {
+          c.reset();
+          continue;
+        }
+      }
+      const uint64_t t = ++token_;
+      Op op;
+      op.token = t;
+      const int k = static_cast<int>(t % 20);
+      std::vector<std::string> cmd;
+      if (t % 7 == 3) {
+        op.kind = Op::kAdvance;
+        op.key = "adv" + std::to_string(k % 5);
+        cmd = {"FENCE.ADVANCE", op.key, std::to_string(t)};
+      } else if (t % 5 == 4) {
+        op.kind = Op::kDel;
+        op.key = "k" + std::to_string(k);
+        cmd = {"DEL", op.key, "FENCE", std::to_string(t)};
+      } else {
+        op.kind = Op::kSet;
+        op.key = "k" + std::to_string(k);
+        op.value = "v" + std::to_string(t);
+        cmd = {"SET", op.key, op.value, "FENCE", std::to_string(t)};
+      }
+      const std::string reply = c->Call(cmd);
+      op.acked = reply == "+OK" || (op.kind == Op::kDel && reply[0] == ':') ||
+                 (op.kind == Op::kAdvance && reply[0] == '$');
+      {
+        std::lock_guard<std::mutex> lock(ops_mu_);
+        ops_.push_back(op);
+        if (op.acked) ++acked_;
+      }
+      if (!op.acked) c.reset();  // refused or lost: find the primary again
+    }
+  }
+  void PauseWriter() {
+    pause_writer_ = true;
+    WaitUntil([&] { return paused_.load() || stop_writer_.load(); }, 10000);
+  }
+
+  // Every acknowledged write and advance is on server `p`: a key holds its
+  // last acknowledged value, or that of a later write whose outcome the
+  // writer does not know; every fence is at least its acknowledged max; a
+  // token below a key's acknowledged one is refused.
+  void Verify(int p, int* violations) {
+    std::map<std::string, std::vector<Op>> by_key;
+    {
+      std::lock_guard<std::mutex> lock(ops_mu_);
+      for (const Op& op : ops_) by_key[op.key].push_back(op);
+    }
+    Client c(ports_[p]);
+    for (const auto& [key, ops] : by_key) {
+      int last = -1;
+      for (int i = 0; i < static_cast<int>(ops.size()); ++i) {
+        if (ops[i].acked) last = i;
+      }
+      if (last < 0) continue;
+      if (ops[last].kind == Op::kAdvance) {
+        const std::string got = c.Call({"FENCE.GET", key});
+        const uint64_t max = std::strtoull(got.c_str() + 1, nullptr, 10);
+        if (got[0] != '$' || max < ops[last].token) {
+          ADD_FAILURE() << key << ": fence " << got << " below acknowledged "
+                        << ops[last].token;
+          ++*violations;
+        }
+        continue;
+      }
+      std::set<std::string> allowed;
+      for (int i = last; i < static_cast<int>(ops.size()); ++i) {
+        if (i == last || !ops[i].acked) {
+          allowed.insert(ops[i].kind == Op::kDel ? "$nil" : "$" + ops[i].value);
+        }
+      }
+      const std::string got = c.Call({"GET", key});
+      if (allowed.count(got) == 0) {
+        ADD_FAILURE() << key << ": " << got << ", acknowledged "
+                      << (ops[last].kind == Op::kDel ? "DEL" : ops[last].value)
+                      << " at token " << ops[last].token;
+        ++*violations;
+      }
+      if (ops[last].token > 1) {
+        const std::string stale = c.Call({"SET", key, "stale", "FENCE",
+                                          std::to_string(ops[last].token - 1)});
+        if (stale.rfind("-STALE", 0) != 0) {
+          ADD_FAILURE() << key << ": a stale token got " << stale;
+          ++*violations;
+        }
+      }
+    }
+  }
+
+  test::TempDir dir_;
+  test::EtcdProcess etcd_;
+  Server servers_[kServers];
+  int ports_[kServers] = {};
+  std::atomic<bool> stop_writer_{false}, pause_writer_{false}, paused_{false};
+  std::atomic<uint64_t> token_{0};
+  std::mutex ops_mu_;
+  std::vector<Op> ops_;
+  uint64_t acked_ = 0;
+};
+
+TEST_F(EtcdReplicationTest, KillNineThePrimaryLosesNoAcknowledgedWrite) {
+  const char* env = std::getenv("FENCEDKV_KILL_CYCLES");
+  const int cycles = env != nullptr ? std::atoi(env) : 8;
+  std::thread writer([&] { Writer(); });
+  std::mt19937 rng(42);
+  int violations = 0;
+  std::vector<double> failover_ms;
+  for (int cycle = 0; cycle < cycles; ++cycle) {
+    const int victim = PrimaryIndex(15000);
+    ASSERT_GE(victim, 0) << "no primary in cycle " << cycle;
+    std::this_thread::sleep_for(milliseconds(100 + rng() % 400));
+    servers_[victim].Kill9();
+    const auto killed = Clock::now();
+    // Failover time: until a write is acknowledged by the new primary.
+    int next = -1;
+    ASSERT_TRUE(WaitUntil(
+        [&] {
+          next = PrimaryIndex(50);
+          if (next < 0 || next == victim) return false;
+          Client c(ports_[next], 1000);
+          return c.Call({"SET", "probe", "1", "FENCE", "1"}) == "+OK";
+        },
+        15000))
+        << "no failover in cycle " << cycle;
+    failover_ms.push_back(
+        std::chrono::duration<double, std::milli>(Clock::now() - killed)
+            .count());
+    PauseWriter();
+    Verify(next, &violations);
+    // The victim comes back as a replica; everyone converges.
+    ASSERT_TRUE(StartServer(victim));
+    ASSERT_TRUE(WaitUntil([&] { return Converged(next); }, 20000))
+        << "cycle " << cycle << ": no convergence";
+    const std::string d = Digest(next);
+    for (int i = 0; i < kServers; ++i) {
+      if (Digest(i) != d) {
+        ADD_FAILURE() << "cycle " << cycle << ": server " << i << " differs";
+        ++violations;
+      }
+    }
+    ASSERT_TRUE(WaitUntil([&] { return IsrSize() == kServers; }, 20000));
+    pause_writer_ = false;
+  }
+  stop_writer_ = true;
+  writer.join();
+  std::sort(failover_ms.begin(), failover_ms.end());
+  std::printf(
+      "kill -9 cycles: %d, acknowledged writes verified: %llu, "
+      "violations: %d, failover ms median %.0f max %.0f\n",
+      cycles, static_cast<unsigned long long>(acked_), violations,
+      failover_ms.empty() ? 0.0 : failover_ms[failover_ms.size() / 2],
+      failover_ms.empty() ? 0.0 : failover_ms.back());
+  EXPECT_EQ(0, violations);
+  EXPECT_GT(acked_, 0u);
+}
+
+TEST_F(EtcdReplicationTest, APausedPrimaryGetsNothingAcknowledgedAndRejoins) {
+  std::thread writer([&] { Writer(); });
+  std::this_thread::sleep_for(milliseconds(500));
+  const int old = PrimaryIndex(5000);
+  ASSERT_GE(old, 0);
+  test::StopProcess(servers_[old].pid());
+  // A client of the old primary sends a write while it is paused.
+  Client late(ports_[old], 20000);
+  late.Send({"SET", "paused", "from-the-old-primary", "FENCE", "999999999"});
+  int next = -1;
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        for (int i = 0; i < kServers; ++i) {
+          if (i == old) continue;
+          auto info = Info(ports_[i]);
+          if (info["role"] == "master") {
+            next = i;
+            return true;
+          }
+        }
+        return false;
+      },
+      15000));
+  EXPECT_GT(std::atoi(Info(ports_[next])["shard_epoch"].c_str()), 1);
+  std::this_thread::sleep_for(milliseconds(300));
+  kill(servers_[old].pid(), SIGCONT);
+  const std::string reply = late.Read();
+  std::printf("the paused primary answered the write sent meanwhile: %s\n",
+              reply.c_str());
+  EXPECT_NE("+OK", reply) << "a deposed primary acknowledged a write";
+  // It steps down and follows the new primary; nobody has its write.
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        auto info = Info(ports_[old]);
+        return info["role"] == "slave" && info["master_link_status"] == "up";
+      },
+      20000))
+      << servers_[old].Log();
+  PauseWriter();
+  int violations = 0;
+  Verify(next, &violations);
+  EXPECT_EQ(0, violations);
+  ASSERT_TRUE(WaitUntil([&] { return Converged(next); }, 20000));
+  for (int i = 0; i < kServers; ++i) {
+    Client c(ports_[i]);
+    EXPECT_NE("$from-the-old-primary", c.Call({"GET", "paused"})) << i;
+    EXPECT_EQ(Digest(next), Digest(i)) << i;
+  }
+  stop_writer_ = true;
+  writer.join();
+}
+
+TEST_F(EtcdReplicationTest,
+       RedisPySentinelFindsThePrimaryBeforeAndAfterAFailover) {
+  const std::string script = dir_.Sub("sentinel.py");
+  std::ofstream(script)
+      << "import sys\n"
+         "import time\n"
+         "from redis.sentinel import Sentinel\n"
+         "s = Sentinel([('127.0.0.1', int(p)) for p in sys.argv[1:]], "
+         "socket_timeout=2)\n"
+         "host, port = s.discover_master('s1')\n"
+         "m = s.master_for('s1', socket_timeout=2)\n"
+         "assert m.execute_command('SET', 'py', str(port), 'FENCE', "
+         "str(int(time.time() * 1000))) in (True, b'OK', 'OK')\n"
+         "replicas = s.discover_slaves('s1')\n"
+         "print('%s:%d %d' % (host, port, len(replicas)))\n";
+  auto run = [&](const std::vector<int>& alive) {
+    std::string cmd = "/usr/bin/python3 " + script;
+    for (int i : alive) cmd += " " + std::to_string(ports_[i]);
+    FILE* f = popen(cmd.c_str(), "r");
+    char buf[256] = {};
+    const size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    pclose(f);
+    return std::string(buf, n);
+  };
+  const int first = PrimaryIndex(5000);
+  ASSERT_GE(first, 0);
+  EXPECT_EQ("127.0.0.1:" + std::to_string(ports_[first]) + " 2\n",
+            run({0, 1, 2}));
+  servers_[first].Kill9();
+  std::vector<int> alive;
+  for (int i = 0; i < kServers; ++i) {
+    if (i != first) alive.push_back(i);
+  }
+  int next = -1;
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        next = PrimaryIndex(50);
+        return next >= 0 && next != first;
+      },
+      15000));
+  ASSERT_TRUE(WaitUntil([&] { return IsrSize() == 2; }, 10000));
+  EXPECT_EQ("127.0.0.1:" + std::to_string(ports_[next]) + " 1\n", run(alive));
+}
+
+}  // namespace
+}  // namespace fencedkv
+
+namespace fencedkv {
+namespace {
+
+TEST_F(EtcdReplicationTest,
+       APrimaryCutOffFromEtcdStopsAcknowledgingWithinItsTtl) {
+  const int p = PrimaryIndex(5000);
+  ASSERT_GE(p, 0);
+  Client c(ports_[p]);
+  ASSERT_EQ("+OK", c.Call({"SET", "e", "1", "FENCE", "1"}));
+  etcd_.Pause();
+  const auto paused = Clock::now();
+  std::string refused;
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        refused = c.Call({"SET", "e", "2", "FENCE", "2"});
+        return refused != "+OK";
+      },
+      10000));
+  const double ms =
+      std::chrono::duration<double, std::milli>(Clock::now() - paused).count();
+  std::printf("etcd paused: writes refused after %.0f ms (%s)\n", ms,
+              refused.c_str());
+  EXPECT_LE(ms, 2000 + 1000);  // the lease TTL, plus a write's timeout
+  EXPECT_EQ(0u, refused.find("-READONLY")) << refused;
+  etcd_.Resume();
+  // etcd back: a primary again (the same or another), writes acknowledged.
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        const int q = PrimaryIndex(100);
+        if (q < 0) return false;
+        Client w(ports_[q], 2000);
+        return w.Call({"SET", "e", "3", "FENCE", "3"}) == "+OK";
+      },
+      20000));
+}
+
+TEST(EtcdReplicationStartTest, EtcdDownAtStartIsAClearError) {
+  test::TempDir dir;
+  std::ofstream(dir.Sub("acl")) << "user default on nopass ~* &* +@all\n";
+  Server s;
+  const std::string endpoint =
+      "http://127.0.0.1:" + std::to_string(test::FreePort());
+  ASSERT_TRUE(s.Start(dir.path(),
+                      {"--db=" + dir.Sub("db"), "--aclfile=" + dir.Sub("acl"),
+                       "--shard=s1", "--etcd_endpoints=" + endpoint}));
+  Client c(s.port());
+  EXPECT_EQ("-READONLY this server has not yet learnt its role from etcd",
+            c.Call({"SET", "a", "1", "FENCE", "1"}));
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        return Info(s.port())["etcd_last_error"].find("Couldn't connect") !=
+               std::string::npos;
+      },
+      5000))
+      << Info(s.port())["etcd_last_error"];
+  EXPECT_EQ("$nil", c.Call({"GET", "a"}));
+  // Without endpoints, or with --replicaof: refused at start.
+  Server bad;
+  EXPECT_FALSE(
+      bad.Start(dir.Sub("b"), {"--db=" + dir.Sub("db2"), "--shard=s1"}));
+}
+
+}  // namespace
+}  // namespace fencedkv

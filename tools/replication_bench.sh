@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# SET FENCE throughput of a replicated fencedkv shard against a single node,
+# on this machine, loopback only, free ports, every server stopped by PID.
+#   single:     one fencedkv-server
+#   replicated: a primary and two replicas (manual mode, --replicaof),
+#               --min_insync_replicas=2: each reply waits until both
+#               replicas have the write in their WAL
+#   redis:      redis-server with one replica (appendonly, everysec), plain
+#               SET: what Redis acknowledges without waiting (redis-benchmark
+#               cannot send WAIT after each write)
+# Workload: redis-benchmark -c 50, -P 1 and -P 16, 100-byte values, keys over
+# 1M: SET key:__rand_int__ <v> FENCE 1. A benchmark, not a test.
+# Usage: tools/replication_bench.sh [build-dir]
+# Environment: REPEATS (3), N1 / N16 (requests per run at -P 1 / -P 16).
+set -euo pipefail
+build=${1:-build}
+server="$build/server/fencedkv-server"
+[ -x "$server" ] || { echo "build first: $server missing" >&2; exit 1; }
+work=$(mktemp -d "${TMPDIR:-/tmp}/fencedkv_rbench.XXXXXX")
+pids=()
+cleanup() { for p in "${pids[@]:-}"; do kill -9 "$p" 2>/dev/null || true; done; rm -rf "$work"; }
+trap cleanup EXIT
+printf 'user default on nopass ~* &* +@all\n' >"$work/acl"
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'; }
+wait_port() { for _ in $(seq 1 200); do redis-cli -p "$1" PING >/dev/null 2>&1 && return 0; sleep 0.05; done; return 1; }
+start_fenced() {  # start_fenced <name> <flags...> -> PORT, PID
+  PORT=$(free_port)
+  local name=$1; shift
+  "$server" --bind=127.0.0.1 --port="$PORT" --db="$work/$name-$RANDOM" \
+    --aclfile="$work/acl" --logtostderr=false --log_dir="$work" "$@" >/dev/null 2>&1 &
+  PID=$!; pids+=($PID)
+  wait_port "$PORT"
+}
+value=$(printf 'v%.0s' $(seq 1 100))
+rps() {  # rps <port> <n> <P> <command...>
+  local port=$1 n=$2 p=$3; shift 3
+  redis-benchmark -h 127.0.0.1 -p "$port" -c 50 -n "$n" -P "$p" -r 1000000 --csv "$@" \
+    2>>"$work/bench.err" | grep -E '^"SET ' | tail -1 | cut -d, -f2 | tr -d '"'
+}
+median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+
+REPEATS=${REPEATS:-3}
+N1=${N1:-100000}
+N16=${N16:-400000}
+declare -A results
+for r in $(seq 1 "$REPEATS"); do
+  for p in 1 16; do
+    n=$N1; [ "$p" = 16 ] && n=$N16
+    start_fenced single
+    results[single_$p]+="$(rps "$PORT" "$n" "$p" SET key:__rand_int__ "$value" FENCE 1) "
+    kill -TERM "$PID"; wait "$PID" 2>/dev/null || true
+
+    start_fenced primary --min_insync_replicas=2 --replica_lag_ms=5000
+    pport=$PORT; ppid=$PID
+    start_fenced r1 --replicaof=127.0.0.1:$pport; r1=$PID
+    start_fenced r2 --replicaof=127.0.0.1:$pport; r2=$PID
+    for _ in $(seq 1 200); do
+      [ "$(redis-cli -p "$pport" INFO replication | tr -d '\r' | grep '^isr_size:' | cut -d: -f2)" = 3 ] && break
+      sleep 0.05
+    done
+    results[repl_$p]+="$(rps "$pport" "$n" "$p" SET key:__rand_int__ "$value" FENCE 1) "
+    for x in $r1 $r2 $ppid; do kill -TERM "$x"; wait "$x" 2>/dev/null || true; done
+
+    if command -v redis-server >/dev/null; then
+      rp=$(free_port); rr=$(free_port)
+      mkdir -p "$work/redis-p-$r-$p" "$work/redis-r-$r-$p"
+      redis-server --port "$rp" --bind 127.0.0.1 --dir "$work/redis-p-$r-$p" --appendonly yes \
+        --save '' --logfile "$work/redis.log" & rpid=$!; pids+=($rpid)
+      redis-server --port "$rr" --bind 127.0.0.1 --dir "$work/redis-r-$r-$p" --appendonly yes \
+        --save '' --replicaof 127.0.0.1 "$rp" --logfile "$work/redis.log" & rrpid=$!; pids+=($rrpid)
+      wait_port "$rp"; wait_port "$rr"
+      results[redis_$p]+="$(rps "$rp" "$n" "$p" SET key:__rand_int__ "$value") "
+      kill -TERM "$rpid" "$rrpid"; wait "$rpid" "$rrpid" 2>/dev/null || true
+    fi
+  done
+done
+printf '%-44s %12s %12s\n' "SET FENCE, requests/s (median of $REPEATS)" "-P 1" "-P 16"
+for k in single repl redis; do
+  case $k in
+    single) label="fencedkv single node" ;;
+    repl) label="fencedkv + 2 replicas, min_insync_replicas=2" ;;
+    redis) label="redis + 1 replica (no WAIT)" ;;
+  esac
+  [ -n "${results[${k}_1]:-}" ] || continue
+  printf '%-44s %12s %12s\n' "$label" \
+    "$(echo "${results[${k}_1]}" | tr ' ' '\n' | grep . | median)" \
+    "$(echo "${results[${k}_16]}" | tr ' ' '\n' | grep . | median)"
+done
