@@ -5,6 +5,7 @@
 // one) and with batches appended between calls, as a primary's shipper
 // calls it.
 
+#include <algorithm>
 #include <chrono>
 
 #include <gtest/gtest.h>
@@ -42,6 +43,7 @@ TEST(ReplicationTailTest, ACaughtUpReaderSeesEveryLaterBatchOnce) {
   ASSERT_FENCEDKV_OK(reader->status());
   EXPECT_LE(sentinels, 1u);
   size_t applied = 0, written = 0;
+  size_t owed = 0;  // sentinels that flushes may still add (asynchronously)
   for (int round = 0; round < 200; ++round) {
     const int writes = round % 3;  // 0, 1 or 2 batches between calls
     written += writes;
@@ -58,11 +60,14 @@ TEST(ReplicationTailTest, ACaughtUpReaderSeesEveryLaterBatchOnce) {
       ++got;
     }
     ASSERT_FENCEDKV_OK(reader->status());
-    // A flush may add the sentinel batch.
-    EXPECT_GE(got, static_cast<size_t>(writes)) << "round " << round;
-    EXPECT_LE(got, static_cast<size_t>(writes) + (flush ? 1 : 0))
-        << "round " << round;
-    sentinels += got - static_cast<size_t>(writes);
+    // A flush may add the sentinel batch, written by the recovery thread
+    // after it: in this round or a later one, once per flush at most.
+    if (flush) ++owed;
+    ASSERT_GE(got, static_cast<size_t>(writes)) << "round " << round;
+    const size_t extra = got - static_cast<size_t>(writes);
+    EXPECT_LE(extra, owed) << "round " << round;
+    owed -= std::min(extra, owed);
+    sentinels += extra;
     applied += static_cast<size_t>(writes);
     EXPECT_EQ(primary->GetLatestSequenceNumber(),
               replica->GetLatestSequenceNumber());
