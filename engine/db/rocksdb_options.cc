@@ -6,10 +6,13 @@
 #include <cstring>
 
 #include <rocksdb/cache.h>
+#include <rocksdb/comparator.h>
 #include <rocksdb/filter_policy.h>
 #include <rocksdb/memtablerep.h>
 #include <rocksdb/slice_transform.h>
 #include <rocksdb/table.h>
+
+#include "db/sorted_flush_memtable.h"
 
 namespace fencedkv {
 
@@ -81,7 +84,10 @@ Status BuildRocksDBOptions(const Options& options,
     // concurrent inserts.
     cf_options->prefix_extractor.reset(rocksdb::NewNoopTransform());
     const size_t buckets = std::max<size_t>(1024, options.write_buffer_size / 128);
-    cf_options->memtable_factory.reset(rocksdb::NewHashLinkListRepFactory(buckets));
+    // The rep sorts a read-only memtable for its flush with std::sort
+    // instead of building a skiplist (sorted_flush_memtable.h).
+    cf_options->memtable_factory = NewSortedFlushHashRepFactory(
+        buckets, cf_options->comparator == rocksdb::BytewiseComparator());
     db_options->allow_concurrent_memtable_write = false;
   }
   cf_options->compression = compression;
