@@ -30,7 +30,8 @@ void ReplyStatus(const Status& s, std::string* out) {
 
 void ReplyWrongArgs(std::string_view command, std::string* out) {
   std::string lower(command);
-  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  for (char& c : lower)
+    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   resp::Error(out, "ERR wrong number of arguments for '" + lower + "' command");
 }
 
@@ -54,7 +55,8 @@ bool ParseTokenArg(std::string_view text, Token* token, std::string* out) {
 bool ParseInt64Arg(std::string_view text, int64_t* v, std::string* out) {
   int64_t value = 0;
   auto r = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (text.empty() || r.ec != std::errc() || r.ptr != text.data() + text.size()) {
+  if (text.empty() || r.ec != std::errc() ||
+      r.ptr != text.data() + text.size()) {
     resp::Error(out, "ERR value is not an integer or out of range");
     return false;
   }
@@ -77,9 +79,10 @@ const std::vector<CommandSpec>& AllCommands() {
     AppendAdminCommands(t);
     AppendBackupCommands(t);
     AppendReplicationCommands(t);
-    std::sort(t->begin(), t->end(), [](const CommandSpec& a, const CommandSpec& b) {
-      return std::string_view(a.name) < std::string_view(b.name);
-    });
+    std::sort(t->begin(), t->end(),
+              [](const CommandSpec& a, const CommandSpec& b) {
+                return std::string_view(a.name) < std::string_view(b.name);
+              });
     return t;
   }();
   return *table;
@@ -89,7 +92,8 @@ const CommandSpec* LookupCommand(std::string_view name) {
   if (name.size() > 32) return nullptr;
   char lower[33];
   for (size_t i = 0; i < name.size(); ++i) {
-    lower[i] = static_cast<char>(std::tolower(static_cast<unsigned char>(name[i])));
+    lower[i] =
+        static_cast<char>(std::tolower(static_cast<unsigned char>(name[i])));
   }
   const std::string_view key(lower, name.size());
   const auto& table = AllCommands();

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "fencedkv/db.h"
+
 #include "server_state.h"
 #include "write_command.h"
 
@@ -184,8 +185,7 @@ WriteOptions ServerWriteOptions(const ServerState& server);
 // (counted) unless --allow_unfenced, which logs and counts the write and
 // gives it token 0. False, with the error appended to *out, if refused.
 bool ResolveWriteToken(ServerState& server, const Args& args,
-                       const WriteCommand& cmd, Token* token,
-                       std::string* out);
+                       const WriteCommand& cmd, Token* token, std::string* out);
 // MULTI's queueing of a command that may be queued (commands_multi.cc): a
 // write is parsed (a syntax error, or SET's NX / XX / GET, discards the
 // transaction), the queue's bounds are checked, then "+QUEUED".

@@ -83,9 +83,10 @@ TEST_F(CommandTest, APausedHolderIsFencedOutOverRedisCommands) {
 }
 
 TEST_F(CommandTest, UnfencedWritesAreRefusedUnlessAllowed) {
-  EXPECT_EQ("-NOFENCE SET needs FENCE <token>: this server refuses unfenced "
-            "writes (see --allow_unfenced)\r\n",
-            Run({"SET", "k", "v"}));
+  EXPECT_EQ(
+      "-NOFENCE SET needs FENCE <token>: this server refuses unfenced "
+      "writes (see --allow_unfenced)\r\n",
+      Run({"SET", "k", "v"}));
   EXPECT_EQ(0, Run({"DEL", "k"}).rfind("-NOFENCE", 0));
   EXPECT_EQ(0, Run({"MSET", "a", "1", "b", "2"}).rfind("-NOFENCE", 0));
   EXPECT_EQ("$-1\r\n", Run({"GET", "k"}));
@@ -98,9 +99,11 @@ TEST_F(CommandTest, UnfencedWritesAreRefusedUnlessAllowed) {
 
 TEST_F(CommandTest, InvalidTokens) {
   for (const char* bad : {"0", "-1", "18446744073709551616", "7x", "", "+3"}) {
-    EXPECT_EQ(0, Run({"SET", "k", "v", "FENCE", bad}).rfind("-ERR invalid token", 0))
+    EXPECT_EQ(
+        0, Run({"SET", "k", "v", "FENCE", bad}).rfind("-ERR invalid token", 0))
         << bad;
-    EXPECT_EQ(0, Run({"FENCE.ADVANCE", "k", bad}).rfind("-ERR invalid token", 0));
+    EXPECT_EQ(0,
+              Run({"FENCE.ADVANCE", "k", bad}).rfind("-ERR invalid token", 0));
   }
   EXPECT_EQ("+OK\r\n", Run({"SET", "k", "v", "FENCE", "18446744073709551615"}));
   EXPECT_EQ("$20\r\n18446744073709551615\r\n", Run({"FENCE.GET", "k"}));
@@ -134,12 +137,15 @@ TEST_F(CommandTest, RepeatedSetOptions) {
 TEST_F(CommandTest, ArityAndUnknown) {
   EXPECT_EQ("-ERR wrong number of arguments for 'set' command\r\n",
             Run({"SET", "k"}));
-  EXPECT_EQ("-ERR wrong number of arguments for 'get' command\r\n", Run({"GET"}));
+  EXPECT_EQ("-ERR wrong number of arguments for 'get' command\r\n",
+            Run({"GET"}));
   EXPECT_EQ("-ERR unknown command 'NOPE', with args beginning with: 'a'\r\n",
             Run({"NOPE", "a"}));
-  EXPECT_EQ("-ERR syntax error\r\n", Run({"SET", "k", "v", "BOGUS", "FENCE", "1"}));
-  EXPECT_EQ("-ERR SET option EX is not supported: fencedkv keys do not expire\r\n",
-            Run({"SET", "k", "v", "EX", "10", "FENCE", "1"}));
+  EXPECT_EQ("-ERR syntax error\r\n",
+            Run({"SET", "k", "v", "BOGUS", "FENCE", "1"}));
+  EXPECT_EQ(
+      "-ERR SET option EX is not supported: fencedkv keys do not expire\r\n",
+      Run({"SET", "k", "v", "EX", "10", "FENCE", "1"}));
   EXPECT_EQ("-ERR empty key\r\n", Run({"SET", "", "v", "FENCE", "1"}));
 }
 
@@ -161,11 +167,13 @@ TEST_F(CommandTest, SetConditionsAndGet) {
 
 TEST_F(CommandTest, DelMsetExistsMget) {
   EXPECT_EQ("+OK\r\n", Run({"MSET", "a", "1", "b", "2", "FENCE", "3"}));
-  EXPECT_EQ("*3\r\n$1\r\n1\r\n$1\r\n2\r\n$-1\r\n", Run({"MGET", "a", "b", "c"}));
+  EXPECT_EQ("*3\r\n$1\r\n1\r\n$1\r\n2\r\n$-1\r\n",
+            Run({"MGET", "a", "b", "c"}));
   EXPECT_EQ(":3\r\n", Run({"EXISTS", "a", "b", "a", "c"}));
   EXPECT_EQ(":2\r\n", Run({"DEL", "a", "b", "c", "FENCE", "3"}));
   EXPECT_EQ(":0\r\n", Run({"EXISTS", "a", "b"}));
-  EXPECT_EQ(0, Run({"MSET", "a", "1", "b", "2", "FENCE", "2"}).rfind("-STALE", 0));
+  EXPECT_EQ(0,
+            Run({"MSET", "a", "1", "b", "2", "FENCE", "2"}).rfind("-STALE", 0));
   EXPECT_EQ("-ERR wrong number of arguments for 'mset' command\r\n",
             Run({"MSET", "a", "1", "b", "FENCE", "3"}));
   // A key literally named FENCE.
@@ -189,7 +197,8 @@ TEST_F(CommandTest, MultiExecIsOneAtomicBatch) {
   EXPECT_EQ("$1\r\n1\r\n", Run({"GET", "a"}));
   // Refused inside MULTI, and the transaction is then discarded.
   EXPECT_EQ("+OK\r\n", Run({"MULTI"}));
-  EXPECT_EQ(0, Run({"GET", "a"}).rfind("-ERR get is not allowed inside MULTI", 0));
+  EXPECT_EQ(0,
+            Run({"GET", "a"}).rfind("-ERR get is not allowed inside MULTI", 0));
   EXPECT_EQ("+QUEUED\r\n", Run({"SET", "b", "2", "FENCE", "10"}));
   EXPECT_EQ("-EXECABORT Transaction discarded because of previous errors.\r\n",
             Run({"EXEC"}));
@@ -204,7 +213,8 @@ class ScanTest : public CommandTest,
  protected:
   // SCAN MATCH key:* COUNT 7 from cursor 0 to the end; every key returned,
   // and one cursor replayed mid-way (it must give the same page again).
-  std::vector<std::string> ScanAll(const std::function<void(int)>& between_pages) {
+  std::vector<std::string> ScanAll(
+      const std::function<void(int)>& between_pages) {
     std::vector<std::string> keys;
     std::string cursor = "0";
     int calls = 0;
@@ -268,7 +278,8 @@ TEST_P(ScanTest, VisitsEveryKeyOnce) {
   EXPECT_EQ("*1\r\n$5\r\nkey:0\r\n", Run({"KEYS", "key:0"}));
 }
 
-INSTANTIATE_TEST_SUITE_P(Memtables, ScanTest, testing::Values("skiplist", "hash"));
+INSTANTIATE_TEST_SUITE_P(Memtables, ScanTest,
+                         testing::Values("skiplist", "hash"));
 
 TEST_F(CommandTest, ParkedScanIteratorsAreBoundedAndExpire) {
   Run({"SET", "a", "v", "FENCE", "1"});
@@ -376,13 +387,17 @@ TEST_F(CommandTest, KeysReplyIsBounded) {
 TEST_F(CommandTest, Leases) {
   std::string r = Run({"LEASE.ACQUIRE", "shard1", "A", "10000"});
   EXPECT_EQ(0, r.rfind("*2\r\n$1\r\n1\r\n:", 0)) << r;
-  EXPECT_EQ(0, Run({"LEASE.ACQUIRE", "shard1", "B", "10000"})
-                   .rfind("-LEASED lease \"shard1\" is held by \"A\" for another", 0));
+  EXPECT_EQ(
+      0,
+      Run({"LEASE.ACQUIRE", "shard1", "B", "10000"})
+          .rfind("-LEASED lease \"shard1\" is held by \"A\" for another", 0));
   EXPECT_EQ(0, Run({"LEASE.ACQUIRE", "shard1", "A", "10000"})
                    .rfind("*2\r\n$1\r\n1\r\n", 0));
   EXPECT_EQ(0, Run({"LEASE.RENEW", "shard1", "A", "1", "20000"})
                    .rfind("*2\r\n$1\r\n1\r\n", 0));
-  EXPECT_EQ(0, Run({"LEASE.RENEW", "shard1", "A", "2", "20000"}).rfind("-LEASELOST", 0));
+  EXPECT_EQ(
+      0,
+      Run({"LEASE.RENEW", "shard1", "A", "2", "20000"}).rfind("-LEASELOST", 0));
   r = Run({"LEASE.INFO", "shard1"});
   EXPECT_EQ(
       0,
@@ -412,7 +427,9 @@ TEST_F(CommandTest, FenceDomainFloorAndHashtags) {
             Run({"SET", "user:{shard1}:never-touched", "v", "FENCE", "7"}));
   EXPECT_EQ("$1\r\n0\r\n", Run({"FENCE.FLOOR"}));
   EXPECT_EQ("$2\r\n20\r\n", Run({"FENCE.FLOOR", "20"}));
-  EXPECT_EQ(0, Run({"FENCE.FLOOR", "10"}).rfind("-ERR fence floor cannot decrease", 0));
+  EXPECT_EQ(
+      0,
+      Run({"FENCE.FLOOR", "10"}).rfind("-ERR fence floor cannot decrease", 0));
   EXPECT_EQ("-STALE token 19 < floor 20 (domain \"other\")\r\n",
             Run({"SET", "other", "v", "FENCE", "19"}));
 }
@@ -499,8 +516,9 @@ TEST_F(CommandTest, EveryCommandHasCategories) {
 TEST_F(CommandTest, AuthAndAdmin) {
   Open("key", false, "s3cret", "skiplist", "user op on >op ~* +@all");
   EXPECT_EQ("-NOAUTH Authentication required.\r\n", Run({"GET", "k"}));
-  EXPECT_EQ("-WRONGPASS invalid username-password pair or user is disabled.\r\n",
-            Run({"AUTH", "nope"}));
+  EXPECT_EQ(
+      "-WRONGPASS invalid username-password pair or user is disabled.\r\n",
+      Run({"AUTH", "nope"}));
   EXPECT_EQ("+OK\r\n", Run({"AUTH", "s3cret"}));
   EXPECT_EQ("$-1\r\n", Run({"GET", "k"}));
   EXPECT_EQ("+PONG\r\n", Run({"PING"}));
@@ -523,7 +541,8 @@ TEST_F(CommandTest, AuthAndAdmin) {
   EXPECT_NE(std::string::npos, Run({"INFO"}).find("# Persistence"));
   EXPECT_EQ(0, Run({"FLUSHALL"}).rfind("-ERR flushall is not supported", 0));
   EXPECT_EQ(0, Run({"HELLO", "3"}).rfind("-NOPROTO", 0));
-  EXPECT_EQ(0, Run({"HELLO", "2"}).rfind("*14\r\n$6\r\nserver\r\n$8\r\nfencedkv\r\n", 0));
+  EXPECT_EQ(0, Run({"HELLO", "2"})
+                   .rfind("*14\r\n$6\r\nserver\r\n$8\r\nfencedkv\r\n", 0));
   EXPECT_EQ("+OK\r\n", Run({"QUIT"}));
   EXPECT_TRUE(client_.close_after_reply);
 }
@@ -532,24 +551,22 @@ TEST_F(CommandTest, AuthAndAdmin) {
 // says exactly these, COMMAND INFO's positions give them for the fenced
 // form, and a user without keys may run none of these commands.
 TEST_F(CommandTest, KeyPositionsAndGetKeys) {
-  const std::vector<std::pair<std::vector<std::string>, std::string>> calls =
-      {
-          {{"GET", "k"}, "*1\r\n$1\r\nk\r\n"},
-          {{"GET", "k", "FENCE", "7"}, "*1\r\n$1\r\nk\r\n"},
-          {{"SET", "k", "v", "NX", "FENCE", "1"}, "*1\r\n$1\r\nk\r\n"},
-          {{"DEL", "a", "b", "FENCE", "1"},
-           "*2\r\n$1\r\na\r\n$1\r\nb\r\n"},
-          {{"MSET", "a", "1", "b", "2", "FENCE", "1"},
-           "*2\r\n$1\r\na\r\n$1\r\nb\r\n"},
-          {{"EXISTS", "a", "b"}, "*2\r\n$1\r\na\r\n$1\r\nb\r\n"},
-          {{"MGET", "a", "b"}, "*2\r\n$1\r\na\r\n$1\r\nb\r\n"},
-          {{"FENCE.ADVANCE", "k", "1"}, "*1\r\n$1\r\nk\r\n"},
-          {{"FENCE.GET", "k"}, "*1\r\n$1\r\nk\r\n"},
-          {{"FENCE.DOMAIN", "k"}, "*1\r\n$1\r\nk\r\n"},
-          {{"TYPE", "k"}, "*1\r\n$1\r\nk\r\n"},
-          {{"STRLEN", "k"}, "*1\r\n$1\r\nk\r\n"},
-          {{"MEMORY", "USAGE", "k"}, "*1\r\n$1\r\nk\r\n"},
-      };
+  const std::vector<std::pair<std::vector<std::string>, std::string>> calls = {
+      {{"GET", "k"}, "*1\r\n$1\r\nk\r\n"},
+      {{"GET", "k", "FENCE", "7"}, "*1\r\n$1\r\nk\r\n"},
+      {{"SET", "k", "v", "NX", "FENCE", "1"}, "*1\r\n$1\r\nk\r\n"},
+      {{"DEL", "a", "b", "FENCE", "1"}, "*2\r\n$1\r\na\r\n$1\r\nb\r\n"},
+      {{"MSET", "a", "1", "b", "2", "FENCE", "1"},
+       "*2\r\n$1\r\na\r\n$1\r\nb\r\n"},
+      {{"EXISTS", "a", "b"}, "*2\r\n$1\r\na\r\n$1\r\nb\r\n"},
+      {{"MGET", "a", "b"}, "*2\r\n$1\r\na\r\n$1\r\nb\r\n"},
+      {{"FENCE.ADVANCE", "k", "1"}, "*1\r\n$1\r\nk\r\n"},
+      {{"FENCE.GET", "k"}, "*1\r\n$1\r\nk\r\n"},
+      {{"FENCE.DOMAIN", "k"}, "*1\r\n$1\r\nk\r\n"},
+      {{"TYPE", "k"}, "*1\r\n$1\r\nk\r\n"},
+      {{"STRLEN", "k"}, "*1\r\n$1\r\nk\r\n"},
+      {{"MEMORY", "USAGE", "k"}, "*1\r\n$1\r\nk\r\n"},
+  };
   std::set<std::string> covered;
   for (const auto& [call, keys] : calls) {
     std::vector<std::string> words = {"COMMAND", "GETKEYS"};
@@ -562,10 +579,9 @@ TEST_F(CommandTest, KeyPositionsAndGetKeys) {
     const Args args(call.begin(), call.end());
     const int argc = static_cast<int>(args.size());
     const int last = c->keys.last < 0 ? argc + c->keys.last : c->keys.last;
-    std::string got = "*" + std::to_string((last - c->keys.first) /
-                                               c->keys.step +
-                                           1) +
-                      "\r\n";
+    std::string got =
+        "*" + std::to_string((last - c->keys.first) / c->keys.step + 1) +
+        "\r\n";
     for (int i = c->keys.first; i <= last; i += c->keys.step) {
       got += "$" + std::to_string(args[i].size()) + "\r\n" +
              std::string(args[i]) + "\r\n";
@@ -651,8 +667,8 @@ TEST_F(CommandTest, LeaseList) {
   ASSERT_EQ(0u, Run({"LEASE.ACQUIRE", "orders", "A", "60000"}).rfind("*2", 0));
   ASSERT_EQ(0u, Run({"LEASE.ACQUIRE", "billing", "B", "60000"}).rfind("*2", 0));
   const std::string all = Run({"LEASE.LIST"});
-  EXPECT_EQ(0u, all.rfind("*2\r\n*5\r\n$7\r\nbilling\r\n$1\r\nB\r\n$1\r\n2\r\n:",
-                          0))
+  EXPECT_EQ(
+      0u, all.rfind("*2\r\n*5\r\n$7\r\nbilling\r\n$1\r\nB\r\n$1\r\n2\r\n:", 0))
       << all;
   EXPECT_NE(std::string::npos,
             all.find("*5\r\n$6\r\norders\r\n$1\r\nA\r\n$1\r\n1\r\n:"));
@@ -661,7 +677,8 @@ TEST_F(CommandTest, LeaseList) {
   EXPECT_EQ(0u, Run({"LEASE.LIST", "a", "b"}).rfind("-ERR wrong number", 0));
   // Bounded by max_reply_bytes.
   options_.max_reply_bytes = 60;
-  EXPECT_EQ(0u, Run({"LEASE.LIST"}).rfind("-ERR reply of more than 60 bytes", 0));
+  EXPECT_EQ(0u,
+            Run({"LEASE.LIST"}).rfind("-ERR reply of more than 60 bytes", 0));
 }
 
 // SHUTDOWN, CLIENT KILL and SLOWLOG are operator commands; SHUTDOWN and
@@ -675,7 +692,8 @@ TEST_F(CommandTest, OperatorCommands) {
   EXPECT_EQ("+OK\r\n", Run({"AUTH", "op", "op"}));
   // Without the hooks (no server around): clear errors.
   EXPECT_EQ(0u, Run({"SHUTDOWN"}).rfind("-ERR SHUTDOWN is not available", 0));
-  EXPECT_EQ(0u, Run({"CLIENT", "KILL", "ID", "1"}).rfind("-ERR CLIENT KILL", 0));
+  EXPECT_EQ(0u,
+            Run({"CLIENT", "KILL", "ID", "1"}).rfind("-ERR CLIENT KILL", 0));
   int shutdowns = 0;
   state_->request_shutdown = [&shutdowns] {
     ++shutdowns;
@@ -702,7 +720,7 @@ TEST_F(CommandTest, OperatorCommands) {
 
   client_.id = 9;
   EXPECT_EQ(":2\r\n", Run({"CLIENT", "KILL", "ID", "5", "USER", "op", "ADDR",
-                            "1.2.3.4:5", "SKIPME", "no"}));
+                           "1.2.3.4:5", "SKIPME", "no"}));
   ASSERT_EQ(1u, kills.size());
   EXPECT_EQ(5u, kills[0].id.value());
   EXPECT_EQ("op", kills[0].user.value());
@@ -718,7 +736,8 @@ TEST_F(CommandTest, OperatorCommands) {
             Run({"CLIENT", "KILL", "ID", "0"}));
   EXPECT_EQ("-ERR No such user 'nobody'\r\n",
             Run({"CLIENT", "KILL", "USER", "nobody"}));
-  EXPECT_EQ("-ERR syntax error\r\n", Run({"CLIENT", "KILL", "ID", "1", "USER"}));
+  EXPECT_EQ("-ERR syntax error\r\n",
+            Run({"CLIENT", "KILL", "ID", "1", "USER"}));
   EXPECT_EQ("-ERR syntax error\r\n",
             Run({"CLIENT", "KILL", "SKIPME", "maybe"}));
 
@@ -730,9 +749,10 @@ TEST_F(CommandTest, OperatorCommands) {
   EXPECT_EQ(0u, Run({"SLOWLOG", "HELP"}).rfind("*12\r\n", 0));
   EXPECT_EQ(0u, Run({"SLOWLOG", "GET", "-2"}).rfind("-ERR count should be", 0));
   EXPECT_EQ(0u, Run({"SLOWLOG", "NOPE"}).rfind("-ERR unknown subcommand", 0));
-  EXPECT_EQ("*4\r\n$23\r\nslowlog-log-slower-than\r\n$5\r\n10000\r\n"
-            "$15\r\nslowlog-max-len\r\n$3\r\n128\r\n",
-            Run({"CONFIG", "GET", "slowlog*"}));
+  EXPECT_EQ(
+      "*4\r\n$23\r\nslowlog-log-slower-than\r\n$5\r\n10000\r\n"
+      "$15\r\nslowlog-max-len\r\n$3\r\n128\r\n",
+      Run({"CONFIG", "GET", "slowlog*"}));
 }
 
 // INFO's sections as Redis 7 names them; commandstats and latencystats only
@@ -746,9 +766,10 @@ TEST_F(CommandTest, InfoSections) {
     }
     return names;
   };
-  EXPECT_EQ("Server Clients Memory Stats Persistence Replication Fencing "
-            "Errorstats Keyspace ",
-            sections({"INFO"}));
+  EXPECT_EQ(
+      "Server Clients Memory Stats Persistence Replication Fencing "
+      "Errorstats Keyspace ",
+      sections({"INFO"}));
   EXPECT_EQ("Memory Keyspace ", sections({"INFO", "memory", "keyspace"}));
   EXPECT_EQ("Commandstats Latencystats ",
             sections({"INFO", "commandstats", "latencystats"}));
@@ -762,13 +783,14 @@ TEST_F(CommandTest, InfoSections) {
     EXPECT_NE(std::string::npos, memory.find(std::string("\r\n") + field))
         << field;
   }
-  EXPECT_NE(std::string::npos,
-            Run({"INFO", "replication"}).find("role:master\r\nconnected_slaves:0"));
+  EXPECT_NE(
+      std::string::npos,
+      Run({"INFO", "replication"}).find("role:master\r\nconnected_slaves:0"));
   // No keys: no db0 line, as Redis.
   EXPECT_EQ(std::string::npos, Run({"INFO", "keyspace"}).find("db0:"));
   for (int i = 0; i < 20; ++i) {
-    ASSERT_EQ("+OK\r\n", Run({"SET", "k" + std::to_string(i), "1", "FENCE",
-                               "1"}));
+    ASSERT_EQ("+OK\r\n",
+              Run({"SET", "k" + std::to_string(i), "1", "FENCE", "1"}));
   }
   // RocksDB's estimate: the engine's own tombstone (the I/O-error
   // recovery's sentinel, written at open) counts -1.
@@ -780,8 +802,8 @@ TEST_F(CommandTest, InfoSections) {
   EXPECT_LE(keys, 20);
   EXPECT_NE(std::string::npos, keyspace.find(",expires=0,avg_ttl=0\r\n"));
   // Dispatch records nothing (the connections do); the counters show here.
-  state_->command_stats->Record(LookupCommand("set") - AllCommands().data(),
-                                 30, false);
+  state_->command_stats->Record(LookupCommand("set") - AllCommands().data(), 30,
+                                false);
   EXPECT_NE(std::string::npos,
             Run({"INFO", "commandstats"})
                 .find("cmdstat_set:calls=1,usec=30,usec_per_call=30.00,"
@@ -800,7 +822,8 @@ TEST_F(CommandTest, InfoSections) {
 
 TEST_F(CommandTest, CommandList) {
   const std::string all = Run({"COMMAND", "LIST"});
-  EXPECT_EQ(0u, all.rfind("*" + std::to_string(AllCommands().size()) + "\r\n", 0));
+  EXPECT_EQ(0u,
+            all.rfind("*" + std::to_string(AllCommands().size()) + "\r\n", 0));
   EXPECT_NE(std::string::npos, all.find("$13\r\nfence.advance\r\n"));
   EXPECT_EQ(
       "*4\r\n$13\r\nfence.advance\r\n$12\r\nfence.domain\r\n$11\r\nfence."

@@ -7,11 +7,9 @@
 #include <cctype>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 
 #include <unistd.h>
-
-#include <cctype>
-#include <optional>
 
 #include "fencedkv/version.h"
 
@@ -27,7 +25,8 @@ namespace {
 
 std::string Lower(std::string_view s) {
   std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  for (char& c : out)
+    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return out;
 }
 
@@ -54,7 +53,8 @@ void CmdSelect(ServerState&, ClientState&, const Args& args, std::string* out) {
   if (args[1] == "0") {
     resp::Simple(out, "OK");
   } else {
-    resp::Error(out, "ERR DB index is out of range (fencedkv has one database, 0)");
+    resp::Error(out,
+                "ERR DB index is out of range (fencedkv has one database, 0)");
   }
 }
 
@@ -64,8 +64,8 @@ bool Authenticate(ServerState& server, ClientState& client,
                   std::string* out) {
   const AclUser* u = server.acl().Authenticate(user, password);
   if (u == nullptr) {
-    resp::Error(out,
-                "WRONGPASS invalid username-password pair or user is disabled.");
+    resp::Error(
+        out, "WRONGPASS invalid username-password pair or user is disabled.");
     return false;
   }
   client.user = u;
@@ -113,7 +113,9 @@ void CmdHello(ServerState& server, ClientState& client, const Args& args,
   if (args.size() > 1) {
     if (args[1] != "2") {
       if (args[1] == "3") {
-        resp::Error(out, "NOPROTO unsupported protocol version (fencedkv speaks RESP2)");
+        resp::Error(
+            out,
+            "NOPROTO unsupported protocol version (fencedkv speaks RESP2)");
       } else {
         resp::Error(out, "NOPROTO unsupported protocol version");
       }
@@ -135,9 +137,10 @@ void CmdHello(ServerState& server, ClientState& client, const Args& args,
     }
   }
   if (!client.authed) {
-    resp::Error(out, "NOAUTH HELLO must be called with the client already "
-                     "authenticated, otherwise the HELLO AUTH <user> <pass> "
-                     "option can be used to authenticate the client");
+    resp::Error(out,
+                "NOAUTH HELLO must be called with the client already "
+                "authenticated, otherwise the HELLO AUTH <user> <pass> "
+                "option can be used to authenticate the client");
     return;
   }
   // The name is set only once the client is authenticated.
@@ -201,8 +204,8 @@ void ClientKill(ServerState& server, ClientState& client, const Args& args,
       filter.addr = std::string(v);
     } else if (opt == "user") {
       if (server.acl().users().count(std::string(v)) == 0) {
-        resp::Error(out, "ERR No such user '" + EscapeBytes(v.substr(0, 64)) +
-                             "'");
+        resp::Error(out,
+                    "ERR No such user '" + EscapeBytes(v.substr(0, 64)) + "'");
         return;
       }
       filter.user = std::string(v);
@@ -228,8 +231,8 @@ void ClientKill(ServerState& server, ClientState& client, const Args& args,
       return;
     }
   }
-  resp::Integer(out, none ? 0
-                          : static_cast<int64_t>(server.kill_clients(filter)));
+  resp::Integer(out,
+                none ? 0 : static_cast<int64_t>(server.kill_clients(filter)));
 }
 
 void CmdClient(ServerState& server, ClientState& client, const Args& args,
@@ -261,8 +264,9 @@ void CmdClient(ServerState& server, ClientState& client, const Args& args,
   } else if (sub == "setinfo" && args.size() == 4) {
     resp::Simple(out, "OK");  // redis-py sends lib-name / lib-ver
   } else {
-    resp::Error(out, "ERR unknown subcommand or wrong number of arguments for '" +
-                         EscapeBytes(args[1].substr(0, 64)) + "'. Try CLIENT HELP.");
+    resp::Error(out,
+                "ERR unknown subcommand or wrong number of arguments for '" +
+                    EscapeBytes(args[1].substr(0, 64)) + "'. Try CLIENT HELP.");
   }
 }
 
@@ -421,7 +425,8 @@ void CommandList(const Args& args, std::string* out) {
   for (const char* n : names) resp::Bulk(out, n);
 }
 
-void CmdCommand(ServerState&, ClientState&, const Args& args, std::string* out) {
+void CmdCommand(ServerState&, ClientState&, const Args& args,
+                std::string* out) {
   const auto& all = AllCommands();
   if (args.size() == 1) {
     resp::ArrayHeader(out, all.size());
@@ -449,7 +454,8 @@ void CmdCommand(ServerState&, ClientState&, const Args& args, std::string* out) 
     }
   } else {
     resp::Error(out, "ERR unknown subcommand '" +
-                         EscapeBytes(args[1].substr(0, 64)) + "'. Try COMMAND HELP.");
+                         EscapeBytes(args[1].substr(0, 64)) +
+                         "'. Try COMMAND HELP.");
   }
 }
 
@@ -468,8 +474,7 @@ void CmdConfig(ServerState& server, ClientState&, const Args& args,
         {"appendfsync", o.sync ? "always" : "no"},
         {"proto-max-bulk-len", std::to_string(o.limits.max_request_bytes)},
         {"requirepass", o.requirepass.empty() ? "" : "********"},
-        {"slowlog-log-slower-than",
-         std::to_string(o.slowlog_log_slower_than)},
+        {"slowlog-log-slower-than", std::to_string(o.slowlog_log_slower_than)},
         {"slowlog-max-len", std::to_string(o.slowlog_max_len)},
     };
     std::vector<std::pair<std::string, std::string>> hits;
@@ -487,14 +492,16 @@ void CmdConfig(ServerState& server, ClientState&, const Args& args,
       resp::Bulk(out, v);
     }
   } else if (sub == "set") {
-    resp::Error(out, "ERR CONFIG SET is not supported: restart fencedkv-server "
-                     "with the flag instead (see --help)");
+    resp::Error(out,
+                "ERR CONFIG SET is not supported: restart fencedkv-server "
+                "with the flag instead (see --help)");
   } else if (sub == "resetstat" && args.size() == 2) {
     server.command_stats->Reset();
     resp::Simple(out, "OK");
   } else {
-    resp::Error(out, "ERR unknown subcommand or wrong number of arguments for '" +
-                         EscapeBytes(args[1].substr(0, 64)) + "'");
+    resp::Error(out,
+                "ERR unknown subcommand or wrong number of arguments for '" +
+                    EscapeBytes(args[1].substr(0, 64)) + "'");
   }
 }
 
@@ -582,9 +589,11 @@ void CmdInfo(ServerState& server, ClientState&, const Args& args,
   }
   if (want("stats")) {
     info += "# Stats\r\n";
-    line("total_connections_received", std::to_string(st.connections_received.load()));
+    line("total_connections_received",
+         std::to_string(st.connections_received.load()));
     line("total_commands_processed", std::to_string(st.commands()));
-    line("rejected_connections", std::to_string(st.connections_rejected.load()));
+    line("rejected_connections",
+         std::to_string(st.connections_rejected.load()));
     line("protocol_errors", std::to_string(st.protocol_errors.load()));
     line("scan_cursors", std::to_string(server.cursors.size()));
     line("scan_cursor_bytes", std::to_string(server.cursors.bytes()));
@@ -657,9 +666,8 @@ void CmdInfo(ServerState& server, ClientState&, const Args& args,
                                  : static_cast<double>(t.usec) /
                                        static_cast<double>(t.calls));
       line(std::string("cmdstat_") + commands[i].name,
-           "calls=" + std::to_string(t.calls) +
-               ",usec=" + std::to_string(t.usec) +
-               ",usec_per_call=" + per_call +
+           "calls=" + std::to_string(t.calls) + ",usec=" +
+               std::to_string(t.usec) + ",usec_per_call=" + per_call +
                ",rejected_calls=" + std::to_string(t.rejected) +
                ",failed_calls=" + std::to_string(t.failed));
     }
@@ -739,8 +747,9 @@ void CmdShutdown(ServerState& server, ClientState& client, const Args& args,
     return;
   }
   if (!server.request_shutdown) {
-    resp::Error(out, "ERR SHUTDOWN is not available: stop the process that "
-                     "embeds this server");
+    resp::Error(out,
+                "ERR SHUTDOWN is not available: stop the process that "
+                "embeds this server");
     return;
   }
   if (save) {
@@ -792,10 +801,9 @@ void CmdSlowlog(ServerState& server, ClientState&, const Args& args,
     resp::ArrayHeader(out, std::size(kHelp));
     for (const char* line : kHelp) resp::Simple(out, line);
   } else {
-    resp::Error(out,
-                "ERR unknown subcommand or wrong number of arguments for '" +
-                    EscapeBytes(args[1].substr(0, 64)) +
-                    "'. Try SLOWLOG HELP.");
+    resp::Error(
+        out, "ERR unknown subcommand or wrong number of arguments for '" +
+                 EscapeBytes(args[1].substr(0, 64)) + "'. Try SLOWLOG HELP.");
   }
 }
 
@@ -809,7 +817,12 @@ void AppendAdminCommands(std::vector<CommandSpec>* t) {
   t->push_back({"auth", CmdAuth, -2, kCmdNoAuth, {}, kCatConnection});
   t->push_back({"hello", CmdHello, -1, kCmdNoAuth, {}, kCatConnection});
   // CLIENT LIST shows every connection: @admin, as in Redis.
-  t->push_back({"client", CmdClient, -2, 0, {}, kCatConnection,
+  t->push_back({"client",
+                CmdClient,
+                -2,
+                0,
+                {},
+                kCatConnection,
                 [](const Args& args) -> const char* {
                   if (EqualsIgnoreCase(args[1], "list")) {
                     return "'client|list' command";
@@ -820,19 +833,27 @@ void AppendAdminCommands(std::vector<CommandSpec>* t) {
                   return nullptr;
                 },
                 kCatConnection});
-  t->push_back({"shutdown", CmdShutdown, -1, kCmdAdmin, {},
-                kCatAdmin | kCatDangerous});
+  t->push_back(
+      {"shutdown", CmdShutdown, -1, kCmdAdmin, {}, kCatAdmin | kCatDangerous});
   // The slow log shows other clients' arguments: @admin, as in Redis.
-  t->push_back({"slowlog", CmdSlowlog, -2, kCmdAdmin, {},
-                kCatAdmin | kCatDangerous});
+  t->push_back(
+      {"slowlog", CmdSlowlog, -2, kCmdAdmin, {}, kCatAdmin | kCatDangerous});
   t->push_back({"acl", CmdAcl, -2, 0, {}, kCatConnection, AclAdminForm, 0});
   t->push_back({"command", CmdCommand, -1, 0, {}, kCatConnection});
   t->push_back(
       {"config", CmdConfig, -2, kCmdAdmin, {}, kCatAdmin | kCatDangerous});
   t->push_back({"info", CmdInfo, -1, 0, {}, kCatDangerous});
-  t->push_back({"flushdb", CmdFlush, -1, kCmdAdmin, {},
+  t->push_back({"flushdb",
+                CmdFlush,
+                -1,
+                kCmdAdmin,
+                {},
                 kCatWrite | kCatKeyspace | kCatDangerous});
-  t->push_back({"flushall", CmdFlush, -1, kCmdAdmin, {},
+  t->push_back({"flushall",
+                CmdFlush,
+                -1,
+                kCmdAdmin,
+                {},
                 kCatWrite | kCatKeyspace | kCatDangerous});
 }
 

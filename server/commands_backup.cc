@@ -220,9 +220,17 @@ void CmdJobStatus(ServerState&, ClientState&, const Args&, std::string* out) {
 void StopBackupJobs() { BackupJobs::Get().Stop(); }
 
 void AppendBackupCommands(std::vector<CommandSpec>* t) {
-  t->push_back({"fencedkv.checkpoint", CmdCheckpoint, 2, kCmdAdmin, {},
+  t->push_back({"fencedkv.checkpoint",
+                CmdCheckpoint,
+                2,
+                kCmdAdmin,
+                {},
                 kCatAdmin | kCatDangerous});
-  t->push_back({"fencedkv.backup", CmdBackup, -2, kCmdAdmin, {},
+  t->push_back({"fencedkv.backup",
+                CmdBackup,
+                -2,
+                kCmdAdmin,
+                {},
                 kCatAdmin | kCatDangerous});
   t->push_back(
       {"fencedkv.jobstatus", CmdJobStatus, 1, kCmdAdmin, {}, kCatAdmin});

@@ -192,15 +192,31 @@ void CmdLeaseList(ServerState& server, ClientState&, const Args& args,
 }  // namespace
 
 void AppendFenceCommands(std::vector<CommandSpec>* t) {
-  t->push_back({"fence.advance", CmdFenceAdvance, 3, kCmdWrite, {1, 1, 1},
+  t->push_back({"fence.advance",
+                CmdFenceAdvance,
+                3,
+                kCmdWrite,
+                {1, 1, 1},
                 kCatWrite | kCatFencing});
-  t->push_back({"fence.get", CmdFenceGet, 2, kCmdReadOnly, {1, 1, 1},
+  t->push_back({"fence.get",
+                CmdFenceGet,
+                2,
+                kCmdReadOnly,
+                {1, 1, 1},
                 kCatRead | kCatFencing});
-  t->push_back({"fence.domain", CmdFenceDomain, 2, kCmdReadOnly, {1, 1, 1},
+  t->push_back({"fence.domain",
+                CmdFenceDomain,
+                2,
+                kCmdReadOnly,
+                {1, 1, 1},
                 kCatRead | kCatFencing});
   // Reading the floor is for everyone; raising it refuses every older token
   // in every domain, for good: an operator's (@admin) act.
-  t->push_back({"fence.floor", CmdFenceFloor, -1, kCmdAdmin, {},
+  t->push_back({"fence.floor",
+                CmdFenceFloor,
+                -1,
+                kCmdAdmin,
+                {},
                 kCatRead | kCatFencing,
                 [](const Args& args) -> const char* {
                   return args.size() > 1
@@ -209,16 +225,24 @@ void AppendFenceCommands(std::vector<CommandSpec>* t) {
                 },
                 kCatWrite | kCatFencing});
   // A lease's name is not a key: leases live beside the key space.
-  t->push_back({"lease.acquire", CmdLeaseAcquire, 4, kCmdWrite, {},
+  t->push_back({"lease.acquire",
+                CmdLeaseAcquire,
+                4,
+                kCmdWrite,
+                {},
                 kCatWrite | kCatLease});
-  t->push_back({"lease.renew", CmdLeaseRenew, 5, kCmdWrite, {},
+  t->push_back(
+      {"lease.renew", CmdLeaseRenew, 5, kCmdWrite, {}, kCatWrite | kCatLease});
+  t->push_back({"lease.release",
+                CmdLeaseRelease,
+                4,
+                kCmdWrite,
+                {},
                 kCatWrite | kCatLease});
-  t->push_back({"lease.release", CmdLeaseRelease, 4, kCmdWrite, {},
-                kCatWrite | kCatLease});
-  t->push_back({"lease.info", CmdLeaseInfo, 2, kCmdReadOnly, {},
-                kCatRead | kCatLease});
-  t->push_back({"lease.list", CmdLeaseList, -1, kCmdReadOnly, {},
-                kCatRead | kCatLease});
+  t->push_back(
+      {"lease.info", CmdLeaseInfo, 2, kCmdReadOnly, {}, kCatRead | kCatLease});
+  t->push_back(
+      {"lease.list", CmdLeaseList, -1, kCmdReadOnly, {}, kCatRead | kCatLease});
 }
 
 }  // namespace server

@@ -64,8 +64,7 @@ void CmdWrite(ServerState& server, ClientState&, const Args& args,
   Token token;
   if (!ResolveWriteToken(server, args, cmd, &token, out)) return;
   const WriteOptions wo = ServerWriteOptions(server);
-  if (cmd.kind == WriteCommand::Kind::kSet && !cmd.nx && !cmd.xx &&
-      !cmd.get) {
+  if (cmd.kind == WriteCommand::Kind::kSet && !cmd.nx && !cmd.xx && !cmd.get) {
     Status s = server.db->Put(wo, args[1], args[2], token);
     if (s.ok()) {
       resp::Simple(out, "OK");
@@ -182,8 +181,7 @@ void CmdMemory(ServerState& server, ClientState&, const Args& args,
     static const char* const kHelp[] = {
         "MEMORY <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
         "USAGE <key> [SAMPLES <count>]",
-        "    Estimate of the bytes of the key's record (see README).",
-        "HELP",
+        "    Estimate of the bytes of the key's record (see README).", "HELP",
         "    Print this help."};
     resp::ArrayHeader(out, std::size(kHelp));
     for (const char* line : kHelp) resp::Simple(out, line);
@@ -192,8 +190,7 @@ void CmdMemory(ServerState& server, ClientState&, const Args& args,
   if (!EqualsIgnoreCase(args[1], "USAGE") || args.size() < 3) {
     resp::Error(out,
                 "ERR unknown subcommand or wrong number of arguments for '" +
-                    EscapeBytes(args[1].substr(0, 64)) +
-                    "'. Try MEMORY HELP.");
+                    EscapeBytes(args[1].substr(0, 64)) + "'. Try MEMORY HELP.");
     return;
   }
   if (args.size() != 3 &&
@@ -219,10 +216,9 @@ void CmdMemory(ServerState& server, ClientState&, const Args& args,
   }
   const size_t internal_key = args[2].size() + 8;
   const size_t stored_value = 1 + VarintLength(token) + value.size();
-  resp::Integer(out, static_cast<int64_t>(
-                         internal_key + stored_value +
-                         VarintLength(internal_key) +
-                         VarintLength(stored_value)));
+  resp::Integer(out, static_cast<int64_t>(internal_key + stored_value +
+                                          VarintLength(internal_key) +
+                                          VarintLength(stored_value)));
 }
 
 void CmdExists(ServerState& server, ClientState&, const Args& args,
@@ -303,7 +299,8 @@ void CmdScan(ServerState& server, ClientState& client, const Args& args,
   std::unique_ptr<Iterator> it;  // the cursor's own, if it kept one
   if (args[1] != "0") {
     uint64_t cursor = 0;
-    auto r = std::from_chars(args[1].data(), args[1].data() + args[1].size(), cursor);
+    auto r = std::from_chars(args[1].data(), args[1].data() + args[1].size(),
+                             cursor);
     if (r.ec != std::errc() || r.ptr != args[1].data() + args[1].size() ||
         !server.cursors.Load(client.id, cursor, &start, &it)) {
       resp::Error(out, "ERR invalid cursor");
@@ -414,22 +411,42 @@ void AppendKvCommands(std::vector<CommandSpec>* t) {
   // DEL k [k ...] FENCE t, MSET k v [k v ...] FENCE t: the FENCE clause is
   // not a key (-3: the last key is the third argument from the end). An
   // unfenced call (--allow_unfenced) has keys up to its end: movable keys.
-  t->push_back({"del", CmdWrite, -2, kCmdWrite | kCmdMulti | kCmdMovableKeys,
-                {1, -3, 1}, kCatWrite});
-  t->push_back({"mset", CmdWrite, -3, kCmdWrite | kCmdMulti | kCmdMovableKeys,
-                {1, -3, 2}, kCatWrite});
+  t->push_back({"del",
+                CmdWrite,
+                -2,
+                kCmdWrite | kCmdMulti | kCmdMovableKeys,
+                {1, -3, 1},
+                kCatWrite});
+  t->push_back({"mset",
+                CmdWrite,
+                -3,
+                kCmdWrite | kCmdMulti | kCmdMovableKeys,
+                {1, -3, 2},
+                kCatWrite});
   t->push_back({"exists", CmdExists, -2, kCmdReadOnly, {1, -1, 1}, kCatRead});
-  t->push_back({"type", CmdType, 2, kCmdReadOnly, {1, 1, 1},
-                kCatRead | kCatKeyspace});
+  t->push_back(
+      {"type", CmdType, 2, kCmdReadOnly, {1, 1, 1}, kCatRead | kCatKeyspace});
   t->push_back({"strlen", CmdStrlen, 2, kCmdReadOnly, {1, 1, 1}, kCatRead});
   // MEMORY USAGE key: the key is the third word.
   t->push_back({"memory", CmdMemory, -2, kCmdReadOnly, {2, 2, 1}, kCatRead});
   t->push_back({"mget", CmdMget, -2, kCmdReadOnly, {1, -1, 1}, kCatRead});
-  t->push_back({"scan", CmdScan, -2, kCmdReadOnly | kCmdIterates, {},
+  t->push_back({"scan",
+                CmdScan,
+                -2,
+                kCmdReadOnly | kCmdIterates,
+                {},
                 kCatRead | kCatKeyspace});
-  t->push_back({"keys", CmdKeys, 2, kCmdReadOnly | kCmdIterates, {},
+  t->push_back({"keys",
+                CmdKeys,
+                2,
+                kCmdReadOnly | kCmdIterates,
+                {},
                 kCatRead | kCatKeyspace | kCatDangerous});
-  t->push_back({"dbsize", CmdDbsize, 1, kCmdReadOnly | kCmdIterates, {},
+  t->push_back({"dbsize",
+                CmdDbsize,
+                1,
+                kCmdReadOnly | kCmdIterates,
+                {},
                 kCatRead | kCatKeyspace});
 }
 

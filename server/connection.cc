@@ -438,12 +438,12 @@ void Connection::RefuseShuttingDown() {
   client_.close_after_reply = true;
 }
 
-bool Connection::CountCall(const CommandSpec* cmd, bool refused,
-                           uint64_t usec, std::string_view reply) {
+bool Connection::CountCall(const CommandSpec* cmd, bool refused, uint64_t usec,
+                           std::string_view reply) {
   CommandStats& stats = *server_->state_.command_stats;
-  const size_t index =
-      cmd != nullptr ? static_cast<size_t>(cmd - AllCommands().data())
-                     : stats.commands();
+  const size_t index = cmd != nullptr
+                           ? static_cast<size_t>(cmd - AllCommands().data())
+                           : stats.commands();
   const bool failed = !reply.empty() && reply[0] == '-';
   if (failed) stats.NoteError(CommandStats::ClassifyError(reply), IsWrite(cmd));
   if (refused) {

@@ -194,8 +194,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // When the current group of GETs, the grouped writes, and the offloaded
   // command began (their calls' time in INFO commandstats: from their
   // parse to their reply).
-  std::chrono::steady_clock::time_point gets_start_, job_start_,
-      offload_start_;
+  std::chrono::steady_clock::time_point gets_start_, job_start_, offload_start_;
   bool offload_write_ = false;  // the offloaded command is a long EXEC
   // Replies held for the in-sync replicas (HoldReplies).
   size_t held_mark_ = 0;

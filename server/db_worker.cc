@@ -109,7 +109,8 @@ void DbWorker::WriteJobs(std::vector<Job>* jobs, size_t first, size_t last) {
     Job& job = (*jobs)[k];
     const auto begin = statuses_.begin() + static_cast<long>(at);
     at += job.batches.size();
-    job.done(std::vector<Status>(begin, begin + static_cast<long>(job.batches.size())));
+    job.done(std::vector<Status>(
+        begin, begin + static_cast<long>(job.batches.size())));
   }
 }
 

@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "fencedkv/db.h"
+
 #include "util/mutexlock.h"
 #include "util/thread_annotations.h"
 
@@ -73,7 +74,7 @@ class DbWorker {
   struct Job {
     std::vector<const WriteBatch*> batches;  // a write job, or
     WriteDone done;
-    std::function<void()> read;              // a read job
+    std::function<void()> read;  // a read job
   };
   void Run() LOCKS_EXCLUDED(mu_);
   // Applies jobs[first, last), all writes, as one group.

@@ -34,7 +34,8 @@ std::string ErrorLine(const Status& s, bool with_command_index) {
       {Status::Code::kNotFound, "ERR"},
   };
   for (const auto& e : kTable) {
-    if (s.code() == e.code) return std::string(e.prefix) + " " + std::string(s.message());
+    if (s.code() == e.code)
+      return std::string(e.prefix) + " " + std::string(s.message());
   }
   return "ERR " + s.ToString();
 }

@@ -4,10 +4,6 @@
 // non-zero; cleanup is RAII. The port is bound before the DB is opened, so a
 // taken port fails fast without touching the data.
 
-#include <signal.h>
-#include <sys/resource.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -22,10 +18,14 @@
 #include <gflags/gflags.h>
 #include <glog/logging.h>
 #include <rocksdb/statistics.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include "fencedkv/db.h"
 #include "fencedkv/lease.h"
 #include "fencedkv/version.h"
+
 #include "acl.h"
 #include "command_table.h"
 #include "etcd_client.h"
@@ -65,7 +65,8 @@ int main(int argc, char** argv) {
   fencedkv::NarrowHelpToModule(argc, argv, "server_flags");
   gflags::ParseCommandLineFlags(&argc, &argv, true);
   if (argc > 1) {
-    std::fprintf(stderr, "fencedkv-server: unexpected argument '%s' (see --help)\n",
+    std::fprintf(stderr,
+                 "fencedkv-server: unexpected argument '%s' (see --help)\n",
                  argv[1]);
     return 1;
   }
@@ -158,7 +159,8 @@ int main(int argc, char** argv) {
     options.statistics->set_stats_level(
         rocksdb::StatsLevel::kExceptHistogramOrTimers);
   }
-  options.fence_domain = FLAGS_fence_domain.empty() ? "key" : FLAGS_fence_domain;
+  options.fence_domain =
+      FLAGS_fence_domain.empty() ? "key" : FLAGS_fence_domain;
   if (!FLAGS_fence_mode.empty()) {
     fencedkv::ParseFenceMode(FLAGS_fence_mode, &options.fence_mode);
   }
@@ -169,22 +171,24 @@ int main(int argc, char** argv) {
   if (!s.ok()) return Fail("open database", s);
   if (!FLAGS_fence_domain.empty() &&
       db->GetFenceDomain().ToString() != options.fence_domain) {
-    return Fail("open database",
-                fencedkv::Status::InvalidArgument(
-                    "--fence_domain=" + FLAGS_fence_domain + " but the database at " +
-                    FLAGS_db + " was created with \"" +
-                    db->GetFenceDomain().ToString() + "\"",
-                    "changing the domain function would silently break every fence"));
+    return Fail(
+        "open database",
+        fencedkv::Status::InvalidArgument(
+            "--fence_domain=" + FLAGS_fence_domain + " but the database at " +
+                FLAGS_db + " was created with \"" +
+                db->GetFenceDomain().ToString() + "\"",
+            "changing the domain function would silently break every fence"));
   }
   if (!FLAGS_fence_mode.empty() && db->GetFenceMode() != options.fence_mode) {
-    return Fail("open database",
-                fencedkv::Status::InvalidArgument(
-                    "--fence_mode=" + FLAGS_fence_mode + " but the database at " +
-                    FLAGS_db + " was created with \"" +
-                    fencedkv::FenceModeName(db->GetFenceMode()) + "\""));
+    return Fail(
+        "open database",
+        fencedkv::Status::InvalidArgument(
+            "--fence_mode=" + FLAGS_fence_mode + " but the database at " +
+            FLAGS_db + " was created with \"" +
+            fencedkv::FenceModeName(db->GetFenceMode()) + "\""));
   }
-  LOG(INFO) << "database " << FLAGS_db << ": fence_domain="
-            << db->GetFenceDomain().ToString()
+  LOG(INFO) << "database " << FLAGS_db
+            << ": fence_domain=" << db->GetFenceDomain().ToString()
             << " fence_mode=" << fencedkv::FenceModeName(db->GetFenceMode())
             << " fence_floor=" << db->GetFenceFloor();
 
@@ -206,8 +210,8 @@ int main(int argc, char** argv) {
   ro.timeout_ms = FLAGS_repl_timeout_ms;
   ro.replica_lag_ms = FLAGS_replica_lag_ms;
   ro.max_replicas = static_cast<size_t>(FLAGS_max_replicas);
-  ro.max_frame_bytes = static_cast<size_t>(FLAGS_max_request_bytes) * 2 +
-                       (1 << 20);
+  ro.max_frame_bytes =
+      static_cast<size_t>(FLAGS_max_request_bytes) * 2 + (1 << 20);
   if (!FLAGS_shard.empty()) {
     if (!FLAGS_replicaof.empty()) {
       return Fail("replication", fencedkv::Status::InvalidArgument(
@@ -232,8 +236,8 @@ int main(int argc, char** argv) {
     }
     kill(getpid(), SIGUSR1);
   };
-  auto repl = std::make_unique<fencedkv::server::Replication>(
-      ro, db.get(), leases.get());
+  auto repl = std::make_unique<fencedkv::server::Replication>(ro, db.get(),
+                                                              leases.get());
   s = repl->Start(FLAGS_replicaof);
   if (!s.ok()) return Fail("replication", s);
 
@@ -326,13 +330,13 @@ int main(int argc, char** argv) {
     // glog names its files by the second and PID: the new process must
     // not start in the second this one did, or it finds its file taken.
     if (!FLAGS_logtostderr) {
-      std::this_thread::sleep_until(
-          std::chrono::ceil<std::chrono::seconds>(std::chrono::system_clock::now()) +
-          std::chrono::milliseconds(10));
+      std::this_thread::sleep_until(std::chrono::ceil<std::chrono::seconds>(
+                                        std::chrono::system_clock::now()) +
+                                    std::chrono::milliseconds(10));
     }
     execv("/proc/self/exe", cargs.data());
-    return Fail("restart", fencedkv::Status::IOError(
-                               std::string("execv: ") + std::strerror(errno)));
+    return Fail("restart", fencedkv::Status::IOError(std::string("execv: ") +
+                                                     std::strerror(errno)));
   }
   LOG(INFO) << "stopped cleanly";
   return 0;

@@ -33,8 +33,8 @@ class Collector : public prometheus::Collectable {
     const FenceStats fs = db_->GetFenceStats();
     const LeaseService::Stats ls = leases_->GetStats();
     std::vector<prometheus::MetricFamily> out;
-    auto add = [&](const char* name, const char* help, prometheus::MetricType type,
-                   double value) {
+    auto add = [&](const char* name, const char* help,
+                   prometheus::MetricType type, double value) {
       prometheus::MetricFamily f;
       f.name = name;
       f.help = help;
@@ -53,20 +53,23 @@ class Collector : public prometheus::Collectable {
         static_cast<double>(fs.accepted_writes));
     add("fencedkv_writes_rejected_total", "Writes refused with a stale token",
         T::Counter, static_cast<double>(fs.rejected_writes));
-    add("fencedkv_fence_advances_total", "FENCE.ADVANCE calls that raised a max",
-        T::Counter, static_cast<double>(fs.advances));
+    add("fencedkv_fence_advances_total",
+        "FENCE.ADVANCE calls that raised a max", T::Counter,
+        static_cast<double>(fs.advances));
     add("fencedkv_reads_rejected_total", "Fenced reads refused as stale",
         T::Counter, static_cast<double>(fs.rejected_reads));
-    add("fencedkv_unfenced_writes_total", "Writes without FENCE (--allow_unfenced)",
-        T::Counter, static_cast<double>(stats_->unfenced_writes.load()));
+    add("fencedkv_unfenced_writes_total",
+        "Writes without FENCE (--allow_unfenced)", T::Counter,
+        static_cast<double>(stats_->unfenced_writes.load()));
     add("fencedkv_nofence_rejections_total", "Writes refused for lacking FENCE",
         T::Counter, static_cast<double>(stats_->nofence_rejections.load()));
     add("fencedkv_commands_total", "Commands processed", T::Counter,
         static_cast<double>(stats_->commands()));
-    add("fencedkv_connections_received_total", "Connections accepted", T::Counter,
-        static_cast<double>(stats_->connections_received.load()));
-    add("fencedkv_connections_rejected_total", "Connections refused (maxclients)",
-        T::Counter, static_cast<double>(stats_->connections_rejected.load()));
+    add("fencedkv_connections_received_total", "Connections accepted",
+        T::Counter, static_cast<double>(stats_->connections_received.load()));
+    add("fencedkv_connections_rejected_total",
+        "Connections refused (maxclients)", T::Counter,
+        static_cast<double>(stats_->connections_rejected.load()));
     add("fencedkv_connected_clients", "Open client connections", T::Gauge,
         static_cast<double>(stats_->connected.load()));
     add("fencedkv_accept_errors_total",
@@ -129,9 +132,9 @@ class Collector : public prometheus::Collectable {
                         "Calls of each command that ran", T::Counter);
     auto failed = family("fencedkv_command_failed_calls_total",
                          "Calls that answered an error", T::Counter);
-    auto rejected = family(
-        "fencedkv_command_rejected_calls_total",
-        "Calls refused before running (ACL, arity, login)", T::Counter);
+    auto rejected =
+        family("fencedkv_command_rejected_calls_total",
+               "Calls refused before running (ACL, arity, login)", T::Counter);
     auto latency = family(
         "fencedkv_command_duration_seconds",
         "Time from a command's parse to its reply (a grouped write or GET: "
@@ -139,10 +142,9 @@ class Collector : public prometheus::Collectable {
         "top of its 12.5%-wide internal bucket",
         T::Histogram);
     // The histogram's bounds (seconds).
-    static const double kBounds[] = {1e-5,   5e-5,   1e-4, 2.5e-4, 5e-4,
-                                      1e-3,   2.5e-3, 5e-3, 1e-2,   2.5e-2,
-                                      5e-2,   0.1,    0.25, 0.5,    1,
-                                      2.5,    5,      10};
+    static const double kBounds[] = {1e-5,   5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3,
+                                     2.5e-3, 5e-3, 1e-2, 2.5e-2, 5e-2, 0.1,
+                                     0.25,   0.5,  1,    2.5,    5,    10};
     constexpr size_t kNumBounds = sizeof(kBounds) / sizeof(kBounds[0]);
     const auto& table = AllCommands();
     for (size_t i = 0; i < table.size(); ++i) {
@@ -234,13 +236,12 @@ class Collector : public prometheus::Collectable {
     add("fencedkv_rocksdb_pending_compaction_bytes",
         "Bytes RocksDB estimates compaction must rewrite", T::Gauge,
         prop("rocksdb.estimate-pending-compaction-bytes"));
-    add("fencedkv_rocksdb_running_compactions", "Compactions running",
-        T::Gauge, prop("rocksdb.num-running-compactions"));
+    add("fencedkv_rocksdb_running_compactions", "Compactions running", T::Gauge,
+        prop("rocksdb.num-running-compactions"));
     add("fencedkv_rocksdb_memtable_bytes",
         "Memory of the memtables (active, immutable, pinned), every column "
         "family",
-        T::Gauge,
-        prop("fencedkv.aggregated.rocksdb.cur-size-all-mem-tables"));
+        T::Gauge, prop("fencedkv.aggregated.rocksdb.cur-size-all-mem-tables"));
     add("fencedkv_rocksdb_block_cache_usage_bytes",
         "Memory of the block cache's entries", T::Gauge,
         prop("rocksdb.block-cache-usage"));
@@ -296,7 +297,6 @@ class Collector : public prometheus::Collectable {
   }
 
  public:
-
  private:
   DB* db_;
   LeaseService* leases_;

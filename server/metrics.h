@@ -17,6 +17,7 @@
 
 #include "fencedkv/db.h"
 #include "fencedkv/lease.h"
+
 #include "command_stats.h"
 #include "server.h"
 

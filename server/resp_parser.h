@@ -30,7 +30,7 @@ class RespParser {
   struct Limits {
     size_t max_request_bytes = 64 << 20;  // one command, all arguments
     size_t max_args = 1 << 20;
-    size_t max_inline_bytes = 64 << 10;   // inline commands
+    size_t max_inline_bytes = 64 << 10;  // inline commands
     // Until set_authenticated(true): "unauthenticated multibulk length"
     // past max_unauth_args, "unauthenticated bulk length" past
     // max_unauth_bulk_bytes.
@@ -69,8 +69,8 @@ class RespParser {
   std::string error_;
   // Progress through a partially received array.
   bool in_array_ = false;
-  long long expected_ = 0;   // elements in the array
-  size_t pos_ = 0;           // parse position (offset from the command start)
+  long long expected_ = 0;  // elements in the array
+  size_t pos_ = 0;          // parse position (offset from the command start)
   std::vector<std::pair<size_t, size_t>> spans_;  // (offset, length)
 };
 

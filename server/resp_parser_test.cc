@@ -130,7 +130,8 @@ TEST(RespParserTest, UnauthenticatedLimits) {
 }
 
 TEST(RespParserTest, MalformedFramesAreErrors) {
-  EXPECT_EQ("ERROR: Protocol error: invalid multibulk length", ParseAll("*x\r\n"));
+  EXPECT_EQ("ERROR: Protocol error: invalid multibulk length",
+            ParseAll("*x\r\n"));
   EXPECT_EQ("ERROR: Protocol error: expected '$', got '+'",
             ParseAll("*1\r\n+PING\r\n"));
   EXPECT_EQ("ERROR: Protocol error: invalid bulk length",
@@ -147,8 +148,9 @@ TEST(RespParserTest, SizeLimits) {
   RespParser::Limits limits;
   limits.max_request_bytes = 64;
   limits.max_args = 3;
-  EXPECT_EQ("ERROR: Protocol error: invalid multibulk length",
-            ParseAll("*4\r\n$1\r\na\r\n$1\r\na\r\n$1\r\na\r\n$1\r\na\r\n", limits));
+  EXPECT_EQ(
+      "ERROR: Protocol error: invalid multibulk length",
+      ParseAll("*4\r\n$1\r\na\r\n$1\r\na\r\n$1\r\na\r\n$1\r\na\r\n", limits));
   EXPECT_EQ("ERROR: Protocol error: invalid bulk length",
             ParseAll("*1\r\n$65\r\n", limits));
   // A request whose arguments add up past the limit.

@@ -43,6 +43,7 @@
 
 #include "fencedkv/db.h"
 #include "fencedkv/lease.h"
+
 #include "resp_parser.h"
 
 namespace fencedkv {
@@ -56,9 +57,9 @@ class Replication;
 
 struct ServerOptions {
   std::string bind = "127.0.0.1";
-  int port = 7379;             // 0 = pick a free port (see Server::port())
-  int io_threads = 1;          // event loops
-  std::string requirepass;     // empty = no AUTH needed
+  int port = 7379;          // 0 = pick a free port (see Server::port())
+  int io_threads = 1;       // event loops
+  std::string requirepass;  // empty = no AUTH needed
   // Capped at Start to what RLIMIT_NOFILE allows (see Server::Start).
   size_t maxclients = 10000;
   RespParser::Limits limits;  // max_request_bytes, limits before AUTH etc.
@@ -77,8 +78,8 @@ struct ServerOptions {
   // With requirepass: close a connection not authenticated this long after
   // it connected; 0 = never.
   std::chrono::milliseconds auth_timeout{10000};
-  bool sync = false;           // fsync every write before its reply
-  bool allow_unfenced = false; // writes without FENCE (logged and counted)
+  bool sync = false;            // fsync every write before its reply
+  bool allow_unfenced = false;  // writes without FENCE (logged and counted)
   // The users (--aclfile, acl.h); null: only the built-in 'default' user,
   // with requirepass.
   std::shared_ptr<const Acl> acl;

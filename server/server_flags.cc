@@ -14,9 +14,11 @@
 DEFINE_string(bind, "127.0.0.1",
               "Address to listen on. The default serves this machine only; "
               "0.0.0.0 exposes the server (then set --requirepass)");
-DEFINE_int32(port, 7379, "TCP port for the Redis protocol; 0 picks a free "
+DEFINE_int32(port, 7379,
+             "TCP port for the Redis protocol; 0 picks a free "
              "port (printed on stdout and written to --port_file)");
-DEFINE_string(port_file, "", "If set, the bound port is written to this file "
+DEFINE_string(port_file, "",
+              "If set, the bound port is written to this file "
               "once the server accepts connections");
 DEFINE_string(db, "fencedkv-data", "Data directory (created if missing)");
 DEFINE_string(fence_domain, "",
@@ -28,7 +30,8 @@ DEFINE_string(fence_mode, "",
               "Acceptance rule used at creation: monotonic (token >= max) | "
               "strict (token > max). Empty: monotonic for a new database, the "
               "stored one otherwise; a different value is refused");
-DEFINE_bool(sync, false, "fsync the WAL before replying to each write (a "
+DEFINE_bool(sync, false,
+            "fsync the WAL before replying to each write (a "
             "machine crash then loses nothing acknowledged). Fence advances, "
             "floors and lease grants are always synced");
 DEFINE_string(requirepass, "",
@@ -97,7 +100,8 @@ DEFINE_int32(auth_timeout, 10,
              "With --requirepass: close a connection that "
              "has not authenticated this many seconds after connecting; "
              "0 = never");
-DEFINE_int32(io_threads, 0, "Event loops serving connections, each a thread "
+DEFINE_int32(io_threads, 0,
+             "Event loops serving connections, each a thread "
              "(commands run on them; a database thread beside them takes "
              "--sync group commits and pipelined reads when it is free). "
              "0 = half the CPU cores, at least 1");
@@ -111,7 +115,8 @@ DEFINE_int32(metrics_port, 0,
 DEFINE_string(metrics_bind, "127.0.0.1",
               "Address the metrics port listens "
               "on (apart from --bind: metrics stay local unless exposed)");
-DEFINE_int32(shutdown_timeout_ms, 5000, "On SIGTERM/SIGINT, how long running "
+DEFINE_int32(shutdown_timeout_ms, 5000,
+             "On SIGTERM/SIGINT, how long running "
              "commands may take to finish before connections are closed");
 DEFINE_int64(fence_cache_bytes, fencedkv::Options().fence_cache_bytes,
              "Memory budget of the in-memory view of domain max tokens");
@@ -203,11 +208,15 @@ bool InRange(const char* flag, int64_t v, int64_t lo, int64_t hi) {
                flag, v, lo, hi);
   return false;
 }
-bool ValidatePort(const char* flag, int32_t v) { return InRange(flag, v, 0, 65535); }
+bool ValidatePort(const char* flag, int32_t v) {
+  return InRange(flag, v, 0, 65535);
+}
 bool ValidateMetricsPort(const char* flag, int32_t v) {
   return InRange(flag, v, 0, 65535);
 }
-bool ValidateThreads(const char* flag, int32_t v) { return InRange(flag, v, 0, 256); }
+bool ValidateThreads(const char* flag, int32_t v) {
+  return InRange(flag, v, 0, 256);
+}
 bool ValidateClients(const char* flag, int32_t v) {
   return InRange(flag, v, 1, 1000000);
 }
@@ -262,21 +271,23 @@ bool ValidateDomain(const char* flag, const std::string& v) {
   fencedkv::FenceDomainSpec spec;
   fencedkv::Status s = fencedkv::FenceDomainSpec::Parse(v, &spec);
   if (s.ok()) return true;
-  std::fprintf(stderr, "Invalid value for --%s: %s\n", flag, s.ToString().c_str());
+  std::fprintf(stderr, "Invalid value for --%s: %s\n", flag,
+               s.ToString().c_str());
   return false;
 }
 bool ValidateMemtable(const char* flag, const std::string& v) {
   if (v == "hash" || v == "skiplist") return true;
-  std::fprintf(stderr, "Invalid value for --%s: \"%s\" (expected hash or skiplist)\n",
+  std::fprintf(stderr,
+               "Invalid value for --%s: \"%s\" (expected hash or skiplist)\n",
                flag, v.c_str());
   return false;
 }
 bool ValidateMode(const char* flag, const std::string& v) {
   fencedkv::FenceMode mode;
   if (v.empty() || fencedkv::ParseFenceMode(v, &mode)) return true;
-  std::fprintf(stderr,
-               "Invalid value for --%s: \"%s\" (expected monotonic or strict)\n",
-               flag, v.c_str());
+  std::fprintf(
+      stderr, "Invalid value for --%s: \"%s\" (expected monotonic or strict)\n",
+      flag, v.c_str());
   return false;
 }
 
@@ -306,7 +317,8 @@ const bool kRegistered = [] {
   gflags::RegisterFlagValidator(&FLAGS_metrics_port, &ValidateMetricsPort);
   gflags::RegisterFlagValidator(&FLAGS_io_threads, &ValidateThreads);
   gflags::RegisterFlagValidator(&FLAGS_maxclients, &ValidateClients);
-  gflags::RegisterFlagValidator(&FLAGS_max_request_bytes, &ValidateRequestBytes);
+  gflags::RegisterFlagValidator(&FLAGS_max_request_bytes,
+                                &ValidateRequestBytes);
   gflags::RegisterFlagValidator(&FLAGS_max_reply_bytes, &ValidateReplyBytes);
   gflags::RegisterFlagValidator(&FLAGS_max_multi_commands,
                                 &ValidateMultiCommands);

@@ -374,7 +374,8 @@ class FaultMatrixTest : public testing::TestWithParam<FaultCase> {
   }
 
   uint32_t seed_ = 0;
-  std::unique_ptr<testing::ScopedTrace> trace_;  // the random seed, in every failure
+  std::unique_ptr<testing::ScopedTrace>
+      trace_;  // the random seed, in every failure
   std::unique_ptr<FaultDB> fdb_;
   std::unique_ptr<Workload> w_;
 };

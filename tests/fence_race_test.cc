@@ -1,7 +1,8 @@
 // Copyright (c) fencedkv authors.
 //
 // Races, forced and random.
-//  - The paused holder's race, forced with sync points instead of waited for: holder A
+//  - The paused holder's race, forced with sync points instead of waited for:
+//  holder A
 //    (token 7) is paused inside the store while holder B (token 8) writes.
 //  - A stress test: many threads, few hot domains, racing tokens; at the end
 //    every domain's max is the highest accepted token, every key holds its
@@ -21,6 +22,7 @@
 #include <gtest/gtest.h>
 
 #include "fencedkv/db.h"
+
 #include "util/sync_point.h"
 #include "util/testutil.h"
 
@@ -168,8 +170,7 @@ TEST(FenceRaceTest, AdvanceFenceWhileOldHolderIsPaused) {
   auto a = holder_a.Start(
       [&] { return db->Put(WriteOptions(), "user:{shard1}:x", "A", 7); });
   Token after = 0;
-  ASSERT_FENCEDKV_OK(
-      db->AdvanceFence(WriteOptions(), "{shard1}", 8, &after));
+  ASSERT_FENCEDKV_OK(db->AdvanceFence(WriteOptions(), "{shard1}", 8, &after));
   EXPECT_EQ(8u, after);
   holder_a.Release();
   EXPECT_TRUE(a.get().IsStaleToken());

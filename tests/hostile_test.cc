@@ -234,16 +234,16 @@ TEST_F(HostileTest, ShutdownKeepsRepliesInOrderAndOksDurable) {
     const char* mode;
     bool shutdown_command;
   };
-  for (const Way way : {Way{"--sync", false}, Way{"--nosync", false},
-                        Way{"--nosync", true}}) {
+  for (const Way way :
+       {Way{"--sync", false}, Way{"--nosync", false}, Way{"--nosync", true}}) {
     const char* mode = way.mode;
     SCOPED_TRACE(std::string(mode) +
                  (way.shutdown_command ? " SHUTDOWN" : " SIGTERM"));
     test::TempDir dir;
     test::ServerProcess server(ServerBinary());
-    ASSERT_TRUE(server.Start(
-        dir.path(), {"--db=" + dir.Sub("data"), mode, "--io_threads=2",
-                     "--aclfile=" + dir_.Sub("users.acl")}));
+    ASSERT_TRUE(server.Start(dir.path(),
+                             {"--db=" + dir.Sub("data"), mode, "--io_threads=2",
+                              "--aclfile=" + dir_.Sub("users.acl")}));
     constexpr int kClients = 8, kBatch = 1000, kMaxKeys = 400000;
     // replies[c][i]: what client c read for SET c:i (empty: no reply).
     std::vector<std::vector<std::string>> replies(kClients);
@@ -345,10 +345,9 @@ TEST_F(HostileTest, ClientKillWhileClientsPipeline) {
         while (!stop.load()) {
           std::string batch;
           for (int i = 0; i < kBatch; ++i) {
-            batch += RespTestClient::Encode({"SET",
-                                             std::to_string(w) + ":" +
-                                                 std::to_string(next + i),
-                                             "v", "FENCE", "1"});
+            batch += RespTestClient::Encode(
+                {"SET", std::to_string(w) + ":" + std::to_string(next + i), "v",
+                 "FENCE", "1"});
           }
           c.SendRaw(batch);
           int i = 0;
@@ -545,7 +544,8 @@ TEST_F(HostileTest, RepliesAreBounded) {
 // Issue 11.5: every command whose reply grows with the data checks the
 // bound: MGET, KEYS, SCAN with a large COUNT, CLIENT LIST.
 TEST_F(HostileTest, EveryGrowingReplyChecksTheBound) {
-  std::ofstream(dir_.Sub("users.acl")) << "user default on nopass ~* &* +@all\n";
+  std::ofstream(dir_.Sub("users.acl"))
+      << "user default on nopass ~* &* +@all\n";
   ASSERT_TRUE(StartServer(
       {"--max_reply_bytes=4096", "--aclfile=" + dir_.Sub("users.acl")}));
   RespTestClient c(server_.port());

@@ -20,11 +20,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <chrono>
-#include <thread>
-
-#include <gtest/gtest.h>
-
 #include "server_test_util.h"
 #include "util/testutil.h"
 
@@ -60,8 +55,8 @@ TEST_F(ServerE2ETest, PipelinedCommandsAnswerInOrder) {
   ASSERT_TRUE(c.connected());
   std::string batch;
   for (int i = 0; i < 1000; ++i) {
-    batch += Client::Encode({"SET", "k" + std::to_string(i), "v" + std::to_string(i),
-                             "FENCE", "5"});
+    batch += Client::Encode({"SET", "k" + std::to_string(i),
+                             "v" + std::to_string(i), "FENCE", "5"});
   }
   batch += Client::Encode({"SET", "k1", "stale", "FENCE", "4"});
   batch += Client::Encode({"GET", "k999"});
@@ -98,7 +93,8 @@ void ServerE2ETest::PipelinedReadsAndWrites(const std::string& flag) {
       batch += Client::Encode({"GET", "shared"});
       want.push_back(round == 1 ? "$nil" : "$r" + std::to_string(round - 1));
     }
-    batch += Client::Encode({"SET", "shared", v, "FENCE", std::to_string(round)});
+    batch +=
+        Client::Encode({"SET", "shared", v, "FENCE", std::to_string(round)});
     want.push_back("+OK");
     // Iterating commands run on the database thread when it has room: their
     // replies must still come in order, and see the write before them.
@@ -127,8 +123,8 @@ TEST_F(ServerE2ETest, ManyConcurrentClients) {
     threads.emplace_back([&, t] {
       Client c(server_.port());
       for (int i = 0; i < kOps; ++i) {
-        if (c.Call({"SET", "c" + std::to_string(t) + ":" + std::to_string(i), "v",
-                    "FENCE", "1"}) == "+OK") {
+        if (c.Call({"SET", "c" + std::to_string(t) + ":" + std::to_string(i),
+                    "v", "FENCE", "1"}) == "+OK") {
           ok++;
         }
       }
@@ -202,15 +198,17 @@ TEST_F(ServerE2ETest, SyncWritesSurviveKill9) {
   {
     Client c(server_.port());
     for (int i = 0; i < 200; ++i) {
-      ASSERT_EQ("+OK", c.Call({"SET", "k" + std::to_string(i), "v" + std::to_string(i),
-                               "FENCE", std::to_string(100 + i)}));
+      ASSERT_EQ("+OK",
+                c.Call({"SET", "k" + std::to_string(i), "v" + std::to_string(i),
+                        "FENCE", std::to_string(100 + i)}));
     }
   }
   server_.Kill9();
   ASSERT_TRUE(StartServer());
   Client c(server_.port());
   for (int i = 0; i < 200; ++i) {
-    ASSERT_EQ("$v" + std::to_string(i), c.Call({"GET", "k" + std::to_string(i)}));
+    ASSERT_EQ("$v" + std::to_string(i),
+              c.Call({"GET", "k" + std::to_string(i)}));
     ASSERT_EQ("$" + std::to_string(100 + i),
               c.Call({"FENCE.GET", "k" + std::to_string(i)}));
   }
@@ -229,11 +227,14 @@ TEST_F(ServerE2ETest, LeaseTokensStayIncreasingAcrossKill9) {
   ASSERT_TRUE(StartServer());
   Client c(server_.port());
   // The held lease is honoured: same holder, same token; others are refused.
-  EXPECT_EQ(0u, c.Call({"LEASE.ACQUIRE", "a", "holder-2", "60000"}).rfind("-LEASED", 0));
+  EXPECT_EQ(
+      0u,
+      c.Call({"LEASE.ACQUIRE", "a", "holder-2", "60000"}).rfind("-LEASED", 0));
   const std::string info = c.Call({"LEASE.INFO", "a"});
   EXPECT_EQ(0u, info.rfind("*[$holder,$holder-1,$token,$1,", 0)) << info;
   // A new grant gets a strictly greater token.
-  const std::string second = c.Call({"LEASE.ACQUIRE", "b", "holder-3", "60000"});
+  const std::string second =
+      c.Call({"LEASE.ACQUIRE", "b", "holder-3", "60000"});
   EXPECT_EQ(0u, second.rfind("*[$2,", 0)) << second;
   EXPECT_EQ(0, server_.Stop());
 }
@@ -553,7 +554,8 @@ TEST_F(ServerE2ETest, PrometheusMetrics) {
   Client http(metrics_port);
   http.SendRaw("GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n");
   const std::string body = http.ReadAll();
-  EXPECT_NE(std::string::npos, body.find("fencedkv_writes_rejected_total 1")) << body;
+  EXPECT_NE(std::string::npos, body.find("fencedkv_writes_rejected_total 1"))
+      << body;
   EXPECT_NE(std::string::npos, body.find("fencedkv_writes_accepted_total 1"));
   // Per command (the SETs went through the grouped path, the refused one
   // too), errors by code, refused writes by reason.
@@ -567,7 +569,8 @@ TEST_F(ServerE2ETest, PrometheusMetrics) {
            "fencedkv_command_failed_calls_total{cmd=\"set\"} 2\n",
            "fencedkv_command_calls_total{cmd=\"get\"} 1\n",
            "fencedkv_command_duration_seconds_count{cmd=\"set\"} 3\n",
-           "fencedkv_command_duration_seconds_bucket{cmd=\"set\",le=\"+Inf\"} 3\n",
+           "fencedkv_command_duration_seconds_bucket{cmd=\"set\",le=\"+Inf\"} "
+           "3\n",
            "fencedkv_errors_total{code=\"STALE\"} 1\n",
            "fencedkv_rejected_writes_total{reason=\"stale\"} 1\n",
            "fencedkv_rejected_writes_total{reason=\"nofence\"} 1\n",

@@ -344,13 +344,10 @@ TEST_F(ServerInProcessTest, PipelinedCommandsTakeTheFastPaths) {
     SyncPoint::Get()->DisableProcessing();
     SyncPoint::Get()->ClearAllCallbacks();
     std::lock_guard<std::mutex> lock(mu);
-    EXPECT_EQ((std::vector<std::string>{"get",     "get",     "get",
-                                        "get",     "get",     "get",
-                                        "get",     "get",     "get",
-                                        "get",     "write",   "write",
-                                        "get",     "get",     "get",
-                                        "execute", "execute", "execute",
-                                        "get",     "scan"}),
+    EXPECT_EQ((std::vector<std::string>{
+                  "get", "get",     "get",     "get",     "get",   "get", "get",
+                  "get", "get",     "get",     "write",   "write", "get", "get",
+                  "get", "execute", "execute", "execute", "get",   "scan"}),
               routes);
     EXPECT_EQ((std::vector<size_t>{10, 3, 1}), get_runs)
         << "one MultiGet per run of GETs";

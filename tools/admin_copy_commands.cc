@@ -11,8 +11,8 @@
 //  - restore: DB::RestoreFromBackup, which puts --fence_floor in force in
 //    the restored copy before it appears at --db.
 
-#include <cstdlib>
 #include <chrono>
+#include <cstdlib>
 #include <ctime>
 #include <filesystem>
 #include <thread>

@@ -87,7 +87,9 @@ class FencedStore final : public BenchStore {
     if (!it->status().ok()) SetError(it->status().ToString());
     return it->status().ok();
   }
-  Outcome Compact() override { return Map(db_->CompactRange(nullptr, nullptr)); }
+  Outcome Compact() override {
+    return Map(db_->CompactRange(nullptr, nullptr));
+  }
   std::string Property(const std::string& name) override {
     std::string v;
     return db_->GetProperty(name, &v) ? v : "";
@@ -150,7 +152,8 @@ class RawStore final : public BenchStore {
   }
   Outcome Get(std::string_view key, std::string* value) override {
     rocksdb::PinnableSlice v;
-    Outcome o = Map(db_->Get(ro_, db_->DefaultColumnFamily(), ToSlice(key), &v));
+    Outcome o =
+        Map(db_->Get(ro_, db_->DefaultColumnFamily(), ToSlice(key), &v));
     if (o == Outcome::kOk) value->assign(v.data(), v.size());
     return o;
   }
@@ -191,8 +194,7 @@ class RawStore final : public BenchStore {
     SetError(it->status().ToString());
     return Outcome::kError;
   }
-  Outcome GetFenced(std::string_view key, Token,
-                    std::string* value) override {
+  Outcome GetFenced(std::string_view key, Token, std::string* value) override {
     return Get(key, value);
   }
   Outcome AdvanceFence(std::string_view, Token) override {

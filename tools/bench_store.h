@@ -66,9 +66,9 @@ class BenchStore {
 };
 
 struct StoreOptions {
-  Options options;       // shared by both stores
-  bool sync = false;     // WriteOptions::sync
-  Token fence_floor = 0; // fenced store: SetFenceFloor at open when > 0
+  Options options;        // shared by both stores
+  bool sync = false;      // WriteOptions::sync
+  Token fence_floor = 0;  // fenced store: SetFenceFloor at open when > 0
 };
 
 // Opens (creating if needed) the store at `path`. On failure returns nullptr

@@ -131,7 +131,7 @@ class Stats {
   int id_ = -1;
   uint64_t start_ = 0;
   uint64_t finish_ = 0;
-  double seconds_ = 0;   // sum of per-thread elapsed time
+  double seconds_ = 0;  // sum of per-thread elapsed time
   uint64_t done_ = 0;
   uint64_t last_report_done_ = 0;
   uint64_t next_report_ = 100;
@@ -147,8 +147,7 @@ class Stats {
 // Tracks, per key index, what the benchmark knows was accepted, so `verify`
 // can check the store independently. Enabled only when `verify` is listed.
 struct Tracker {
-  explicit Tracker(uint64_t n)
-      : max(n), put(n), del(n) {}
+  explicit Tracker(uint64_t n) : max(n), put(n), del(n) {}
   static void RaiseTo(std::atomic<Token>& a, Token t) {
     Token cur = a.load(std::memory_order_relaxed);
     while (cur < t && !a.compare_exchange_weak(cur, t)) {
@@ -295,8 +294,8 @@ class Benchmark {
   int64_t writes_;
   int64_t deletes_;
   int batch_size_;
-  FenceDomainSpec spec_;  // --fence_domain: which holder owns a key
-  std::atomic<Token> epoch_{1};         // the current holder's token
+  FenceDomainSpec spec_;         // --fence_domain: which holder owns a key
+  std::atomic<Token> epoch_{1};  // the current holder's token
   std::atomic<Token> strict_counter_{1};  // strict mode: one token per write
   // Lease holders: a write of a domain takes its holder's token (holders_ of
   // them; contended_holders_ in contended). Tokens only rise.

@@ -41,8 +41,8 @@ TEST(FencedBenchReportTest, MatchesDbBenchV2Line) {
   // db_bench 7.8.3's own line for comparison:
   // "fillseq      :       8.663 micros/op 226519 ops/sec 0.177 seconds 40000
   //  operations;   25.1 MB/s"
-  const std::string line = FormatResultLine("fillseq", 8.663, 226519, 0.177,
-                                            40000, 26312704, "");
+  const std::string line =
+      FormatResultLine("fillseq", 8.663, 226519, 0.177, 40000, 26312704, "");
   EXPECT_EQ(
       "fillseq      :       8.663 micros/op 226519 ops/sec 0.177 seconds "
       "40000 operations;  141.8 MB/s\n",
@@ -51,20 +51,21 @@ TEST(FencedBenchReportTest, MatchesDbBenchV2Line) {
 }
 
 TEST(FencedBenchReportTest, MessageStaysAfterMBs) {
-  const std::string line = FormatResultLine(
-      "stalewrite", 1.5, 650000, 1.538, 1000000, 133 * 1000000ull,
-      "(accepted:0 rejected:1000000)");
+  const std::string line =
+      FormatResultLine("stalewrite", 1.5, 650000, 1.538, 1000000,
+                       133 * 1000000ull, "(accepted:0 rejected:1000000)");
   EXPECT_EQ("1.500|650000|82.5", Awk(line));
-  EXPECT_NE(std::string::npos, line.find("MB/s (accepted:0 rejected:1000000)\n"));
-  const std::string read = FormatResultLine("readrandom", 0.907, 1067235,
-                                            0.005, 5000, 393216,
-                                            "(3180 of 5000 found)");
+  EXPECT_NE(std::string::npos,
+            line.find("MB/s (accepted:0 rejected:1000000)\n"));
+  const std::string read =
+      FormatResultLine("readrandom", 0.907, 1067235, 0.005, 5000, 393216,
+                       "(3180 of 5000 found)");
   EXPECT_EQ("0.907|1067235|75.0", Awk(read));
 }
 
 TEST(FencedBenchReportTest, LongNamesKeepFieldPositions) {
-  const std::string line = FormatResultLine("readwhilewriting", 3.25, 307692,
-                                            3.25, 1000000, 1, "");
+  const std::string line =
+      FormatResultLine("readwhilewriting", 3.25, 307692, 3.25, 1000000, 1, "");
   EXPECT_EQ("3.250|307692|0.0", Awk(line));
 }
 
@@ -86,8 +87,8 @@ TEST(FencedBenchReportTest, NewBenchmarksMatchDbBenchLines) {
       "321996 operations;   17.8 MB/s (321885 of 321996 found)\n",
       multi);
   EXPECT_EQ("6.212|160558|17.8", Awk(multi));
-  const std::string batch = FormatResultLine("fillbatch", 2.333, 404424,
-                                             0.049, 20000, 2296705, "");
+  const std::string batch =
+      FormatResultLine("fillbatch", 2.333, 404424, 0.049, 20000, 2296705, "");
   EXPECT_EQ(
       "fillbatch    :       2.333 micros/op 404424 ops/sec 0.049 seconds "
       "20000 operations;   44.7 MB/s\n",
@@ -99,9 +100,8 @@ TEST(FencedBenchReportTest, NewBenchmarksMatchDbBenchLines) {
       "readrandomwriterandom :       6.793 micros/op 147203 ops/sec 2.018 "
       "seconds 296999 operations; ( reads:267300 writes:29699 total:20000 "
       "found:267300)\n",
-      FormatResultLine("readrandomwriterandom", 6.793, 147203, 2.018, 296999,
-                       0, FormatReadWriteMessage(267300, 29699, 20000,
-                                                 267300)));
+      FormatResultLine("readrandomwriterandom", 6.793, 147203, 2.018, 296999, 0,
+                       FormatReadWriteMessage(267300, 29699, 20000, 267300)));
 }
 
 TEST(FencedBenchReportTest, IntervalAndReportLinesMatchDbBench) {
@@ -151,8 +151,8 @@ TEST(FencedBenchReportTest, ParseBenchmarkName) {
   ASSERT_TRUE(ParseBenchmarkName("readrandom[W2]", &name, &repeat, &warmup));
   EXPECT_EQ(1, repeat);
   EXPECT_EQ(2, warmup);
-  for (const char* bad : {"", "x[", "x[X]", "x[X0]", "x[Y3]", "[X3]", "x[X3]y",
-                          "x]"}) {
+  for (const char* bad :
+       {"", "x[", "x[X]", "x[X0]", "x[Y3]", "[X3]", "x[X3]y", "x]"}) {
     EXPECT_FALSE(ParseBenchmarkName(bad, &name, &repeat, &warmup)) << bad;
   }
 }

@@ -14,14 +14,15 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
-#include <sys/resource.h>
 #include <thread>
-#include <unistd.h>
 
 #include <rocksdb/statistics.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "fencedkv/version.h"
 
 #include "fenced_bench_internal.h"
-#include "fencedkv/version.h"
 #include "util/help_flags.h"
 
 // ---- db_bench's flags, same names and defaults -----------------------------
@@ -63,7 +64,8 @@ DEFINE_int32(batch_size, 1, "Batch size (keys per atomic Write)");
 DEFINE_int64(seed, 0,
              "Seed base for random number generators. When 0 it is derived "
              "from the current time and printed");
-DEFINE_string(db, "", "Use the db with the following name. Empty means "
+DEFINE_string(db, "",
+              "Use the db with the following name. Empty means "
               "$TEST_TMPDIR (or /tmp)/fencedkvtest-<uid>/dbbench");
 DEFINE_bool(use_existing_db, false,
             "If true, do not destroy the existing database. If you set this "
@@ -77,9 +79,11 @@ DEFINE_bool(disable_wal, false,
 DEFINE_bool(progress_reports, true,
             "If true, db_bench-style '... finished N ops' progress goes to "
             "stderr");
-DEFINE_int64(cache_size, 32 << 20, "Number of bytes to use as a cache of "
+DEFINE_int64(cache_size, 32 << 20,
+             "Number of bytes to use as a cache of "
              "uncompressed data (block cache)");
-DEFINE_int32(bloom_bits, -1, "Bloom filter bits per key. Negative means use "
+DEFINE_int32(bloom_bits, -1,
+             "Bloom filter bits per key. Negative means use "
              "fencedkv's default (10)");
 DEFINE_string(compression_type, "snappy",
               "Algorithm to use to compress the database: none, snappy, zlib, "
@@ -136,7 +140,8 @@ DEFINE_string(fence_mode, "monotonic",
               "Acceptance rule: monotonic (token >= max; every write of a "
               "run uses the holder's token) or strict (token > max; each write "
               "takes a fresh token)");
-DEFINE_uint64(fence_floor, 0, "If > 0, SetFenceFloor to this at open; tokens "
+DEFINE_uint64(fence_floor, 0,
+              "If > 0, SetFenceFloor to this at open; tokens "
               "start above it");
 DEFINE_int32(stale_write_percent, 0,
              "Percent of writes in fill/overwrite benchmarks sent with a "
@@ -230,8 +235,8 @@ bool ValidateFenceMode(const char* flag, const std::string& v) {
 }
 
 bool ValidateCompression(const char* flag, const std::string& v) {
-  for (const char* ok : {"none", "snappy", "zlib", "bzip2", "lz4", "lz4hc",
-                         "zstd"}) {
+  for (const char* ok :
+       {"none", "snappy", "zlib", "bzip2", "lz4", "lz4hc", "zstd"}) {
     if (v == ok) return true;
   }
   std::fprintf(stderr,
@@ -380,7 +385,8 @@ bool IsKnownBenchmark(const std::string& name) {
   return Benchmark::Find(name) != nullptr;
 }
 
-// ---- ReporterAgent ------------------------------------------------------------
+// ---- ReporterAgent
+// ------------------------------------------------------------
 
 ReporterAgent::ReporterAgent(const std::string& path, uint64_t interval_secs)
     : file_(std::fopen(path.c_str(), "w")), interval_secs_(interval_secs) {
@@ -429,8 +435,8 @@ void ReporterAgent::SleepAndReport() {
 
 void Stats::Start(int id) {
   id_ = id;
-  next_report_ = FLAGS_stats_interval ? static_cast<uint64_t>(FLAGS_stats_interval)
-                                      : 100;
+  next_report_ =
+      FLAGS_stats_interval ? static_cast<uint64_t>(FLAGS_stats_interval) : 100;
   last_report_done_ = 0;
   done_ = 0;
   bytes_ = 0;
@@ -495,10 +501,10 @@ void Stats::FinishedOps(int64_t n, OpType type) {
   const int64_t wall = std::chrono::duration_cast<std::chrono::seconds>(
                            std::chrono::system_clock::now().time_since_epoch())
                            .count();
-  const std::string line = FormatIntervalLine(
-      wall, id_, done_ - last_report_done_, done_,
-      static_cast<double>(since_last) / 1e6,
-      static_cast<double>(now - start_) / 1e6);
+  const std::string line =
+      FormatIntervalLine(wall, id_, done_ - last_report_done_, done_,
+                         static_cast<double>(since_last) / 1e6,
+                         static_cast<double>(now - start_) / 1e6);
   std::fputs(line.c_str(), stderr);
   std::fflush(stderr);
   last_report_finish_ = now;
@@ -552,8 +558,8 @@ ValueGenerator::ValueGenerator(double compression_ratio, uint32_t seed,
   };
   const size_t target = std::max<size_t>(1 << 20, value_size * 4);
   while (data_.size() < target) {
-    const size_t raw_len = std::max<size_t>(
-        1, static_cast<size_t>(100 * compression_ratio));
+    const size_t raw_len =
+        std::max<size_t>(1, static_cast<size_t>(100 * compression_ratio));
     std::string piece;
     for (size_t i = 0; i < raw_len; ++i) {
       piece.push_back(static_cast<char>(' ' + next() % 95));
@@ -564,8 +570,8 @@ ValueGenerator::ValueGenerator(double compression_ratio, uint32_t seed,
 }
 
 std::string_view ValueGenerator::Generate(size_t len) {
-  size_t pos = pos_.fetch_add(len, std::memory_order_relaxed) %
-               (data_.size() - len);
+  size_t pos =
+      pos_.fetch_add(len, std::memory_order_relaxed) % (data_.size() - len);
   return std::string_view(data_).substr(pos, len);
 }
 
@@ -586,7 +592,8 @@ Benchmark::Benchmark()
   o.fence_domain = FLAGS_fence_domain;
   ParseFenceMode(FLAGS_fence_mode, &o.fence_mode);
   strict_ = o.fence_mode == FenceMode::kStrict;
-  o.block_cache_size = static_cast<size_t>(std::max<int64_t>(0, FLAGS_cache_size));
+  o.block_cache_size =
+      static_cast<size_t>(std::max<int64_t>(0, FLAGS_cache_size));
   if (FLAGS_bloom_bits >= 0) o.bloom_bits_per_key = FLAGS_bloom_bits;
   o.compression = FLAGS_compression_type;
   o.memtable = FLAGS_memtablerep == "hash_linkedlist" ? "hash" : "skiplist";
@@ -596,7 +603,8 @@ Benchmark::Benchmark()
   o.level0_file_num_compaction_trigger =
       FLAGS_level0_file_num_compaction_trigger;
   if (FLAGS_statistics) o.statistics = rocksdb::CreateDBStatistics();
-  o.fence_cache_bytes = static_cast<size_t>(std::max<int64_t>(0, FLAGS_fence_cache_bytes));
+  o.fence_cache_bytes =
+      static_cast<size_t>(std::max<int64_t>(0, FLAGS_fence_cache_bytes));
   o.max_value_size = std::max<size_t>(o.max_value_size, FLAGS_value_size);
   store_options_.sync = FLAGS_sync;
   store_options_.fence_floor = FLAGS_fence_floor;
@@ -640,14 +648,14 @@ std::string Benchmark::Key(uint64_t i) const {
 void Benchmark::PrintHeader() const {
   const double raw =
       static_cast<double>(FLAGS_key_size + FLAGS_value_size) * num_;
-  const double file = (FLAGS_key_size + FLAGS_value_size *
-                                            FLAGS_compression_ratio) *
-                      num_;
+  const double file =
+      (FLAGS_key_size + FLAGS_value_size * FLAGS_compression_ratio) * num_;
   std::printf("Keys:       %d bytes each (+ 0 bytes user-defined timestamp)\n",
               FLAGS_key_size);
-  std::printf("Values:     %d bytes each (%d bytes after compression)\n",
-              FLAGS_value_size,
-              static_cast<int>(FLAGS_value_size * FLAGS_compression_ratio + 0.5));
+  std::printf(
+      "Values:     %d bytes each (%d bytes after compression)\n",
+      FLAGS_value_size,
+      static_cast<int>(FLAGS_value_size * FLAGS_compression_ratio + 0.5));
   std::printf("Entries:    %" PRId64 "\n", num_);
   std::printf("Prefix:    0 bytes\n");
   std::printf("Keys per prefix:    0\n");
@@ -670,11 +678,13 @@ void Benchmark::PrintHeader() const {
                                        ? "HashLinkListRepFactory"
                                        : "SkipListFactory");
   std::printf("Perf Level: 1\n");
-  std::printf("Fenced:     %s\n", FLAGS_fenced ? "true" : "false (raw RocksDB)");
+  std::printf("Fenced:     %s\n",
+              FLAGS_fenced ? "true" : "false (raw RocksDB)");
   if (FLAGS_fenced) {
     std::printf("Fence domain: %s\n", FLAGS_fence_domain.c_str());
     std::printf("Fence mode: %s\n", FLAGS_fence_mode.c_str());
-    std::printf("Fence floor: %" PRIu64 "\n", static_cast<uint64_t>(FLAGS_fence_floor));
+    std::printf("Fence floor: %" PRIu64 "\n",
+                static_cast<uint64_t>(FLAGS_fence_floor));
     std::printf("Fence cache: %.1f MB budget\n",
                 static_cast<double>(store_options_.options.fence_cache_bytes) /
                     1048576.0);
@@ -706,7 +716,8 @@ void PrintEnvironment() {
     if (colon == std::string::npos) continue;
     std::string key = line.substr(0, colon);
     key.erase(key.find_last_not_of(" \t") + 1);
-    const std::string val = colon + 2 <= line.size() ? line.substr(colon + 2) : "";
+    const std::string val =
+        colon + 2 <= line.size() ? line.substr(colon + 2) : "";
     if (key == "model name") {
       ++count;
       model = val;
@@ -811,7 +822,7 @@ Stats Benchmark::RunBenchmark(int n, const std::string& name, Method method,
     }
     merged.AddMessage(m);
   } else if (message == Message::kAcceptReject ||
-      (message == Message::kNone && rejected > 0)) {
+             (message == Message::kNone && rejected > 0)) {
     merged.AddMessage("(accepted:" + std::to_string(accepted) +
                       " rejected:" + std::to_string(rejected) + ")");
   } else if (message == Message::kFound) {
@@ -909,7 +920,8 @@ int Benchmark::Run() {
     std::fclose(f);
   }
   PrintHeader();
-  if (tracking) tracker_ = std::make_unique<Tracker>(static_cast<uint64_t>(num_));
+  if (tracking)
+    tracker_ = std::make_unique<Tracker>(static_cast<uint64_t>(num_));
 
   for (const Planned& p : plan) {
     const std::string& name = p.name;
@@ -935,7 +947,8 @@ int Benchmark::Run() {
                      error.c_str());
         return 1;
       }
-      if (tracker_) tracker_ = std::make_unique<Tracker>(static_cast<uint64_t>(num_));
+      if (tracker_)
+        tracker_ = std::make_unique<Tracker>(static_cast<uint64_t>(num_));
     }
     if (store_ == nullptr && !Open(&error)) {
       std::fprintf(stderr, "open %s: %s\n", db_path_.c_str(), error.c_str());
@@ -953,7 +966,8 @@ int Benchmark::Run() {
       std::fprintf(stderr, "entries_per_batch = %d\n", batch_size_);
     }
     std::fprintf(stdout, "DB path: [%s]\n", db_path_.c_str());
-    if (warmup > 0) std::printf("Warming up benchmark by running %d times\n", warmup);
+    if (warmup > 0)
+      std::printf("Warming up benchmark by running %d times\n", warmup);
     for (int i = 0; i < warmup; ++i) {
       RunBenchmark(threads, name, method, extra_writer, message);
     }
@@ -982,9 +996,11 @@ int Benchmark::Run() {
         const size_t n = v.size();
         return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
       };
-      std::printf("%s [AVG %d runs] : %d (\xC2\xB1 %d) ops/sec; %6.1f (\xC2\xB1 %.1f) MB/sec\n",
-                  name.c_str(), repeat, static_cast<int>(avg(ops)),
-                  static_cast<int>(sd(ops)), avg(mbs), sd(mbs));
+      std::printf(
+          "%s [AVG %d runs] : %d (\xC2\xB1 %d) ops/sec; %6.1f (\xC2\xB1 %.1f) "
+          "MB/sec\n",
+          name.c_str(), repeat, static_cast<int>(avg(ops)),
+          static_cast<int>(sd(ops)), avg(mbs), sd(mbs));
       std::printf("%s [MEDIAN %d runs] : %d ops/sec; %6.1f MB/sec\n",
                   name.c_str(), repeat, static_cast<int>(median(ops)),
                   median(mbs));
@@ -1005,12 +1021,13 @@ int Benchmark::Run() {
       if (FLAGS_fenced && store_ != nullptr) {
         const std::string st = store_->Property("fencedkv.stats");
         const size_t p = st.find("fence_cache_bytes: ");
-        const double used =
-            p == std::string::npos ? 0 : std::strtod(st.c_str() + p + 19, nullptr);
-        std::printf("; fence cache %.1f MB used of %.1f MB budget",
-                    used / 1048576.0,
-                    static_cast<double>(store_options_.options.fence_cache_bytes) /
-                        1048576.0);
+        const double used = p == std::string::npos
+                                ? 0
+                                : std::strtod(st.c_str() + p + 19, nullptr);
+        std::printf(
+            "; fence cache %.1f MB used of %.1f MB budget", used / 1048576.0,
+            static_cast<double>(store_options_.options.fence_cache_bytes) /
+                1048576.0);
       }
       std::printf("\n");
     }
@@ -1025,12 +1042,14 @@ int FencedBenchTool(int argc, char** argv) {
   gflags::SetUsageMessage(
       "fenced_bench: db_bench-style benchmark of fencedkv.\n"
       "  fenced_bench --benchmarks=fillrandom,readrandom --num=1000000\n"
-      "  fenced_bench --fenced=false ...   (the same workloads on raw RocksDB)");
+      "  fenced_bench --fenced=false ...   (the same workloads on raw "
+      "RocksDB)");
   gflags::SetVersionString(FENCEDKV_VERSION_STRING);
   NarrowHelpToModule(argc, argv, "fenced_bench_tool");
   gflags::ParseCommandLineFlags(&argc, &argv, true);
   if (argc > 1) {
-    std::fprintf(stderr, "fenced_bench: unexpected argument '%s' (see --help)\n",
+    std::fprintf(stderr,
+                 "fenced_bench: unexpected argument '%s' (see --help)\n",
                  argv[1]);
     return 1;
   }

@@ -177,7 +177,8 @@ void Benchmark::DoWrite(ThreadState* thread, bool sequential, int batch) {
     }
     if (!CountWrite(thread, o, "put")) return;
     if (o == Outcome::kOk) {
-      for (int b = 0; b < batch; ++b) Track(indexes[b], tokens[b], false, false);
+      for (int b = 0; b < batch; ++b)
+        Track(indexes[b], tokens[b], false, false);
     }
     thread->stats.AddBytes(static_cast<int64_t>(bytes));
     thread->stats.FinishedOps(batch, OpType::kWrite);
@@ -304,10 +305,11 @@ void Benchmark::FencedRead(ThreadState* thread) {
 }
 
 void Benchmark::ReadSeq(ThreadState* thread) {
-  const bool ok = store_->Scan(static_cast<uint64_t>(reads_), [&](size_t bytes) {
-    thread->stats.AddBytes(static_cast<int64_t>(bytes));
-    thread->stats.FinishedOps(1, OpType::kRead);
-  });
+  const bool ok =
+      store_->Scan(static_cast<uint64_t>(reads_), [&](size_t bytes) {
+        thread->stats.AddBytes(static_cast<int64_t>(bytes));
+        thread->stats.FinishedOps(1, OpType::kRead);
+      });
   if (!ok) Fatal(Outcome::kError, "iterator");
 }
 
@@ -419,12 +421,10 @@ void Benchmark::Verify(ThreadState* thread) {
   };
   for (uint64_t i = 0; i < num; ++i) {
     const std::string key = Key(i);
-    Token want = spec.is_per_key()
-                     ? tracker_->max[i].load()
-                     : [&] {
-                         auto it = domain_max.find(std::string(spec.DomainOf(key)));
-                         return it == domain_max.end() ? Token{0} : it->second;
-                       }();
+    Token want = spec.is_per_key() ? tracker_->max[i].load() : [&] {
+      auto it = domain_max.find(std::string(spec.DomainOf(key)));
+      return it == domain_max.end() ? Token{0} : it->second;
+    }();
     if (want == 0) continue;  // untouched by this run
     ++checked;
     if (floor > 0) want = std::max(want, strict_ ? floor - 1 : floor);

@@ -452,8 +452,9 @@ TEST_F(AdminTest, CheckCatchesALeaseTokenAboveTheCounter) {
   EXPECT_EQ(2, r.code) << r.out;
   EXPECT_NE(std::string::npos,
             r.out.find("lease: FAILED, 1 violation(s)\n  lease \"rogue\" "
-                       "token " + std::to_string(lease + 5) +
-                       " > lease_counter " + std::to_string(lease) + "\n"))
+                       "token " +
+                       std::to_string(lease + 5) + " > lease_counter " +
+                       std::to_string(lease) + "\n"))
       << r.out;
   EXPECT_EQ("check: FAILED (lease)\n", r.out.substr(r.out.rfind("check:")));
 }

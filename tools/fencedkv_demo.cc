@@ -37,8 +37,9 @@ int main(int argc, char** argv) {
     path = tmpl;
     temporary = true;
   } else {
-    std::printf("usage: fencedkv_demo [db-dir]\n"
-                "Walks through the paused-holder scenario on the embedded API.\n");
+    std::printf(
+        "usage: fencedkv_demo [db-dir]\n"
+        "Walks through the paused-holder scenario on the embedded API.\n");
     return argc == 2 ? 0 : 2;
   }
   fencedkv::Options options;
@@ -61,8 +62,9 @@ int main(int argc, char** argv) {
   if (!s.ok()) return Fail("A's first write", s);
 
   std::printf("2. A pauses (GC, SIGSTOP); its lease expires.\n");
-  std::printf("3. Holder B acquires lease shard1 -> token 8 and fences A out:\n"
-              "   AdvanceFence({shard1}, 8)\n");
+  std::printf(
+      "3. Holder B acquires lease shard1 -> token 8 and fences A out:\n"
+      "   AdvanceFence({shard1}, 8)\n");
   fencedkv::Token after = 0;
   s = db->AdvanceFence(wo, "{shard1}", 8, &after);
   if (!s.ok()) return Fail("advance", s);
@@ -73,8 +75,10 @@ int main(int argc, char** argv) {
   std::printf("   -> %s\n", s.ToString().c_str());
   if (!s.ok()) return Fail("B's write", s);
 
-  std::printf("5. A wakes up, still believes it holds the lease, and writes "
-              "%s=101 with token 7\n", kKey);
+  std::printf(
+      "5. A wakes up, still believes it holds the lease, and writes "
+      "%s=101 with token 7\n",
+      kKey);
   s = db->Put(wo, kKey, "101", 7);
   std::printf("   -> %s\n", s.ToString().c_str());
   if (!s.IsStaleToken()) {
@@ -85,15 +89,16 @@ int main(int argc, char** argv) {
               static_cast<unsigned long long>(s.stale()->offered),
               static_cast<unsigned long long>(s.stale()->max),
               s.stale()->domain.c_str());
-  std::printf("6. A also tries a key of the same lease that B never touched:\n");
+  std::printf(
+      "6. A also tries a key of the same lease that B never touched:\n");
   s = db->Put(wo, "orders:{shard1}:audit", "A was here", 7);
   std::printf("   -> %s\n", s.ToString().c_str());
 
   std::string value;
   s = db->Get(fencedkv::ReadOptions(), kKey, &value);
   if (!s.ok()) return Fail("get", s);
-  std::printf("\nResult: %s = %s (B's value stands; A changed nothing)\n",
-              kKey, value.c_str());
+  std::printf("\nResult: %s = %s (B's value stands; A changed nothing)\n", kKey,
+              value.c_str());
   const fencedkv::FenceStats st = db->GetFenceStats();
   std::printf("Stats: %llu accepted, %llu rejected, %llu advances\n",
               static_cast<unsigned long long>(st.accepted_writes),

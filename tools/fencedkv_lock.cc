@@ -52,11 +52,14 @@
 #include "util/help_flags.h"
 
 DEFINE_string(server, "127.0.0.1:7379", "fencedkv-server address, host:port");
-DEFINE_int64(ttl_ms, 10000, "Lease TTL in ms; renewed every ttl/3 while CMD runs");
+DEFINE_int64(ttl_ms, 10000,
+             "Lease TTL in ms; renewed every ttl/3 while CMD runs");
 DEFINE_string(holder, "", "Holder ID; default <hostname>:<pid>");
-DEFINE_string(fence_advance, "", "If set, FENCE.ADVANCE this key (or {tag}) to "
+DEFINE_string(fence_advance, "",
+              "If set, FENCE.ADVANCE this key (or {tag}) to "
               "the new token before CMD starts");
-DEFINE_int64(wait_ms, -1, "How long to wait for a lease held by someone else; "
+DEFINE_int64(wait_ms, -1,
+             "How long to wait for a lease held by someone else; "
              "-1 = forever, 0 = fail at once");
 DEFINE_string(user, "",
               "ACL user to AUTH as (with --password); default: the "
@@ -264,7 +267,8 @@ int main(int argc, char** argv) {
   std::string error;
   Reply r;
   // 1. Acquire, waiting while someone else holds the lease.
-  const int64_t give_up = FLAGS_wait_ms < 0 ? INT64_MAX : NowMs() + FLAGS_wait_ms;
+  const int64_t give_up =
+      FLAGS_wait_ms < 0 ? INT64_MAX : NowMs() + FLAGS_wait_ms;
   std::string token;
   while (true) {
     if (!Call(&client, {"LEASE.ACQUIRE", name, holder, ttl}, &r, &error)) {

@@ -2,15 +2,15 @@
 
 #include "resp_client.h"
 
+#include <cerrno>
+#include <cstring>
+
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
-
-#include <cerrno>
-#include <cstring>
 
 namespace fencedkv {
 namespace tools {
@@ -71,7 +71,8 @@ bool RespClient::Call(const std::vector<std::string>& args, Reply* reply,
   }
   size_t off = 0;
   while (off < out.size()) {
-    const ssize_t n = send(fd_, out.data() + off, out.size() - off, MSG_NOSIGNAL);
+    const ssize_t n =
+        send(fd_, out.data() + off, out.size() - off, MSG_NOSIGNAL);
     if (n <= 0) {
       *error = std::string("send: ") + std::strerror(errno);
       Close();

@@ -15,8 +15,8 @@ namespace tools {
 
 struct Reply {
   enum Type { kStatus, kError, kInteger, kBulk, kNil, kArray } type = kNil;
-  std::string str;       // status, error (without '-'), bulk
-  int64_t integer = 0;   // kInteger (values past int64 are in str too)
+  std::string str;      // status, error (without '-'), bulk
+  int64_t integer = 0;  // kInteger (values past int64 are in str too)
   std::vector<Reply> elements;
 };
 

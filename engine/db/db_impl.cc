@@ -37,8 +37,7 @@ rocksdb::ReadOptions ToRocks(const ReadOptions& options) {
 // Reads
 
 Status DBImpl::ReadDataRecord(const rocksdb::ReadOptions& ro,
-                              std::string_view key,
-                              rocksdb::PinnableSlice* raw,
+                              std::string_view key, rocksdb::PinnableSlice* raw,
                               format::DataRecord* record) {
   rocksdb::Status rs = db_->Get(ro, data_cf_, ToSlice(key), raw);
   if (rs.IsNotFound()) return Status::NotFound(std::string_view());
@@ -118,8 +117,8 @@ void DBImpl::MultiGet(const ReadOptions& options, size_t n,
       continue;
     }
     format::DataRecord rec;
-    statuses[i] =
-        format::DecodeDataRecordOf(keys[i], {raw[j].data(), raw[j].size()}, &rec);
+    statuses[i] = format::DecodeDataRecordOf(
+        keys[i], {raw[j].data(), raw[j].size()}, &rec);
     if (!statuses[i].ok()) continue;
     if (rec.kind == format::RecordKind::kNoValue) {
       statuses[i] = Status::NotFound(std::string_view());
@@ -285,7 +284,8 @@ bool DBImpl::GetProperty(std::string_view property, std::string* value) {
       if (!it->status().ok()) return false;
     }
     char hex[17];
-    std::snprintf(hex, sizeof(hex), "%016llx", static_cast<unsigned long long>(h));
+    std::snprintf(hex, sizeof(hex), "%016llx",
+                  static_cast<unsigned long long>(h));
     *value = hex;
     return true;
   }
@@ -317,7 +317,8 @@ bool DBImpl::GetProperty(std::string_view property, std::string* value) {
     if (stats == nullptr) return false;
     value->clear();
     for (const auto& [ticker, name] : rocksdb::TickersNameMap) {
-      *value += name + " " + std::to_string(stats->getTickerCount(ticker)) + "\n";
+      *value +=
+          name + " " + std::to_string(stats->getTickerCount(ticker)) + "\n";
     }
     return true;
   }
@@ -339,8 +340,8 @@ bool DBImpl::GetProperty(std::string_view property, std::string* value) {
 }
 
 Status DBImpl::Flush() {
-  return FromRocksDB(db_->Flush(rocksdb::FlushOptions(),
-                                {data_cf_, fence_cf_, meta_cf_}));
+  return FromRocksDB(
+      db_->Flush(rocksdb::FlushOptions(), {data_cf_, fence_cf_, meta_cf_}));
 }
 
 Status DBImpl::CompactRange(const std::string* begin, const std::string* end) {
@@ -349,8 +350,7 @@ Status DBImpl::CompactRange(const std::string* begin, const std::string* end) {
   if (end != nullptr) e = *end;
   rocksdb::CompactRangeOptions cro;
   cro.bottommost_level_compaction = rocksdb::BottommostLevelCompaction::kForce;
-  rocksdb::Status rs = db_->CompactRange(cro, data_cf_,
-                                         begin ? &b : nullptr,
+  rocksdb::Status rs = db_->CompactRange(cro, data_cf_, begin ? &b : nullptr,
                                          end ? &e : nullptr);
   if (rs.ok()) rs = db_->CompactRange(cro, fence_cf_, nullptr, nullptr);
   return FromRocksDB(rs);

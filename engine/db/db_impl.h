@@ -32,10 +32,11 @@
 
 #include <rocksdb/db.h>
 
+#include "fencedkv/db.h"
+
 #include "db/fence_format.h"
 #include "db/fence_gc_filter.h"
 #include "db/fence_table.h"
-#include "fencedkv/db.h"
 #include "util/mutexlock.h"
 #include "util/thread_annotations.h"
 
@@ -45,8 +46,7 @@ class ErrorRecovery;
 
 class DBImpl final : public DB {
  public:
-  DBImpl(const Options& options, const FenceDomainSpec& spec,
-         std::string path);
+  DBImpl(const Options& options, const FenceDomainSpec& spec, std::string path);
   ~DBImpl() override;
 
   // Checks every field of `options` (DB::Open calls it before touching the
@@ -165,7 +165,7 @@ class DBImpl final : public DB {
     Kind kind;
     bool sync;
     PendingOp* ops;
-    size_t n;  // >= 1
+    size_t n;                          // >= 1
     WriteResult* result = nullptr;     // kBatch: per-op outcomes, conditions
     Status* group_statuses = nullptr;  // kGroup: one per batch, preset OK
     Token* max_after = nullptr;        // kAdvance: the reported max after it

@@ -128,8 +128,8 @@ Status DBImpl::ApplyLogBatch(const WriteOptions& options,
 Status DBImpl::ReloadFenceState() {
   table_->LockAll();
   StoredConfig stored;
-  Status s = ReadStoredConfig(db_.get(), {data_cf_, fence_cf_, meta_cf_},
-                              &stored);
+  Status s =
+      ReadStoredConfig(db_.get(), {data_cf_, fence_cf_, meta_cf_}, &stored);
   if (s.ok() && !stored.has_version) {
     s = Status::Corruption("the format_version record disappeared");
   }

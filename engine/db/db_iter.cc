@@ -13,8 +13,7 @@ class DBIter final : public Iterator {
  public:
   DBIter(rocksdb::DB* db, rocksdb::ColumnFamilyHandle* cf,
          const ReadOptions& options)
-      : upper_bound_(options.iterate_upper_bound),
-        upper_slice_(upper_bound_) {
+      : upper_bound_(options.iterate_upper_bound), upper_slice_(upper_bound_) {
     rocksdb::ReadOptions ro = IteratorReadOptions();
     ro.verify_checksums = options.verify_checksums;
     ro.fill_cache = options.fill_cache;

@@ -1,8 +1,11 @@
 // Copyright (c) fencedkv authors.
 //
-// Every rule of docs/contract.md, looped over domain function x mode x floor (LevelDB's
-// ChangeOptions idea). Tokens in these tests are >= 10 and the floor, when
-// set, is 5, so the floor never refuses a token here unless a test says so.
+// Every rule of docs/contract.md, looped over domain function x mode x floor
+// (LevelDB's ChangeOptions idea). Tokens in these tests are >= 10 and the
+// floor, when set, is 5, so the floor never refuses a token here unless a test
+// says so.
+
+#include "fencedkv/db.h"
 
 #include <map>
 #include <memory>
@@ -11,7 +14,6 @@
 #include <rocksdb/statistics.h>
 
 #include "db/db_impl.h"
-#include "fencedkv/db.h"
 #include "util/sync_point.h"
 #include "util/testutil.h"
 
@@ -146,8 +148,8 @@ TEST_F(DBTest, PutGetAndFence) {
 TEST_F(DBTest, APausedHoldersStaleWriteIsRejectedAndChangesNothing) {
   while (ChangeOptions()) {
     SCOPED_TRACE(ConfigName());
-    ASSERT_EQ("OK", Put("k", "from-A", 7 + 10));   // A, token 17
-    ASSERT_EQ("OK", Put("k", "from-B", 8 + 10));   // B, token 18
+    ASSERT_EQ("OK", Put("k", "from-A", 7 + 10));  // A, token 17
+    ASSERT_EQ("OK", Put("k", "from-B", 8 + 10));  // B, token 18
     ASSERT_EQ(Stale(17, 18), Put("k", "late-A", 17));
     ASSERT_EQ("from-B", Get("k"));
     ASSERT_EQ(18u, Fence("k"));
@@ -366,11 +368,11 @@ TEST_F(DBTest, WriteGroupAppliesEachBatchIndependently) {
     ASSERT_EQ("OK", Put("x:1", "old", 20));
     WriteBatch b0, b1, b2, b3, b4;
     b0.Put("a:1", "A", 20);
-    b1.Put("x:1", "stale", 19);        // refused: x:1 is at 20
-    b1.Put("c:1", "C", 30);            // ... and so is the rest of b1
+    b1.Put("x:1", "stale", 19);  // refused: x:1 is at 20
+    b1.Put("c:1", "C", 30);      // ... and so is the rest of b1
     b2.Put("d:1", "D1", 25);
-    b3.Put("d:1", "D0", 24);           // stale after b2, in the same group
-    b4.Put("", "bad", 30);             // invalid
+    b3.Put("d:1", "D0", 24);  // stale after b2, in the same group
+    b4.Put("", "bad", 30);    // invalid
     const WriteBatch* batches[] = {&b0, &b1, &b2, &b3, &b4};
     Status statuses[5];
     ASSERT_FENCEDKV_OK(db_->WriteGroup(WriteOptions(), batches, 5, statuses));
@@ -604,11 +606,13 @@ TEST_F(DBTest, AFailedWriteRaisesNothing) {
     SCOPED_TRACE(ConfigName());
     ASSERT_EQ("OK", Put("k", "v", 20));
     SyncPoint::Get()->SetCallback("DBImpl::Write:RocksDBWrite", [](void* arg) {
-      *static_cast<rocksdb::Status*>(arg) = rocksdb::Status::IOError("injected");
+      *static_cast<rocksdb::Status*>(arg) =
+          rocksdb::Status::IOError("injected");
     });
     SyncPoint::Get()->EnableProcessing();
     const std::string k_failed = Put("k", "w", 30);  // a known domain
-    const std::string j_failed = Put("j", "w", 40);  // above the high-water mark
+    const std::string j_failed =
+        Put("j", "w", 40);  // above the high-water mark
     SyncPoint::Get()->DisableProcessing();
     SyncPoint::Get()->ClearAllCallbacks();
     EXPECT_EQ("IO_ERROR", k_failed.substr(0, 8));

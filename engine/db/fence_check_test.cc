@@ -30,8 +30,8 @@ TEST(FenceCheckTest, AcceptanceTable) {
       // The paused holder: A holds 7, B wrote 8.
       {M, 7, 8, 0, Verdict::kBelowMax},
       {S, 7, 8, 0, Verdict::kNotAboveMax},
-      {M, 8, 8, 0, Verdict::kAccept},        // monotonic: same lease, again
-      {S, 8, 8, 0, Verdict::kNotAboveMax},   // strict: equal is refused
+      {M, 8, 8, 0, Verdict::kAccept},       // monotonic: same lease, again
+      {S, 8, 8, 0, Verdict::kNotAboveMax},  // strict: equal is refused
       {M, 9, 8, 0, Verdict::kAccept},
       {S, 9, 8, 0, Verdict::kAccept},
       // Extremes.
@@ -53,8 +53,8 @@ TEST(FenceCheckTest, AcceptanceTable) {
   };
   for (const Row& r : rows) {
     EXPECT_EQ(r.want, CheckWrite(r.mode, r.offered, r.max, r.floor))
-        << FenceModeName(r.mode) << " offered=" << r.offered
-        << " max=" << r.max << " floor=" << r.floor;
+        << FenceModeName(r.mode) << " offered=" << r.offered << " max=" << r.max
+        << " floor=" << r.floor;
   }
 }
 
@@ -88,8 +88,7 @@ TEST(FenceCheckTest, FloorSubsumesAndReportedMax) {
         for (Token t = 1; t <= 13; ++t) {
           const bool accept =
               CheckWrite(mode, t, stored, floor) == Verdict::kAccept;
-          const bool by_reported =
-              mode == S ? t > reported : t >= reported;
+          const bool by_reported = mode == S ? t > reported : t >= reported;
           EXPECT_EQ(accept, by_reported)
               << FenceModeName(mode) << " t=" << t << " stored=" << stored
               << " floor=" << floor;

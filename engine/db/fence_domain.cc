@@ -53,10 +53,14 @@ Status FenceDomainSpec::Parse(std::string_view text, FenceDomainSpec* spec) {
 
 std::string FenceDomainSpec::ToString() const {
   switch (kind_) {
-    case Kind::kKey: return "key";
-    case Kind::kPrefix: return "prefix:" + std::to_string(prefix_len_);
-    case Kind::kDelimiter: return std::string("delimiter:") + delimiter_;
-    case Kind::kHashtag: return "hashtag";
+    case Kind::kKey:
+      return "key";
+    case Kind::kPrefix:
+      return "prefix:" + std::to_string(prefix_len_);
+    case Kind::kDelimiter:
+      return std::string("delimiter:") + delimiter_;
+    case Kind::kHashtag:
+      return "hashtag";
   }
   return "key";
 }

@@ -37,21 +37,21 @@ TEST(FenceDomainTest, HashtagFollowsRedisCluster) {
   EXPECT_EQ("a", DomainOf("hashtag", "{a}{b}"));
   EXPECT_EQ("foo{}{bar}", DomainOf("hashtag", "foo{}{bar}"));  // empty tag
   EXPECT_EQ("{bar", DomainOf("hashtag", "foo{{bar}}zap"));
-  EXPECT_EQ("foo{bar", DomainOf("hashtag", "foo{bar"));       // unclosed
+  EXPECT_EQ("foo{bar", DomainOf("hashtag", "foo{bar"));  // unclosed
   EXPECT_EQ("plain", DomainOf("hashtag", "plain"));
 }
 
 TEST(FenceDomainTest, ParseRefusesBadSpecsAndRoundTrips) {
   FenceDomainSpec spec;
-  for (const char* bad : {"", "keys", "prefix:", "prefix:0", "prefix:-1",
-                          "prefix:x", "prefix:65537", "delimiter:",
-                          "delimiter:ab", "hash", "KEY"}) {
+  for (const char* bad :
+       {"", "keys", "prefix:", "prefix:0", "prefix:-1", "prefix:x",
+        "prefix:65537", "delimiter:", "delimiter:ab", "hash", "KEY"}) {
     Status s = FenceDomainSpec::Parse(bad, &spec);
     EXPECT_TRUE(s.IsInvalidArgument()) << bad;
   }
   EXPECT_TRUE(spec.is_per_key());  // unchanged by the failures
-  for (const char* good : {"key", "prefix:1", "prefix:65536", "delimiter::",
-                           "delimiter:/", "hashtag"}) {
+  for (const char* good : {"key", "prefix:1", "prefix:65536",
+                           "delimiter::", "delimiter:/", "hashtag"}) {
     ASSERT_TRUE(FenceDomainSpec::Parse(good, &spec).ok()) << good;
     EXPECT_EQ(good, spec.ToString());
   }

@@ -37,7 +37,8 @@ Status DecodeDataRecordOf(std::string_view key, std::string_view raw,
 std::string HighWaterMarkKey(uint32_t stripe) {
   static const char kHex[] = "0123456789abcdef";
   std::string key(kMetaHighWaterMarkPrefix);
-  for (int shift = 12; shift >= 0; shift -= 4) key += kHex[(stripe >> shift) & 0xf];
+  for (int shift = 12; shift >= 0; shift -= 4)
+    key += kHex[(stripe >> shift) & 0xf];
   return key;
 }
 

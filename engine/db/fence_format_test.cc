@@ -23,7 +23,8 @@ TEST(FenceFormatTest, DataRecordGoldenBytes) {
 
 TEST(FenceFormatTest, DataRecordRoundTrip) {
   char header[kMaxDataHeaderSize];
-  for (Token t : {Token{1}, Token{127}, Token{128}, Token{1} << 35, ~Token{0}}) {
+  for (Token t :
+       {Token{1}, Token{127}, Token{128}, Token{1} << 35, ~Token{0}}) {
     const size_t n = EncodeDataHeader(header, RecordKind::kValue, t);
     DataRecord rec;
     const std::string raw = std::string(header, n) + "v";  // rec views into it
@@ -47,11 +48,12 @@ TEST(FenceFormatTest, DataRecordRoundTrip) {
 TEST(FenceFormatTest, DecodeRefusesMalformedRecords) {
   DataRecord rec;
   EXPECT_FALSE(DecodeDataRecord("", &rec));
-  EXPECT_FALSE(DecodeDataRecord(std::string("\x01", 1), &rec));   // no token
+  EXPECT_FALSE(DecodeDataRecord(std::string("\x01", 1), &rec));      // no token
   EXPECT_FALSE(DecodeDataRecord(std::string("\x01\x80", 2), &rec));  // torn
-  EXPECT_FALSE(DecodeDataRecord(std::string(11, '\xff'), &rec));  // bad kind
+  EXPECT_FALSE(DecodeDataRecord(std::string(11, '\xff'), &rec));     // bad kind
   // A token past 64 bits.
-  EXPECT_FALSE(DecodeDataRecord(std::string("\x01") + std::string(9, '\xff') + "\x02", &rec));
+  EXPECT_FALSE(DecodeDataRecord(
+      std::string("\x01") + std::string(9, '\xff') + "\x02", &rec));
   // A no-value record carries no bytes after its header.
   EXPECT_FALSE(DecodeDataRecord(std::string("\x00\x07x", 3), &rec));
   Token t = 5;

@@ -26,8 +26,9 @@ rocksdb::CompactionFilter::Decision FenceGcFilter::FilterV2(
     }
     token = record.token;
   }
-  return SubsumedByFloor(mode_.load(std::memory_order_acquire), token, floor) ? Decision::kRemove
-                                              : Decision::kKeep;
+  return SubsumedByFloor(mode_.load(std::memory_order_acquire), token, floor)
+             ? Decision::kRemove
+             : Decision::kKeep;
 }
 
 namespace {

@@ -2,11 +2,11 @@
 
 #include "db/fence_table.h"
 
-#include <sys/mman.h>
-
 #include <cstddef>
 #include <cstring>
 #include <functional>
+
+#include <sys/mman.h>
 
 namespace fencedkv {
 

@@ -42,6 +42,7 @@
 #include <string_view>
 
 #include "fencedkv/token.h"
+
 #include "util/mutexlock.h"
 #include "util/thread_annotations.h"
 
@@ -130,7 +131,7 @@ class FenceTable {
     Mutex mu;
     uint32_t clock GUARDED_BY(mu) = 0;  // round-robin victim choice
     size_t used_bytes GUARDED_BY(mu) = 0;
-    Token hwm GUARDED_BY(mu) = 0;  // StripeHwm
+    Token hwm GUARDED_BY(mu) = 0;         // StripeHwm
     Token miss_bound GUARDED_BY(mu) = 0;  // MissBound of evicted buckets
   };
 

@@ -40,7 +40,8 @@ TEST(FenceTableTest, HitsAreExactAndMissesAreMisses) {
   for (int i = 0; i < 20000; ++i) {
     const size_t len = rng() % (FenceTable::kMaxCachedDomain + 1);
     std::string d(len, 'a');
-    for (char& c : d) c = static_cast<char>('a' + rng() % 3);  // many near-twins
+    for (char& c : d)
+      c = static_cast<char>('a' + rng() % 3);  // many near-twins
     const Token max = rng() % 1000 + 1;
     Put(t, d, max);
     truth[d] = max;
@@ -87,7 +88,8 @@ TEST(FenceTableTest, LongAndShortDomainsShareBuckets) {
   EXPECT_EQ(0u, LookupOr(t, std::string(39, 'L'), 0));
   // Too long to cache: never a hit.
   Put(t, std::string(FenceTable::kMaxCachedDomain + 1, 'x'), 3);
-  EXPECT_EQ(0u, LookupOr(t, std::string(FenceTable::kMaxCachedDomain + 1, 'x'), 0));
+  EXPECT_EQ(0u,
+            LookupOr(t, std::string(FenceTable::kMaxCachedDomain + 1, 'x'), 0));
   EXPECT_EQ(9u, LookupOr(t, longer, 0));
 }
 

@@ -85,8 +85,8 @@ class LeaseServiceImpl final : public LeaseService {
     return Status::OK();
   }
 
-  Status Acquire(std::string_view name, std::string_view holder,
-                 int64_t ttl_ms, LeaseGrant* grant) override {
+  Status Acquire(std::string_view name, std::string_view holder, int64_t ttl_ms,
+                 LeaseGrant* grant) override {
     Status s = Validate(name, holder, ttl_ms);
     if (!s.ok()) return s;
     MutexLock lock(&mu_);
@@ -236,14 +236,14 @@ class LeaseServiceImpl final : public LeaseService {
   Status Validate(std::string_view name, std::string_view holder,
                   int64_t ttl_ms) const {
     if (name.empty() || name.size() > options_.max_name_bytes) {
-      return Status::InvalidArgument(
-          "lease name must be 1.." + std::to_string(options_.max_name_bytes) +
-          " bytes");
+      return Status::InvalidArgument("lease name must be 1.." +
+                                     std::to_string(options_.max_name_bytes) +
+                                     " bytes");
     }
     if (holder.empty() || holder.size() > options_.max_holder_bytes) {
-      return Status::InvalidArgument(
-          "lease holder must be 1.." +
-          std::to_string(options_.max_holder_bytes) + " bytes");
+      return Status::InvalidArgument("lease holder must be 1.." +
+                                     std::to_string(options_.max_holder_bytes) +
+                                     " bytes");
     }
     if (ttl_ms < options_.min_ttl_ms || ttl_ms > options_.max_ttl_ms) {
       return Status::InvalidArgument(
@@ -379,7 +379,8 @@ Status LeaseService::Open(DB* db, const LeaseOptions& options,
         "use that one: two services would each keep a counter and issue the "
         "same tokens");
   }
-  auto s = std::make_unique<LeaseServiceImpl>(impl, options);  // releases the claim
+  auto s =
+      std::make_unique<LeaseServiceImpl>(impl, options);  // releases the claim
   Status st = s->Load();
   if (!st.ok()) return st;
   s->StartReclaimer();

@@ -91,7 +91,8 @@ TEST_F(LeaseServiceTest, ListShowsHeldLeasesInNameOrderFromACursor) {
   EXPECT_EQ((std::vector<std::string>{"a/A/" + ta, "b/B/" + tb, "c/C/" + tc}),
             list("", 10));
   EXPECT_EQ((std::vector<std::string>{"a/A/" + ta}), list("", 1));
-  EXPECT_EQ((std::vector<std::string>{"b/B/" + tb, "c/C/" + tc}), list("a", 10));
+  EXPECT_EQ((std::vector<std::string>{"b/B/" + tb, "c/C/" + tc}),
+            list("a", 10));
   now_ += 11;  // c expired: no longer listed (not yet reclaimed)
   EXPECT_EQ((std::vector<std::string>{"b/B/" + tb}), list("a", 10));
 }
@@ -220,7 +221,8 @@ TEST_F(LeaseServiceTest, SkewGuardRefusesTokensNoLeaseCarried) {
   WriteBatch batch;
   batch.Put("a", "1", t);
   batch.Put("b", "2", kMaxToken);
-  EXPECT_EQ("TOKEN_SKEW", test::StatusString(db_->Write(WriteOptions(), batch)));
+  EXPECT_EQ("TOKEN_SKEW",
+            test::StatusString(db_->Write(WriteOptions(), batch)));
   // A refused write changed nothing.
   std::string v;
   EXPECT_EQ("NOT_FOUND", test::StatusString(db_->Get(ReadOptions(), "a", &v)));

@@ -9,6 +9,7 @@
 
 #include "fencedkv/db.h"
 #include "fencedkv/lease.h"
+
 #include "util/testutil.h"
 
 namespace fencedkv {
@@ -51,8 +52,8 @@ class ReplicationTest : public testing::Test {
   static void Write(DB* db, LeaseService* leases, int round) {
     const Token base = 100 * static_cast<Token>(round + 1);
     for (int i = 0; i < 30; ++i) {
-      const std::string k = "u{" + std::to_string(i % 4) + "}:" +
-                            std::to_string(i);
+      const std::string k =
+          "u{" + std::to_string(i % 4) + "}:" + std::to_string(i);
       db->Put(WriteOptions(), k, "v" + std::to_string(round), base + i);
     }
     db->Delete(WriteOptions(), "u{1}:5", base + 40);
@@ -144,8 +145,8 @@ TEST_F(ReplicationTest, GapsAndRepeatsAreRefused) {
   ASSERT_FENCEDKV_OK(replica->ApplyLogBatch(WriteOptions(), s1, first));
   EXPECT_TRUE(
       replica->ApplyLogBatch(WriteOptions(), s1, first).IsInvalidArgument());
-  EXPECT_TRUE(replica->ApplyLogBatch(WriteOptions(), s2, "junk")
-                  .IsInvalidArgument());
+  EXPECT_TRUE(
+      replica->ApplyLogBatch(WriteOptions(), s2, "junk").IsInvalidArgument());
   ASSERT_FENCEDKV_OK(replica->ApplyLogBatch(WriteOptions(), s2, second));
   CatchUp(primary.get(), replica.get());  // (the recovery sentinel, if any)
   EXPECT_EQ(Digest(primary.get()), Digest(replica.get()));

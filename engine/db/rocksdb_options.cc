@@ -22,9 +22,12 @@ bool ParseCompression(const std::string& name, rocksdb::CompressionType* t) {
     const char* name;
     rocksdb::CompressionType type;
   } kTable[] = {
-      {"none", rocksdb::kNoCompression},   {"snappy", rocksdb::kSnappyCompression},
-      {"zlib", rocksdb::kZlibCompression}, {"bzip2", rocksdb::kBZip2Compression},
-      {"lz4", rocksdb::kLZ4Compression},   {"lz4hc", rocksdb::kLZ4HCCompression},
+      {"none", rocksdb::kNoCompression},
+      {"snappy", rocksdb::kSnappyCompression},
+      {"zlib", rocksdb::kZlibCompression},
+      {"bzip2", rocksdb::kBZip2Compression},
+      {"lz4", rocksdb::kLZ4Compression},
+      {"lz4hc", rocksdb::kLZ4HCCompression},
       {"zstd", rocksdb::kZSTD},
   };
   for (const auto& e : kTable) {
@@ -83,7 +86,8 @@ Status BuildRocksDBOptions(const Options& options,
     // sorts the memtable into a skiplist first. The rep takes no
     // concurrent inserts.
     cf_options->prefix_extractor.reset(rocksdb::NewNoopTransform());
-    const size_t buckets = std::max<size_t>(1024, options.write_buffer_size / 128);
+    const size_t buckets =
+        std::max<size_t>(1024, options.write_buffer_size / 128);
     // The rep sorts a read-only memtable for its flush with std::sort
     // instead of building a skiplist (sorted_flush_memtable.h).
     cf_options->memtable_factory = NewSortedFlushHashRepFactory(
@@ -121,20 +125,25 @@ Status FromRocksDB(const rocksdb::Status& s) {
   if (s.ok()) return Status::OK();
   // RocksDB's text without its code name: ours says it again.
   std::string msg = s.ToString();
-  for (const char* name : {"NotFound: ", "Corruption: ", "Not implemented: ",
-                           "Invalid argument: ", "IO error: ",
-                           "Resource busy: "}) {
+  for (const char* name :
+       {"NotFound: ", "Corruption: ", "Not implemented: ", "Invalid argument: ",
+        "IO error: ", "Resource busy: "}) {
     if (msg.rfind(name, 0) == 0) {
       msg.erase(0, std::strlen(name));
       break;
     }
   }
   switch (s.code()) {
-    case rocksdb::Status::kNotFound: return Status::NotFound(msg);
-    case rocksdb::Status::kCorruption: return Status::Corruption(msg);
-    case rocksdb::Status::kNotSupported: return Status::NotSupported(msg);
-    case rocksdb::Status::kInvalidArgument: return Status::InvalidArgument(msg);
-    case rocksdb::Status::kBusy: return Status::Busy(msg);
+    case rocksdb::Status::kNotFound:
+      return Status::NotFound(msg);
+    case rocksdb::Status::kCorruption:
+      return Status::Corruption(msg);
+    case rocksdb::Status::kNotSupported:
+      return Status::NotSupported(msg);
+    case rocksdb::Status::kInvalidArgument:
+      return Status::InvalidArgument(msg);
+    case rocksdb::Status::kBusy:
+      return Status::Busy(msg);
     case rocksdb::Status::kIOError:
       // The LOCK file held by another process (or DB): RocksDB's
       // PosixFileSystem::LockFile says so in these words. Only these: an I/O
@@ -144,7 +153,8 @@ Status FromRocksDB(const rocksdb::Status& s) {
         return Status::Busy(msg);
       }
       return Status::IOError(msg);
-    default: return Status::IOError(msg);
+    default:
+      return Status::IOError(msg);
   }
 }
 

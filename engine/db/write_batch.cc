@@ -6,8 +6,8 @@
 
 namespace fencedkv {
 
-void WriteBatch::Put(std::string_view key, std::string_view value,
-                     Token token, WriteCondition condition) {
+void WriteBatch::Put(std::string_view key, std::string_view value, Token token,
+                     WriteCondition condition) {
   ops_.push_back(OpRef{OpType::kPut, key.size(), value.size(), rep_.size(),
                        token, condition});
   if (condition != WriteCondition::kNone) has_conditions_ = true;

@@ -10,8 +10,9 @@
 #include <gtest/gtest.h>
 #include <rocksdb/status.h>
 
-#include "db/db_impl.h"
 #include "fencedkv/db.h"
+
+#include "db/db_impl.h"
 #include "util/sync_point.h"
 #include "util/testutil.h"
 
@@ -82,8 +83,8 @@ TEST_F(WriteErrorsTest, AFailedFenceReadFailsItsBatchInAGroup) {
     for (int i = 0; i < 2000; ++i) {
       char key[16];
       std::snprintf(key, sizeof(key), "k%05d", i);
-      ASSERT_FENCEDKV_OK(db_->Put(WriteOptions(), key,
-                                  std::string(100, 'v'), 1000 + i));
+      ASSERT_FENCEDKV_OK(
+          db_->Put(WriteOptions(), key, std::string(100, 'v'), 1000 + i));
     }
     ASSERT_FENCEDKV_OK(db_->Flush());
     db_.reset();

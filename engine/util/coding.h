@@ -75,7 +75,8 @@ inline char* EncodeVarint64(char* dst, uint64_t v) {
 // leaves *in unchanged) on a truncated or over-long encoding.
 inline bool GetVarint64(std::string_view* in, uint64_t* value) {
   uint64_t result = 0;
-  for (size_t i = 0, shift = 0; i < in->size() && shift <= 63; ++i, shift += 7) {
+  for (size_t i = 0, shift = 0; i < in->size() && shift <= 63;
+       ++i, shift += 7) {
     const uint64_t byte = static_cast<unsigned char>((*in)[i]);
     if (shift == 63 && byte > 1) return false;  // overflows 64 bits
     result |= (byte & 0x7f) << shift;

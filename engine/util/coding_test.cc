@@ -7,8 +7,8 @@
 namespace fencedkv {
 
 TEST(CodingTest, Fixed64RoundTripAndLittleEndian) {
-  for (uint64_t v : {0ull, 1ull, 255ull, 256ull, 0x0102030405060708ull,
-                     ~0ull}) {
+  for (uint64_t v :
+       {0ull, 1ull, 255ull, 256ull, 0x0102030405060708ull, ~0ull}) {
     std::string s;
     PutFixed64(&s, v);
     ASSERT_EQ(8u, s.size());

@@ -13,7 +13,8 @@ namespace fencedkv {
 const std::vector<uint64_t>& Histogram::BucketLimits() {
   static const std::vector<uint64_t>* limits = [] {
     auto* v = new std::vector<uint64_t>{1, 2};
-    const double max = static_cast<double>(std::numeric_limits<uint64_t>::max());
+    const double max =
+        static_cast<double>(std::numeric_limits<uint64_t>::max());
     double bucket = 2;
     while ((bucket = 1.5 * bucket) <= max) {
       v->push_back(static_cast<uint64_t>(bucket));
@@ -43,8 +44,8 @@ void Histogram::Clear() {
 
 void Histogram::Add(uint64_t value) {
   const auto& limits = BucketLimits();
-  size_t b = std::lower_bound(limits.begin(), limits.end(), value) -
-             limits.begin();
+  size_t b =
+      std::lower_bound(limits.begin(), limits.end(), value) - limits.begin();
   if (b >= buckets_.size()) b = buckets_.size() - 1;
   buckets_[b]++;
   min_ = std::min(min_, value);
@@ -102,11 +103,13 @@ double Histogram::Percentile(double p) const {
 std::string Histogram::ToString() const {
   char buf[1024];
   std::string r;
-  std::snprintf(buf, sizeof(buf), "Count: %" PRIu64 " Average: %.4f  StdDev: %.2f\n",
-                num_, Average(), StandardDeviation());
+  std::snprintf(buf, sizeof(buf),
+                "Count: %" PRIu64 " Average: %.4f  StdDev: %.2f\n", num_,
+                Average(), StandardDeviation());
   r.append(buf);
-  std::snprintf(buf, sizeof(buf), "Min: %" PRIu64 "  Median: %.4f  Max: %" PRIu64 "\n",
-                min(), Median(), max());
+  std::snprintf(buf, sizeof(buf),
+                "Min: %" PRIu64 "  Median: %.4f  Max: %" PRIu64 "\n", min(),
+                Median(), max());
   r.append(buf);
   std::snprintf(buf, sizeof(buf),
                 "Percentiles: P50: %.2f P75: %.2f P99: %.2f P99.9: %.2f "
@@ -123,14 +126,16 @@ std::string Histogram::ToString() const {
     if (buckets_[b] == 0) continue;
     cumulative += buckets_[b];
     std::snprintf(buf, sizeof(buf),
-                  "%c %7" PRIu64 ", %7" PRIu64 " ] %8" PRIu64 " %7.3f%% %7.3f%% ",
+                  "%c %7" PRIu64 ", %7" PRIu64 " ] %8" PRIu64
+                  " %7.3f%% %7.3f%% ",
                   b == 0 ? '[' : '(', b == 0 ? 0 : limits[b - 1], limits[b],
                   buckets_[b], mult * static_cast<double>(buckets_[b]),
                   mult * static_cast<double>(cumulative));
     r.append(buf);
     // 20 marks for 100%.
-    r.append(static_cast<size_t>(mult * static_cast<double>(buckets_[b]) / 5 + 0.5),
-             '#');
+    r.append(
+        static_cast<size_t>(mult * static_cast<double>(buckets_[b]) / 5 + 0.5),
+        '#');
     r.push_back('\n');
   }
   return r;

@@ -8,10 +8,9 @@ namespace fencedkv {
 
 TEST(HistogramTest, BucketsMatchRocksDB) {
   const auto& b = Histogram::BucketLimits();
-  const std::vector<uint64_t> head = {1,   2,   3,   4,   6,    10,   15,
-                                      22,  34,  51,  76,  110,  170,  250,
-                                      380, 580, 870, 1300, 1900, 2900, 4400,
-                                      6600};
+  const std::vector<uint64_t> head = {
+      1,   2,   3,   4,   6,   10,  15,   22,   34,   51,   76,
+      110, 170, 250, 380, 580, 870, 1300, 1900, 2900, 4400, 6600};
   ASSERT_GE(b.size(), head.size());
   for (size_t i = 0; i < head.size(); ++i) EXPECT_EQ(head[i], b[i]) << i;
 }

@@ -16,18 +16,30 @@ namespace {
 
 const char* CodeName(Status::Code code) {
   switch (code) {
-    case Status::Code::kOk: return "OK";
-    case Status::Code::kNotFound: return "NotFound";
-    case Status::Code::kCorruption: return "Corruption";
-    case Status::Code::kNotSupported: return "Not supported";
-    case Status::Code::kInvalidArgument: return "Invalid argument";
-    case Status::Code::kIOError: return "IO error";
-    case Status::Code::kStaleToken: return "Stale token";
-    case Status::Code::kBusy: return "Busy";
-    case Status::Code::kLeaseHeld: return "Lease held";
-    case Status::Code::kLeaseLost: return "Lease lost";
-    case Status::Code::kShutdown: return "Shutdown";
-    case Status::Code::kTokenSkew: return "Token skew";
+    case Status::Code::kOk:
+      return "OK";
+    case Status::Code::kNotFound:
+      return "NotFound";
+    case Status::Code::kCorruption:
+      return "Corruption";
+    case Status::Code::kNotSupported:
+      return "Not supported";
+    case Status::Code::kInvalidArgument:
+      return "Invalid argument";
+    case Status::Code::kIOError:
+      return "IO error";
+    case Status::Code::kStaleToken:
+      return "Stale token";
+    case Status::Code::kBusy:
+      return "Busy";
+    case Status::Code::kLeaseHeld:
+      return "Lease held";
+    case Status::Code::kLeaseLost:
+      return "Lease lost";
+    case Status::Code::kShutdown:
+      return "Shutdown";
+    case Status::Code::kTokenSkew:
+      return "Token skew";
   }
   return "Unknown code";
 }
@@ -63,9 +75,9 @@ Status::Status(Code code, std::string_view msg, std::string_view msg2) {
   rep_ = std::move(rep);
 }
 
-#define FENCEDKV_STATUS_FACTORY(Name)                                  \
-  Status Status::Name(std::string_view msg, std::string_view msg2) {   \
-    return Status(Code::k##Name, msg, msg2);                           \
+#define FENCEDKV_STATUS_FACTORY(Name)                                \
+  Status Status::Name(std::string_view msg, std::string_view msg2) { \
+    return Status(Code::k##Name, msg, msg2);                         \
   }
 FENCEDKV_STATUS_FACTORY(NotFound)
 FENCEDKV_STATUS_FACTORY(Corruption)

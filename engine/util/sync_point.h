@@ -54,11 +54,11 @@ class SyncPoint {
 }  // namespace fencedkv
 
 #ifdef FENCEDKV_SYNC_POINTS
-#define TEST_SYNC_POINT_CALLBACK(name, arg)                  \
-  do {                                                       \
-    if (::fencedkv::SyncPoint::Get()->enabled()) {           \
-      ::fencedkv::SyncPoint::Get()->Process((name), (arg));  \
-    }                                                        \
+#define TEST_SYNC_POINT_CALLBACK(name, arg)                 \
+  do {                                                      \
+    if (::fencedkv::SyncPoint::Get()->enabled()) {          \
+      ::fencedkv::SyncPoint::Get()->Process((name), (arg)); \
+    }                                                       \
   } while (0)
 #else
 #define TEST_SYNC_POINT_CALLBACK(name, arg) \

@@ -26,17 +26,28 @@ TempDir::~TempDir() {
 
 std::string StatusString(const Status& s) {
   switch (s.code()) {
-    case Status::Code::kOk: return "OK";
-    case Status::Code::kNotFound: return "NOT_FOUND";
-    case Status::Code::kInvalidArgument: return "INVALID";
-    case Status::Code::kCorruption: return "CORRUPTION";
-    case Status::Code::kNotSupported: return "NOT_SUPPORTED";
-    case Status::Code::kIOError: return "IO_ERROR";
-    case Status::Code::kBusy: return "BUSY";
-    case Status::Code::kLeaseHeld: return "LEASE_HELD";
-    case Status::Code::kLeaseLost: return "LEASE_LOST";
-    case Status::Code::kShutdown: return "SHUTDOWN";
-    case Status::Code::kTokenSkew: return "TOKEN_SKEW";
+    case Status::Code::kOk:
+      return "OK";
+    case Status::Code::kNotFound:
+      return "NOT_FOUND";
+    case Status::Code::kInvalidArgument:
+      return "INVALID";
+    case Status::Code::kCorruption:
+      return "CORRUPTION";
+    case Status::Code::kNotSupported:
+      return "NOT_SUPPORTED";
+    case Status::Code::kIOError:
+      return "IO_ERROR";
+    case Status::Code::kBusy:
+      return "BUSY";
+    case Status::Code::kLeaseHeld:
+      return "LEASE_HELD";
+    case Status::Code::kLeaseLost:
+      return "LEASE_LOST";
+    case Status::Code::kShutdown:
+      return "SHUTDOWN";
+    case Status::Code::kTokenSkew:
+      return "TOKEN_SKEW";
     case Status::Code::kStaleToken: {
       const StaleTokenInfo* st = s.stale();
       std::string op = st->reason == StaleReason::kNotAboveMax ? "<=" : "<";
@@ -64,7 +75,8 @@ std::string StateOf(DB* db, const std::vector<std::string>& keys) {
   return out;
 }
 
-std::string StateOf(const ModelDB& model, const std::vector<std::string>& keys) {
+std::string StateOf(const ModelDB& model,
+                    const std::vector<std::string>& keys) {
   std::string out = model.Contents() + " | fences:";
   for (const auto& k : keys) {
     out += " " + k + "=" + std::to_string(model.Reported(k));

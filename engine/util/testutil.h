@@ -14,16 +14,17 @@
 
 #include "fencedkv/db.h"
 #include "fencedkv/status.h"
+
 #include "util/model_db.h"
 
-#define ASSERT_FENCEDKV_OK(expr)                        \
-  do {                                                  \
-    ::fencedkv::Status _s = (expr);                     \
+#define ASSERT_FENCEDKV_OK(expr)                            \
+  do {                                                      \
+    ::fencedkv::Status _s = (expr);                         \
     ASSERT_TRUE(_s.ok()) << #expr << ": " << _s.ToString(); \
   } while (0)
-#define EXPECT_FENCEDKV_OK(expr)                        \
-  do {                                                  \
-    ::fencedkv::Status _s = (expr);                     \
+#define EXPECT_FENCEDKV_OK(expr)                            \
+  do {                                                      \
+    ::fencedkv::Status _s = (expr);                         \
     EXPECT_TRUE(_s.ok()) << #expr << ": " << _s.ToString(); \
   } while (0)
 

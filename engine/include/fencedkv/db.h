@@ -44,11 +44,11 @@ namespace fencedkv {
 
 // Counters since Open (not persisted).
 struct FenceStats {
-  uint64_t accepted_writes = 0;   // Put/Delete/Write calls that applied
-  uint64_t rejected_writes = 0;   // Put/Delete/Write calls refused as stale
-  uint64_t advances = 0;          // AdvanceFence calls that raised a max
-  uint64_t rejected_reads = 0;    // GetFenced calls refused as stale
-  uint64_t unfenced_writes = 0;   // writes with token 0 (allow_unfenced)
+  uint64_t accepted_writes = 0;  // Put/Delete/Write calls that applied
+  uint64_t rejected_writes = 0;  // Put/Delete/Write calls refused as stale
+  uint64_t advances = 0;         // AdvanceFence calls that raised a max
+  uint64_t rejected_reads = 0;   // GetFenced calls refused as stale
+  uint64_t unfenced_writes = 0;  // writes with token 0 (allow_unfenced)
 };
 
 // Per-operation outcomes of DB::Write, for callers that need them (Redis
@@ -113,7 +113,8 @@ class DB {
   // Applies every operation of `batch` or none. StaleToken names the first
   // stale op (stale()->batch_index). An empty batch is OK and writes nothing.
   // A batch with conditions (WriteCondition) needs the overload below.
-  virtual Status Write(const WriteOptions& options, const WriteBatch& batch) = 0;
+  virtual Status Write(const WriteOptions& options,
+                       const WriteBatch& batch) = 0;
 
   // Write, also reporting per-op outcomes in *result (see WriteResult). A
   // failed condition is OK with result->applied == false. Reading the keys'

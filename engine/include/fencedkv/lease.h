@@ -115,15 +115,15 @@ class LeaseService {
 
   // Counters since Open. O(1): nothing is walked.
   struct Stats {
-    uint64_t grants = 0;     // new tokens issued
-    uint64_t renewals = 0;   // Renew, and Acquire by the current holder
+    uint64_t grants = 0;    // new tokens issued
+    uint64_t renewals = 0;  // Renew, and Acquire by the current holder
     uint64_t releases = 0;
     uint64_t refusals = 0;   // LeaseHeld / LeaseLost answers
     uint64_t reclaimed = 0;  // expired leases dropped
     // Leases on record: held, or expired and not yet reclaimed (at most one
     // reclaiming pass behind).
     uint64_t held = 0;
-    Token last_token = 0;    // the last token issued (persisted)
+    Token last_token = 0;  // the last token issued (persisted)
   };
   virtual Stats GetStats() = 0;
 };

@@ -23,16 +23,16 @@ namespace fencedkv {
 
 // Why a token was refused.
 enum class StaleReason : uint8_t {
-  kBelowMax = 0,    // token < max (monotonic mode)
-  kNotAboveMax = 1, // token <= max (strict mode)
-  kBelowFloor = 2,  // token < the global fence floor
+  kBelowMax = 0,     // token < max (monotonic mode)
+  kNotAboveMax = 1,  // token <= max (strict mode)
+  kBelowFloor = 2,   // token < the global fence floor
 };
 
 // The machine-readable part of a stale-token rejection.
 struct StaleTokenInfo {
-  Token offered = 0;    // the token the caller sent
-  Token max = 0;        // the domain's max (or the floor, for kBelowFloor)
-  std::string domain;   // the fence domain (raw bytes) that refused it
+  Token offered = 0;   // the token the caller sent
+  Token max = 0;       // the domain's max (or the floor, for kBelowFloor)
+  std::string domain;  // the fence domain (raw bytes) that refused it
   StaleReason reason = StaleReason::kBelowMax;
   // For DB::Write: the index of the first stale operation in the batch;
   // -1 for single-key calls.
@@ -51,11 +51,11 @@ class Status {
     kInvalidArgument = 4,
     kIOError = 5,
     kStaleToken = 6,
-    kBusy = 7,          // e.g. the database is locked by another process
-    kLeaseHeld = 8,     // lease service: the lease belongs to another holder
-    kLeaseLost = 9,     // lease service: caller no longer holds the lease
-    kShutdown = 10,     // the server or DB is shutting down
-    kTokenSkew = 11,    // a token too far above what the token source issued
+    kBusy = 7,        // e.g. the database is locked by another process
+    kLeaseHeld = 8,   // lease service: the lease belongs to another holder
+    kLeaseLost = 9,   // lease service: caller no longer holds the lease
+    kShutdown = 10,   // the server or DB is shutting down
+    kTokenSkew = 11,  // a token too far above what the token source issued
   };
 
   // Creates a success status.
