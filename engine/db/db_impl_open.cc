@@ -232,25 +232,8 @@ Status DBImpl::OpenImpl() {
   }
   if (has_current) {
     // Refuse anything that is not ours before RocksDB touches it.
-    std::vector<std::string> names;
-    rocksdb::Status rs =
-        rocksdb::DB::ListColumnFamilies(db_options, path_, &names);
-    if (!rs.ok()) {
-      return Status::InvalidArgument(
-          "not a fencedkv database: " + path_,
-          "cannot read its column families (" + rs.ToString() + ")");
-    }
-    std::set<std::string> have(names.begin(), names.end());
-    const std::set<std::string> want = {format::kDataColumnFamily,
-                                        format::kFenceColumnFamily,
-                                        format::kMetaColumnFamily};
-    if (have != want) {
-      std::string list;
-      for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
-      return Status::InvalidArgument("not a fencedkv database: " + path_,
-                                     "its column families are [" + list +
-                                         "], expected [default, fence, meta]");
-    }
+    Status cs = CheckColumnFamilies(db_options, path_);
+    if (!cs.ok()) return cs;
     // Read the stored configuration without changing anything: a read-only
     // open replays the WAL in memory only. (The merge operator reads a
     // version-1 mark.)
@@ -258,8 +241,8 @@ Status DBImpl::OpenImpl() {
     ro_descriptors[2].options.merge_operator = NewMaxTokenMergeOperator();
     std::vector<rocksdb::ColumnFamilyHandle*> handles;
     rocksdb::DB* ro = nullptr;
-    rs = rocksdb::DB::OpenForReadOnly(db_options, path_, ro_descriptors,
-                                      &handles, &ro);
+    rocksdb::Status rs = rocksdb::DB::OpenForReadOnly(
+        db_options, path_, ro_descriptors, &handles, &ro);
     if (!rs.ok()) return FromRocksDB(rs);
     s = ReadStoredConfig(ro, handles, &stored);
     for (auto* h : handles) ro->DestroyColumnFamilyHandle(h);

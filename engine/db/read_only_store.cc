@@ -63,25 +63,8 @@ Status ReadOnlyStore::Open(const std::string& path,
     return Status::InvalidArgument("not a fencedkv database: " + path,
                                    "it has no RocksDB CURRENT file");
   }
-  std::vector<std::string> names;
-  rocksdb::Status rs =
-      rocksdb::DB::ListColumnFamilies(db_options, path, &names);
-  if (!rs.ok()) {
-    return Status::InvalidArgument(
-        "not a fencedkv database: " + path,
-        "cannot read its column families (" + rs.ToString() + ")");
-  }
-  const std::set<std::string> have(names.begin(), names.end());
-  const std::set<std::string> want = {format::kDataColumnFamily,
-                                      format::kFenceColumnFamily,
-                                      format::kMetaColumnFamily};
-  if (have != want) {
-    std::string list;
-    for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
-    return Status::InvalidArgument("not a fencedkv database: " + path,
-                                   "its column families are [" + list +
-                                       "], expected [default, fence, meta]");
-  }
+  Status cs = CheckColumnFamilies(db_options, path);
+  if (!cs.ok()) return cs;
   // The merge operator reads a format version 1 high-water mark.
   rocksdb::ColumnFamilyOptions meta_options;
   meta_options.merge_operator = NewMaxTokenMergeOperator();
@@ -92,8 +75,8 @@ Status ReadOnlyStore::Open(const std::string& path,
   std::unique_ptr<ReadOnlyStore> s(new ReadOnlyStore());
   s->path_ = path;
   rocksdb::DB* raw = nullptr;
-  rs = rocksdb::DB::OpenForReadOnly(db_options, path, descriptors, &s->handles_,
-                                    &raw);
+  rocksdb::Status rs = rocksdb::DB::OpenForReadOnly(
+      db_options, path, descriptors, &s->handles_, &raw);
   if (!rs.ok()) {
     return Status::Corruption("cannot open " + path + " read-only",
                               rs.ToString());

@@ -4,14 +4,19 @@
 
 #include <algorithm>
 #include <cstring>
+#include <set>
+#include <string>
+#include <vector>
 
 #include <rocksdb/cache.h>
 #include <rocksdb/comparator.h>
+#include <rocksdb/db.h>
 #include <rocksdb/filter_policy.h>
 #include <rocksdb/memtablerep.h>
 #include <rocksdb/slice_transform.h>
 #include <rocksdb/table.h>
 
+#include "db/fence_format.h"
 #include "db/sorted_flush_memtable.h"
 
 namespace fencedkv {
@@ -156,6 +161,29 @@ Status FromRocksDB(const rocksdb::Status& s) {
     default:
       return Status::IOError(msg);
   }
+}
+
+Status CheckColumnFamilies(const rocksdb::DBOptions& options,
+                           const std::string& path) {
+  std::vector<std::string> names;
+  rocksdb::Status rs = rocksdb::DB::ListColumnFamilies(options, path, &names);
+  if (!rs.ok()) {
+    return Status::InvalidArgument(
+        "not a fencedkv database: " + path,
+        "cannot read its column families (" + rs.ToString() + ")");
+  }
+  const std::set<std::string> have(names.begin(), names.end());
+  const std::set<std::string> want = {format::kDataColumnFamily,
+                                      format::kFenceColumnFamily,
+                                      format::kMetaColumnFamily};
+  if (have != want) {
+    std::string list;
+    for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
+    return Status::InvalidArgument("not a fencedkv database: " + path,
+                                   "its column families are [" + list +
+                                       "], expected [default, fence, meta]");
+  }
+  return Status::OK();
 }
 
 }  // namespace fencedkv

@@ -7,6 +7,8 @@
 #ifndef FENCEDKV_ENGINE_DB_ROCKSDB_OPTIONS_H_
 #define FENCEDKV_ENGINE_DB_ROCKSDB_OPTIONS_H_
 
+#include <string>
+
 #include <rocksdb/options.h>
 
 #include "fencedkv/options.h"
@@ -28,6 +30,12 @@ rocksdb::ReadOptions IteratorReadOptions();
 
 // Maps a RocksDB status onto a fencedkv one, keeping the message.
 Status FromRocksDB(const rocksdb::Status& s);
+
+// OK if the RocksDB database at `path` has exactly fencedkv's column
+// families (default, fence, meta); else InvalidArgument "not a fencedkv
+// database", saying what it has. Reads the MANIFEST only.
+Status CheckColumnFamilies(const rocksdb::DBOptions& options,
+                           const std::string& path);
 
 }  // namespace fencedkv
 
