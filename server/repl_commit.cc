@@ -188,9 +188,21 @@ uint64_t CommitTracker::Attach(const std::string& addr) {
   Progress& p = replicas_[addr];
   p.link = next_link_++;
   p.state = "connected";
-  // A replica gets replica_lag_ms from now to catch up.
-  p.caught_up_ms = std::max(p.caught_up_ms, ReplNowMs());
+  p.acked = 0;  // a new link: what it has is what it says (OnAck)
+  // A member of the in-sync set that reconnects gets replica_lag_ms from
+  // now to catch up. Any other replica's lag still runs from the last time
+  // it had everything: a far-behind replica must not look in sync (it would
+  // join the set while lacking acknowledged writes).
+  if (std::find(required_.begin(), required_.end(), addr) != required_.end()) {
+    p.caught_up_ms = std::max(p.caught_up_ms, ReplNowMs());
+  }
   return p.link;
+}
+
+uint64_t CommitTracker::Acked(const std::string& addr) {
+  MutexLock lock(&mu_);
+  auto it = replicas_.find(addr);
+  return it == replicas_.end() || it->second.link == 0 ? 0 : it->second.acked;
 }
 
 void CommitTracker::Detach(const std::string& addr, uint64_t link) {

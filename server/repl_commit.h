@@ -107,6 +107,8 @@ class CommitTracker {
     uint64_t acked = 0;
     int64_t lag_ms = 0;  // 0 when caught up with latest_seq
   };
+  // The sequence `addr` has acknowledged on its current link; 0 if none.
+  uint64_t Acked(const std::string& addr) LOCKS_EXCLUDED(mu_);
   // Every replica seen, with its lag against `latest_seq`.
   std::vector<ReplicaInfo> Replicas(uint64_t latest_seq) LOCKS_EXCLUDED(mu_);
   size_t isr_size() LOCKS_EXCLUDED(mu_);

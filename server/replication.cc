@@ -619,6 +619,12 @@ void Replication::StreamTo(ReplSocket* socket, const std::string& addr,
   }
 }
 
+namespace {
+// How far behind the latest sequence a replica may be when it joins the
+// in-sync set (it is then required, so writes wait for it to close the gap).
+constexpr uint64_t kJoinSlack = 4096;
+}  // namespace
+
 void Replication::UpdateIsr() {
   if (read_only_.load()) return;
   const uint64_t latest = db_->GetLatestSequenceNumber();
@@ -630,10 +636,15 @@ void Replication::UpdateIsr() {
       const bool member =
           std::find(isr_.begin(), isr_.end(), r.addr) != isr_.end();
       // A member stays while it keeps up within replica_lag_ms; a replica
-      // joins once well within it (half: no flapping at the edge).
+      // joins once well within it (half: no flapping at the edge) and
+      // within kJoinSlack sequence numbers of the latest (a replica still
+      // copying old batches may have acknowledged recently sent ones). In
+      // etcd mode it enters the record's ISR only once it has everything
+      // acknowledged without it (join_floor in replication_etcd.cc).
       const int64_t bound =
           member ? options_.replica_lag_ms : options_.replica_lag_ms / 2;
-      if (r.connected && r.state == "online" && r.lag_ms <= bound) {
+      const bool close = member || r.acked + kJoinSlack >= latest;
+      if (r.connected && r.state == "online" && r.lag_ms <= bound && close) {
         isr.push_back(r.addr);
       }
     }

@@ -93,6 +93,12 @@ void Replication::EtcdLoop() {
   int64_t lease_deadline = 0;  // ReplNowMs when it may have expired
   int64_t last_keepalive = 0, last_member_put = 0;
   int64_t primary_dead_since = 0;
+  // Replicas joining the record's ISR, each with its floor: the latest
+  // sequence once the replica was required (every write acknowledged
+  // without it is at or below). It enters the record only once it has
+  // acknowledged its floor, so an ISR member never lacks an acknowledged
+  // write (Kafka's rule: a follower joins once it has the high watermark).
+  std::map<std::string, uint64_t> join_floor;
   auto fail = [this](const std::string& what, const Status& s) {
     MutexLock lock(&mu_);
     etcd_error_ = what + ": " + s.ToString();
@@ -246,17 +252,39 @@ void Replication::EtcdLoop() {
           for (const auto& a : desired) {
             if (!Contains(required, a)) required.push_back(a);
           }
-          std::vector<std::string> d_sorted = desired,
+          // Phase 1: a joiner is required (writes wait for it) from now
+          // on, and its floor is the latest sequence after that. Phase 2:
+          // it enters the record once it has acknowledged its floor.
+          std::vector<std::string> joiners;
+          for (const auto& a : desired) {
+            if (!Contains(record_replicas, a)) joiners.push_back(a);
+          }
+          for (auto it = join_floor.begin(); it != join_floor.end();) {
+            it = Contains(joiners, it->first) ? std::next(it)
+                                              : join_floor.erase(it);
+          }
+          std::vector<std::string> target;
+          for (const auto& a : desired) {
+            if (Contains(record_replicas, a)) {
+              target.push_back(a);
+              continue;
+            }
+            auto it = join_floor.find(a);
+            if (it != join_floor.end() && tracker_.Acked(a) >= it->second) {
+              target.push_back(a);
+            }
+          }
+          tracker_.SetIsr(required, r.isr.size());
+          const uint64_t floor = db_->GetLatestSequenceNumber();
+          for (const auto& a : joiners) join_floor.emplace(a, floor);
+          std::vector<std::string> t_sorted = target,
                                    r_sorted = record_replicas;
-          std::sort(d_sorted.begin(), d_sorted.end());
+          std::sort(t_sorted.begin(), t_sorted.end());
           std::sort(r_sorted.begin(), r_sorted.end());
-          if (d_sorted == r_sorted) {
-            tracker_.SetIsr(record_replicas, r.isr.size());
-          } else {
-            tracker_.SetIsr(required, r.isr.size());
+          if (t_sorted != r_sorted) {
             ShardRecord next = r;
             next.isr = {me};
-            for (const auto& a : desired) next.isr.push_back(a);
+            for (const auto& a : target) next.isr.push_back(a);
             bool ok = false;
             s = etcd.Txn(
                 {EtcdCompare::ModRevisionIs(record_key, kv.mod_revision)},
@@ -264,7 +292,10 @@ void Replication::EtcdLoop() {
             if (s.ok() && ok) {
               LOG(INFO) << "replication: ISR of shard " << options_.shard
                         << " is now " << next.isr.size() << " member(s)";
+              // Pending joiners stay required: their floors hold only
+              // while every write waits for them.
               tracker_.SetIsr(desired, next.isr.size());
+              for (const auto& a : target) join_floor.erase(a);
               MutexLock lock(&mu_);
               view_ = next;
             } else if (!s.ok()) {

@@ -78,16 +78,21 @@ class EtcdReplicationTest : public testing::Test {
     ASSERT_TRUE(WaitUntil([&] { return IsrSize() == kServers; }, 20000));
   }
 
-  bool StartServer(int i) {
+  bool StartServer(int i, const std::vector<std::string>& extra = {}) {
     const std::string dir = dir_.Sub("s" + std::to_string(i));
     mkdir(dir.c_str(), 0755);
     // A fixed port: the server is known by its address in etcd.
-    return servers_[i].Start(
-        dir,
-        {"--db=" + dir + "/db", "--aclfile=" + dir_.Sub("acl"), "--shard=s1",
-         "--etcd_endpoints=" + etcd_.endpoint(), "--etcd_lease_ttl_ms=2000",
-         "--min_insync_replicas=2", "--replica_lag_ms=1000",
-         "--repl_timeout_ms=3000", "--port=" + std::to_string(ports_[i])});
+    std::vector<std::string> flags = {"--db=" + dir + "/db",
+                                      "--aclfile=" + dir_.Sub("acl"),
+                                      "--shard=s1",
+                                      "--etcd_endpoints=" + etcd_.endpoint(),
+                                      "--etcd_lease_ttl_ms=2000",
+                                      "--min_insync_replicas=2",
+                                      "--replica_lag_ms=1000",
+                                      "--repl_timeout_ms=3000",
+                                      "--port=" + std::to_string(ports_[i])};
+    flags.insert(flags.end(), extra.begin(), extra.end());
+    return servers_[i].Start(dir, flags);
   }
 
   // The index of the server every live server names as the primary, once
@@ -309,6 +314,63 @@ TEST_F(EtcdReplicationTest, KillNineThePrimaryLosesNoAcknowledgedWrite) {
       failover_ms.empty() ? 0.0 : failover_ms.back());
   EXPECT_EQ(0, violations);
   EXPECT_GT(acked_, 0u);
+}
+
+// A replica that comes back far behind must not enter the record's ISR
+// before it has every write acknowledged without it: else, when the members
+// that have them die, it takes over without them. (Before the fix a
+// restarted replica's lag counted from its reconnection, so it was in the
+// record's ISR within a tick, thousands of writes behind; killing the other two
+// made it primary without them.)
+TEST_F(EtcdReplicationTest, AReplicaJoinsTheIsrOnlyWithEveryAcknowledgedWrite) {
+  const int primary = PrimaryIndex(15000);
+  ASSERT_GE(primary, 0);
+  const int late = (primary + 1) % kServers;
+  const int other = (primary + 2) % kServers;
+  const std::string late_addr = "127.0.0.1:" + std::to_string(ports_[late]);
+  servers_[late].Kill9();
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        return Info(ports_[primary])["shard_isr"].find(late_addr) ==
+               std::string::npos;
+      },
+      15000));
+  // Acknowledged while `late` is away (the ISR is the other two); one at a
+  // time, so each is a batch of its own that `late` must apply (and sync).
+  constexpr int kWrites = 5000;
+  {
+    Client c(ports_[primary], 20000);
+    for (int i = 0; i < kWrites; ++i) {
+      ASSERT_EQ("+OK",
+                c.Call({"SET", "k" + std::to_string(i), "v", "FENCE", "1"}))
+          << i;
+    }
+  }
+  // (--sync: it applies slowly, so it is far behind for a while.)
+  ASSERT_TRUE(StartServer(late, {"--sync"}));
+  // Kill the two that have the writes as soon as the record names `late`.
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        return Info(ports_[primary])["shard_isr"].find(late_addr) !=
+               std::string::npos;
+      },
+      40000));
+  const std::string had = Info(ports_[primary])["master_repl_offset"];
+  const std::string has = Info(ports_[late])["slave_repl_offset"];
+  servers_[primary].Kill9();
+  servers_[other].Kill9();
+  std::printf("late joined the record's ISR at %s of %s\n", has.c_str(),
+              had.c_str());
+  // `late` is in the ISR: it takes over, and has every write.
+  ASSERT_TRUE(
+      WaitUntil([&] { return Info(ports_[late])["role"] == "master"; }, 15000))
+      << "the ISR member did not take over";
+  {
+    Client c(ports_[late], 5000);
+    EXPECT_EQ(":" + std::to_string(kWrites), c.Call({"DBSIZE"}))
+        << "the new primary lacks acknowledged writes";
+    EXPECT_EQ("$v", c.Call({"GET", "k" + std::to_string(kWrites - 1)}));
+  }
 }
 
 TEST_F(EtcdReplicationTest, APausedPrimaryGetsNothingAcknowledgedAndRejoins) {
