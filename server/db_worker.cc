@@ -23,6 +23,25 @@ void FailUnmarkedBatches(const Status& group, Status* statuses, size_t n) {
   }
 }
 
+void WriteGroupsBounded(DB* db, const WriteOptions& options,
+                        const WriteBatch* const* batches, size_t n,
+                        Status* statuses) {
+  size_t first = 0;
+  while (first < n) {
+    size_t last = first;
+    size_t bytes = 0;
+    while (last < n && (last == first || bytes < kMaxGroupBytes)) {
+      bytes += batches[last]->ApproximateSize();
+      ++last;
+    }
+    Status s = db->WriteGroup(options, batches + first, last - first,
+                              statuses + first);
+    TEST_SYNC_POINT_CALLBACK("Server::WriteGroup:Result", &s);
+    FailUnmarkedBatches(s, statuses + first, last - first);
+    first = last;
+  }
+}
+
 DbWorker::DbWorker(DB* db, const WriteOptions& options)
     : db_(db), options_(options), thread_([this] { Run(); }) {}
 
@@ -98,12 +117,8 @@ void DbWorker::WriteJobs(std::vector<Job>* jobs, size_t first, size_t last) {
     ptrs_.insert(ptrs_.end(), b.begin(), b.end());
   }
   statuses_.assign(ptrs_.size(), Status());
-  if (!ptrs_.empty()) {
-    Status s =
-        db_->WriteGroup(options_, ptrs_.data(), ptrs_.size(), statuses_.data());
-    TEST_SYNC_POINT_CALLBACK("Server::WriteGroup:Result", &s);
-    FailUnmarkedBatches(s, statuses_.data(), statuses_.size());
-  }
+  WriteGroupsBounded(db_, options_, ptrs_.data(), ptrs_.size(),
+                     statuses_.data());
   size_t at = 0;
   for (size_t k = first; k < last; ++k) {
     Job& job = (*jobs)[k];

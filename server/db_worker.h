@@ -47,6 +47,18 @@ namespace server {
 // +OK for a write that did not happen).
 void FailUnmarkedBatches(const Status& group, Status* statuses, size_t n);
 
+// The most batch bytes one DB::WriteGroup call carries (a larger batch goes
+// alone). A group is one RocksDB write, one WAL record and so one frame of
+// the replication stream: this keeps frames within a replica's limit.
+constexpr size_t kMaxGroupBytes = 16 << 20;
+
+// Writes the n batches, in order, as DB::WriteGroup calls of at most
+// kMaxGroupBytes each; statuses[i] is batch i's (FailUnmarkedBatches
+// applied to each call).
+void WriteGroupsBounded(DB* db, const WriteOptions& options,
+                        const WriteBatch* const* batches, size_t n,
+                        Status* statuses);
+
 class DbWorker {
  public:
   // One Status per batch, in order. The batches may be freed once it runs.

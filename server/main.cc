@@ -28,6 +28,7 @@
 
 #include "acl.h"
 #include "command_table.h"
+#include "db_worker.h"
 #include "etcd_client.h"
 #include "etcd_revision.h"
 #include "lease_slot.h"
@@ -210,8 +211,13 @@ int main(int argc, char** argv) {
   ro.timeout_ms = FLAGS_repl_timeout_ms;
   ro.replica_lag_ms = FLAGS_replica_lag_ms;
   ro.max_replicas = static_cast<size_t>(FLAGS_max_replicas);
-  ro.max_frame_bytes =
-      static_cast<size_t>(FLAGS_max_request_bytes) * 2 + (1 << 20);
+  // A frame is one WAL record: a group of batches (at most kMaxGroupBytes,
+  // db_worker.h) plus one batch, whose size the request and MULTI limits
+  // bound (with per-entry overhead). The primary should run with the same
+  // limits.
+  ro.max_frame_bytes = static_cast<size_t>(FLAGS_max_request_bytes) +
+                       static_cast<size_t>(FLAGS_max_multi_bytes) +
+                       fencedkv::server::kMaxGroupBytes + (4 << 20);
   if (!FLAGS_shard.empty()) {
     if (!FLAGS_replicaof.empty()) {
       return Fail("replication", fencedkv::Status::InvalidArgument(

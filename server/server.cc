@@ -110,10 +110,8 @@ void Server::Impl::Flush(Loop* loop) {
   if (!options_.sync) {
     // Nothing to wait for but the write itself: do it here.
     std::vector<Status> statuses(batches.size());
-    Status s = state_.db->WriteGroup(ServerWriteOptions(state_), batches.data(),
-                                     batches.size(), statuses.data());
-    TEST_SYNC_POINT_CALLBACK("Server::WriteGroup:Result", &s);
-    FailUnmarkedBatches(s, statuses.data(), statuses.size());
+    WriteGroupsBounded(state_.db, ServerWriteOptions(state_), batches.data(),
+                       batches.size(), statuses.data());
     complete(statuses);
     return;
   }
