@@ -5,8 +5,11 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <new>
+#include <thread>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -29,9 +32,18 @@ Slice UserKeyOf(const char* entry) {
 // every MemTableRep::Iterator).
 class SortedIterator final : public MemTableRep::Iterator {
  public:
+  // `release`, if set, is called from the destructor with this object's
+  // storage, to be reused (by the same thread: see SortedFlushRep).
   SortedIterator(const std::vector<const char*>& sorted,
-                 const MemTableRep::KeyComparator& cmp)
-      : v_(sorted), cmp_(cmp), pos_(sorted.size()) {}
+                 const MemTableRep::KeyComparator& cmp,
+                 std::function<void(void*)> release = nullptr)
+      : v_(sorted),
+        cmp_(cmp),
+        pos_(sorted.size()),
+        release_(std::move(release)) {}
+  ~SortedIterator() override {
+    if (release_) release_(this);
+  }
 
   bool Valid() const override { return pos_ < v_.size(); }
   const char* key() const override { return v_[pos_]; }
@@ -72,6 +84,7 @@ class SortedIterator final : public MemTableRep::Iterator {
   const std::vector<const char*>& v_;
   const MemTableRep::KeyComparator& cmp_;
   size_t pos_;
+  std::function<void(void*)> release_;
 };
 
 class SortedFlushRep final : public MemTableRep {
@@ -147,12 +160,26 @@ class SortedFlushRep final : public MemTableRep {
     // RocksDB's Arena is not in its public headers: the iterator lives in
     // storage of ours, freed with the rep (which every iterator over it
     // outlives: RocksDB keeps the memtable while an iterator is open).
-    void* mem = ::operator new(sizeof(SortedIterator));
+    // A destroyed iterator's storage is reused by the thread that destroyed
+    // it (so never while another thread is still inside its destructor):
+    // the storage is bounded by the iterators each thread has open at once,
+    // not by how many were ever opened.
+    void* mem = nullptr;
     {
       std::lock_guard<std::mutex> lock(storage_mu_);
-      iterator_storage_.push_back(mem);
+      auto& mine = free_storage_[std::this_thread::get_id()];
+      if (!mine.empty()) {
+        mem = mine.back();
+        mine.pop_back();
+      } else {
+        mem = ::operator new(sizeof(SortedIterator));
+        iterator_storage_.push_back(mem);
+      }
     }
-    return new (mem) SortedIterator(entries_, cmp_);
+    return new (mem) SortedIterator(entries_, cmp_, [this](void* p) {
+      std::lock_guard<std::mutex> lock(storage_mu_);
+      free_storage_[std::this_thread::get_id()].push_back(p);
+    });
   }
 
  private:
@@ -225,7 +252,10 @@ class SortedFlushRep final : public MemTableRep {
   std::atomic<bool> read_only_{false};
   std::once_flag sorted_once_;
   std::mutex storage_mu_;
-  std::vector<void*> iterator_storage_;  // guarded by storage_mu_
+  // Guarded by storage_mu_: every block allocated for an iterator, and the
+  // ones free again, by the thread that freed them.
+  std::vector<void*> iterator_storage_;
+  std::unordered_map<std::thread::id, std::vector<void*>> free_storage_;
 };
 
 class SortedFlushHashRepFactory final : public rocksdb::MemTableRepFactory {
