@@ -6,16 +6,26 @@
 #               --min_insync_replicas=2: each reply waits until both
 #               replicas have the write in their WAL
 #   redis:      redis-server with one replica (appendonly, everysec), plain
-#               SET: what Redis acknowledges without waiting (redis-benchmark
-#               cannot send WAIT after each write)
+#               SET: what Redis acknowledges without waiting
+#   redis WAIT: the same, every SET followed by WAIT 1 0, so that a reply
+#               means a replica has the write: sent by build/tools/wait_bench
+#               (redis-benchmark cannot send it), which also runs the
+#               replicated fencedkv shard once more, so that the two are
+#               compared with the same client
+# Also printed: each server's CPU time per request (from /proc), which
+# bounds the replicated/single ratio when all servers and the client share
+# this machine's cores.
 # Workload: redis-benchmark -c 50, -P 1 and -P 16, 100-byte values, keys over
 # 1M: SET key:__rand_int__ <v> FENCE 1. A benchmark, not a test.
 # Usage: tools/replication_bench.sh [build-dir]
-# Environment: REPEATS (3), N1 / N16 (requests per run at -P 1 / -P 16).
+# Environment: REPEATS (3), N1 / N16 (requests per run at -P 1 / -P 16),
+# NWAIT1 / NWAIT16 (the same for the WAIT rows, which are slower).
 set -euo pipefail
 build=${1:-build}
 server="$build/server/fencedkv-server"
+wait_bench="$build/tools/wait_bench"
 [ -x "$server" ] || { echo "build first: $server missing" >&2; exit 1; }
+[ -x "$wait_bench" ] || { echo "build first: $wait_bench missing" >&2; exit 1; }
 work=$(mktemp -d "${TMPDIR:-/tmp}/fencedkv_rbench.XXXXXX")
 pids=()
 cleanup() { for p in "${pids[@]:-}"; do kill -9 "$p" 2>/dev/null || true; done; rm -rf "$work"; }
@@ -39,16 +49,32 @@ rps() {  # rps <port> <n> <P> <command...>
     2>>"$work/bench.err" | grep -E '^"SET ' | tail -1 | cut -d, -f2 | tr -d '"'
 }
 median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+# CPU time (user + system, clock ticks) a process has used so far.
+ticks() { awk '{print $14+$15}' "/proc/$1/stat"; }
+hz=$(getconf CLK_TCK)
+# us_per_req <ticks before> <ticks after> <requests>
+us_per_req() { awk -v a="$1" -v b="$2" -v n="$3" -v hz="$hz" 'BEGIN {printf "%.2f", (b-a)*1e6/hz/n}'; }
+wrps() {  # wrps <port> <n> <P> <wait_bench flags...>
+  local port=$1 n=$2 p=$3; shift 3
+  "$wait_bench" --port="$port" --clients=50 --requests="$n" --pipeline="$p" \
+    --value_size=100 --keyspace=1000000 --csv "$@" 2>>"$work/bench.err" |
+    cut -d, -f2 | tr -d '"'
+}
 
 REPEATS=${REPEATS:-3}
 N1=${N1:-100000}
 N16=${N16:-400000}
-declare -A results
+NWAIT1=${NWAIT1:-30000}
+NWAIT16=${NWAIT16:-200000}
+declare -A results cpu
 for r in $(seq 1 "$REPEATS"); do
   for p in 1 16; do
     n=$N1; [ "$p" = 16 ] && n=$N16
+    nw=$NWAIT1; [ "$p" = 16 ] && nw=$NWAIT16
     start_fenced single
+    t0=$(ticks "$PID")
     results[single_$p]+="$(rps "$PORT" "$n" "$p" SET key:__rand_int__ "$value" FENCE 1) "
+    cpu[single_$p]+="$(us_per_req "$t0" "$(ticks "$PID")" "$n") "
     kill -TERM "$PID"; wait "$PID" 2>/dev/null || true
 
     start_fenced primary --min_insync_replicas=2 --replica_lag_ms=5000
@@ -59,7 +85,10 @@ for r in $(seq 1 "$REPEATS"); do
       [ "$(redis-cli -p "$pport" INFO replication | tr -d '\r' | grep '^isr_size:' | cut -d: -f2)" = 3 ] && break
       sleep 0.05
     done
+    t0=$(ticks "$ppid"); t1=$(ticks "$r1"); t2=$(ticks "$r2")
     results[repl_$p]+="$(rps "$pport" "$n" "$p" SET key:__rand_int__ "$value" FENCE 1) "
+    cpu[repl_$p]+="$(us_per_req "$t0" "$(ticks "$ppid")" "$n")+$(us_per_req "$t1" "$(ticks "$r1")" "$n")+$(us_per_req "$t2" "$(ticks "$r2")" "$n") "
+    results[replw_$p]+="$(wrps "$pport" "$nw" "$p" --fence=1) "
     for x in $r1 $r2 $ppid; do kill -TERM "$x"; wait "$x" 2>/dev/null || true; done
 
     if command -v redis-server >/dev/null; then
@@ -70,20 +99,33 @@ for r in $(seq 1 "$REPEATS"); do
       redis-server --port "$rr" --bind 127.0.0.1 --dir "$work/redis-r-$r-$p" --appendonly yes \
         --save '' --replicaof 127.0.0.1 "$rp" --logfile "$work/redis.log" & rrpid=$!; pids+=($rrpid)
       wait_port "$rp"; wait_port "$rr"
+      # The replica online (its full sync done), or WAIT measures the sync.
+      for _ in $(seq 1 200); do
+        redis-cli -p "$rp" INFO replication | tr -d '\r' | grep -q '^slave0:.*state=online' && break
+        sleep 0.05
+      done
       results[redis_$p]+="$(rps "$rp" "$n" "$p" SET key:__rand_int__ "$value") "
+      results[redisw_$p]+="$(wrps "$rp" "$nw" "$p" --wait_replicas=1 --wait_timeout_ms=0) "
       kill -TERM "$rpid" "$rrpid"; wait "$rpid" "$rrpid" 2>/dev/null || true
     fi
   done
 done
-printf '%-44s %12s %12s\n' "SET FENCE, requests/s (median of $REPEATS)" "-P 1" "-P 16"
-for k in single repl redis; do
+printf '%-52s %12s %12s\n' "SET FENCE, requests/s (median of $REPEATS)" "-P 1" "-P 16"
+for k in single repl redis replw redisw; do
   case $k in
     single) label="fencedkv single node" ;;
     repl) label="fencedkv + 2 replicas, min_insync_replicas=2" ;;
     redis) label="redis + 1 replica (no WAIT)" ;;
+    replw) label="  the same shard, wait_bench (same client as below)" ;;
+    redisw) label="redis + 1 replica, WAIT 1 0 after each SET" ;;
   esac
   [ -n "${results[${k}_1]:-}" ] || continue
-  printf '%-44s %12s %12s\n' "$label" \
+  printf '%-52s %12s %12s\n' "$label" \
     "$(echo "${results[${k}_1]}" | tr ' ' '\n' | grep . | median)" \
     "$(echo "${results[${k}_16]}" | tr ' ' '\n' | grep . | median)"
+done
+echo
+echo "server CPU microseconds per request (every repeat; replicated: primary+replica+replica)"
+for k in single repl; do
+  printf '%-10s -P 1: %s   -P 16: %s\n' "$k" "${cpu[${k}_1]}" "${cpu[${k}_16]}"
 done
