@@ -4,8 +4,12 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <new>
 #include <thread>
@@ -17,6 +21,9 @@
 
 namespace fencedkv {
 namespace {
+
+std::atomic<uint64_t> sorts_{0};
+std::atomic<uint64_t> fallbacks_{0};
 
 using rocksdb::KeyHandle;
 using rocksdb::MemTableRep;
@@ -153,6 +160,9 @@ class SortedFlushRep final : public MemTableRep {
     // Still written to, or an entry we could not record: the hash-linklist
     // rep's own iterator (a skiplist of every entry).
     if (!read_only_.load(std::memory_order_acquire) || !complete_) {
+      if (read_only_.load(std::memory_order_relaxed)) {
+        fallbacks_.fetch_add(1, std::memory_order_relaxed);
+      }
       return inner_->GetIterator(arena);
     }
     std::call_once(sorted_once_, [this] { Sort(); });
@@ -185,12 +195,26 @@ class SortedFlushRep final : public MemTableRep {
  private:
   // After an insert: remembers its entry (Allocate's buffer), unless the
   // handle is not the one Allocate returned last (then iterators fall back
-  // to the hash-linklist rep's).
+  // to the hash-linklist rep's). The list grows by fixed chunks: no insert
+  // copies what earlier ones recorded (a growing vector copied up to the
+  // whole list, megabytes, inside one write).
   void Record(KeyHandle handle) {
+    if (read_only_.load(std::memory_order_relaxed)) {
+      // RocksDB never inserts into a read-only memtable; if it did, a sort
+      // could be reading the list this writes.
+      std::fprintf(stderr, "fencedkv: an insert into a read-only memtable\n");
+      std::abort();
+    }
     if (handle == pending_handle_ && pending_entry_ != nullptr) {
-      entries_.push_back(pending_entry_);
-      list_bytes_.store(entries_.capacity() * sizeof(const char*),
-                        std::memory_order_relaxed);
+      const size_t at = count_ % kChunk;
+      if (at == 0) {
+        chunks_.emplace_back(new const char*[kChunk]);
+        list_bytes_.store(chunks_.size() * kChunk * sizeof(const char*) +
+                              chunks_.capacity() * sizeof(chunks_[0]),
+                          std::memory_order_relaxed);
+      }
+      chunks_.back()[at] = pending_entry_;
+      ++count_;
     } else {
       complete_ = false;
     }
@@ -198,54 +222,112 @@ class SortedFlushRep final : public MemTableRep {
     pending_entry_ = nullptr;
   }
 
-  // Sorts entries_ in the memtable's order (user key, then newest first).
+  // Sorts the recorded entries into entries_, in the memtable's order (user
+  // key, then newest first), and frees the chunks.
   void Sort() {
+    entries_.reserve(count_);
+    for (size_t i = 0; i < count_; ++i) {
+      entries_.push_back(chunks_[i / kChunk][i % kChunk]);
+    }
+    std::vector<std::unique_ptr<const char*[]>>().swap(chunks_);
+    list_bytes_.store(entries_.capacity() * sizeof(const char*),
+                      std::memory_order_relaxed);
+    sorts_.fetch_add(1, std::memory_order_relaxed);
     auto less = [this](const char* a, const char* b) { return cmp_(a, b) < 0; };
     if (!bytewise_ || entries_.size() < 2) {
       std::sort(entries_.begin(), entries_.end(), less);
       return;
     }
-    // Bytewise keys: compare first the 8 bytes past the prefix every key
-    // shares (zero-padded, big-endian: the integers order as the bytes do).
-    // Equal windows (the same key's versions, or keys alike there) go to the
-    // comparator.
-    const Slice first = UserKeyOf(entries_[0]);
-    size_t shared = first.size();
-    for (const char* e : entries_) {
-      const Slice k = UserKeyOf(e);
-      const size_t m = std::min(shared, k.size());
-      size_t i = 0;
-      while (i < m && k[i] == first[i]) ++i;
-      shared = i;
-    }
     std::vector<std::pair<uint64_t, const char*>> keyed;
     keyed.reserve(entries_.size());
-    for (const char* e : entries_) {
-      const Slice k = UserKeyOf(e);
+    for (const char* e : entries_) keyed.emplace_back(0, e);
+    SortBytewise(&keyed, 0, keyed.size(), 0, 0);
+    for (size_t i = 0; i < keyed.size(); ++i) entries_[i] = keyed[i].second;
+  }
+
+  // Bytewise keys, most significant bytes first: (*v)[lo, hi) share their
+  // first `offset` bytes. Past the further prefix they all share, 8 bytes
+  // of each key (zero-padded, big-endian: the integers order as the bytes
+  // do) are compared as one integer; each run of equal integers is sorted
+  // the same way from 8 bytes further on, so one key unlike the others
+  // costs its own comparisons only (a single prefix for all keys became
+  // empty, and every comparison went to the comparator: 7 times slower).
+  // Small runs, runs of keys no longer than the window (the same key's
+  // versions), and runs past kMaxDepth windows go to the comparator.
+  void SortBytewise(std::vector<std::pair<uint64_t, const char*>>* v, size_t lo,
+                    size_t hi, size_t offset, int depth) {
+    auto less = [this](const char* a, const char* b) { return cmp_(a, b) < 0; };
+    auto by_key = [&less](const std::pair<uint64_t, const char*>& a,
+                          const std::pair<uint64_t, const char*>& b) {
+      return less(a.second, b.second);
+    };
+    const auto begin = v->begin() + static_cast<std::ptrdiff_t>(lo);
+    const auto end = v->begin() + static_cast<std::ptrdiff_t>(hi);
+    if (hi - lo < kMinRadixRun || depth >= kMaxDepth) {
+      std::sort(begin, end, by_key);
+      return;
+    }
+    const Slice first = UserKeyOf((*v)[lo].second);
+    size_t shared = first.size();
+    size_t longest = 0;
+    for (size_t i = lo; i < hi && (shared > offset || i == lo); ++i) {
+      const Slice k = UserKeyOf((*v)[i].second);
+      const size_t m = std::min(shared, k.size());
+      size_t j = offset;
+      while (j < m && k[j] == first[j]) ++j;
+      shared = j;
+    }
+    shared = std::max(shared, offset);
+    for (size_t i = lo; i < hi; ++i) {
+      const Slice k = UserKeyOf((*v)[i].second);
+      longest = std::max(longest, k.size());
       uint64_t window = 0;
       for (size_t j = shared; j < shared + 8; ++j) {
         window = (window << 8) |
                  (j < k.size() ? static_cast<unsigned char>(k[j]) : 0u);
       }
-      keyed.emplace_back(window, e);
+      (*v)[i].first = window;
     }
-    std::sort(keyed.begin(), keyed.end(),
-              [&less](const std::pair<uint64_t, const char*>& a,
-                      const std::pair<uint64_t, const char*>& b) {
-                if (a.first != b.first) return a.first < b.first;
-                return less(a.second, b.second);
+    if (longest <= shared) {  // all one key: its versions
+      std::sort(begin, end, by_key);
+      return;
+    }
+    std::sort(begin, end,
+              [](const std::pair<uint64_t, const char*>& a,
+                 const std::pair<uint64_t, const char*>& b) {
+                return a.first < b.first;
               });
-    for (size_t i = 0; i < keyed.size(); ++i) entries_[i] = keyed[i].second;
+    size_t run = lo;
+    for (size_t i = lo + 1; i <= hi; ++i) {
+      if (i < hi && (*v)[i].first == (*v)[run].first) continue;
+      if (i - run > 1) {
+        if (longest <= shared + 8) {
+          // No key reaches past the window: equal windows are equal keys,
+          // or keys that differ only in trailing zero bytes.
+          std::sort(v->begin() + static_cast<std::ptrdiff_t>(run),
+                    v->begin() + static_cast<std::ptrdiff_t>(i), by_key);
+        } else {
+          SortBytewise(v, run, i, shared + 8, depth + 1);
+        }
+      }
+      run = i;
+    }
   }
 
+  static constexpr size_t kChunk = 4096;
+  static constexpr size_t kMinRadixRun = 16;
+  static constexpr int kMaxDepth = 8;  // 64 bytes of keys, then comparisons
   const std::unique_ptr<MemTableRep> inner_;
   const KeyComparator& cmp_;
   const bool bytewise_;
   // Writer side (one writer at a time): the last Allocate, and every entry
-  // inserted. entries_ is read by iterators only once read_only_ is set
-  // (after the last insert), and sorted once, by the first of them.
+  // inserted (count_ of them, in chunks_). Read by iterators only once
+  // read_only_ is set (after the last insert): the first of them moves them
+  // into entries_ and sorts them, once.
   KeyHandle pending_handle_ = nullptr;
   char* pending_entry_ = nullptr;
+  std::vector<std::unique_ptr<const char*[]>> chunks_;
+  size_t count_ = 0;
   std::vector<const char*> entries_;
   bool complete_ = true;
   std::atomic<size_t> list_bytes_{0};
@@ -285,6 +367,11 @@ class SortedFlushHashRepFactory final : public rocksdb::MemTableRepFactory {
 std::shared_ptr<rocksdb::MemTableRepFactory> NewSortedFlushHashRepFactory(
     size_t buckets, bool bytewise) {
   return std::make_shared<SortedFlushHashRepFactory>(buckets, bytewise);
+}
+
+SortedFlushCounts GetSortedFlushCounts() {
+  return SortedFlushCounts{sorts_.load(std::memory_order_relaxed),
+                           fallbacks_.load(std::memory_order_relaxed)};
 }
 
 }  // namespace fencedkv

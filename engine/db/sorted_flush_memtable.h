@@ -18,6 +18,7 @@
 #define FENCEDKV_DB_SORTED_FLUSH_MEMTABLE_H_
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 
 #include <rocksdb/memtablerep.h>
@@ -26,10 +27,21 @@ namespace fencedkv {
 
 // A factory for the rep above, with `buckets` hash buckets. With `bytewise`
 // (the column family's comparator is RocksDB's BytewiseComparator) the sort
-// first compares 8 bytes of each key past the prefix all keys share, as one
-// integer, and the comparator only breaks ties.
+// compares 8 bytes of the keys at a time as one integer, most significant
+// first, past the prefix the keys being ordered share; the comparator only
+// breaks ties.
 std::shared_ptr<rocksdb::MemTableRepFactory> NewSortedFlushHashRepFactory(
     size_t buckets, bool bytewise);
+
+// Process-wide counts, for tests and diagnostics: read-only memtables whose
+// entries were sorted (the fast path), and iterators over a read-only
+// memtable that had to use the hash-linklist rep's own (an entry was not
+// recorded; never expected).
+struct SortedFlushCounts {
+  uint64_t sorts = 0;
+  uint64_t fallbacks = 0;
+};
+SortedFlushCounts GetSortedFlushCounts();
 
 }  // namespace fencedkv
 
