@@ -618,28 +618,27 @@ bool Connection::FlushGets() {
   }
   if (get_values_.size() < n) get_values_.resize(n);
   get_statuses_.assign(n, Status());
-  DB* db = server_->state_.db;
   if (n >= kOffloadGets) {
-    auto self = shared_from_this();
-    const bool queued = server_->worker_->TrySubmitRead([self, db, n] {
-      // On the database thread; this connection waits (reads_pending_).
-      db->MultiGet(ReadOptions(), n, self->get_views_.data(),
-                   self->get_values_.data(), self->get_statuses_.data());
-      asio::post(self->loop_->io, [self] { self->OnReadsDone(); });
-    });
-    if (queued) {
-      reads_pending_ = true;
-      return true;
-    }
+    // With other connections' GETs, on the database thread (or, if it is
+    // behind, on this loop once the others have collected theirs).
+    reads_pending_ = true;
+    server_->AddReader(loop_, shared_from_this());
+    return true;
   }
+  ReadGets();
+  ReplyGets();
+  return false;
+}
+
+void Connection::ReadGets() {
+  const size_t n = get_views_.size();
+  DB* db = server_->state_.db;
   if (n == 1) {
     get_statuses_[0] = db->Get(ReadOptions(), get_views_[0], &get_values_[0]);
   } else {
     db->MultiGet(ReadOptions(), n, get_views_.data(), get_values_.data(),
                  get_statuses_.data());
   }
-  ReplyGets();
-  return false;
 }
 
 void Connection::OnReadsDone() {

@@ -127,7 +127,15 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // connections meanwhile. True if handed to it: then nothing more may be
   // processed until OnReadsDone.
   bool FlushGets();
+
+ public:
+  // For Server::Impl::FlushReads: the MultiGet of what FlushGets collected
+  // (on the database thread, or on the loop), and then, on the loop, the
+  // replies, after which processing continues.
+  void ReadGets();
   void OnReadsDone();
+
+ private:
   void ReplyGets();
   // Counts one call of `cmd` (command_stats.h) whose reply is `reply` and
   // which took `usec`: as a refusal (`refused`: it did not run) or a call,

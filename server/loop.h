@@ -34,6 +34,10 @@ struct Loop {
   // Connections with grouped writes for this pass's flush.
   std::vector<std::shared_ptr<Connection>> writers;
   bool flush_posted = false;
+  // Connections whose collected GETs wait for one shared trip to the
+  // database thread (Server::Impl::FlushReads).
+  std::vector<std::shared_ptr<Connection>> readers;
+  bool reads_posted = false;
   // This loop's connections, for the timeout checks (expired entries are
   // dropped as they are met).
   std::vector<std::weak_ptr<Connection>> conns;

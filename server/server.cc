@@ -32,6 +32,9 @@ constexpr auto kAcceptLogInterval = std::chrono::seconds(10);
 // File descriptors kept for the server's own use (logs, the metrics port,
 // new database files) beyond those open at Start: Redis reserves 32 too.
 constexpr size_t kReservedFds = 32;
+// Connections whose GETs share one trip to the database thread at most
+// before it leaves (fewer if the loop runs out of ready connections first).
+constexpr size_t kGatherReaders = 4;
 
 // File descriptors this process has open now.
 size_t OpenFds() {
@@ -88,6 +91,47 @@ void Server::Impl::AddWriter(Loop* loop, std::shared_ptr<Connection> c) {
     loop->flush_posted = true;
     asio::post(loop->io, [this, loop] { Flush(loop); });
   }
+}
+
+void Server::Impl::AddReader(Loop* loop, std::shared_ptr<Connection> c) {
+  loop->readers.push_back(std::move(c));
+  // Enough for one trip: off now, if the database thread has room (reading
+  // here would answer, and continue, a connection still in its Process).
+  if (loop->readers.size() >= kGatherReaders && FlushReads(loop, false)) {
+    return;
+  }
+  if (!loop->reads_posted) {
+    loop->reads_posted = true;
+    asio::post(loop->io, [this, loop] {
+      loop->reads_posted = false;
+      FlushReads(loop, true);
+    });
+  }
+}
+
+bool Server::Impl::FlushReads(Loop* loop, bool may_read_here) {
+  if (loop->readers.empty()) return true;
+  auto readers = std::make_shared<std::vector<std::shared_ptr<Connection>>>(
+      std::move(loop->readers));
+  loop->readers.clear();
+  size_t n = readers->size();
+  TEST_SYNC_POINT_CALLBACK("Server::FlushReads", &n);
+  const bool queued = worker_->TrySubmitRead([loop, readers] {
+    // On the database thread; these connections wait (reads_pending_).
+    for (const auto& c : *readers) c->ReadGets();
+    asio::post(loop->io, [readers] {
+      for (const auto& c : *readers) c->OnReadsDone();
+    });
+  });
+  if (queued) return true;
+  if (!may_read_here) {
+    loop->readers = std::move(*readers);
+    return false;
+  }
+  // The database thread is behind: read here.
+  for (const auto& c : *readers) c->ReadGets();
+  for (const auto& c : *readers) c->OnReadsDone();
+  return true;
 }
 
 void Server::Impl::Flush(Loop* loop) {

@@ -63,6 +63,12 @@ class Server::Impl {
   // On `loop`'s thread: `c` has grouped writes. They go out with the loop's
   // next flush, which runs once the loop has handled what is ready now.
   void AddWriter(Loop* loop, std::shared_ptr<Connection> c);
+  // On `loop`'s thread: `c` has GETs to read (Connection::FlushGets). They
+  // go to the database thread with other connections' in one job: at once
+  // once kGatherReaders connections wait, else once the loop has handled
+  // what is ready now. One trip (two thread hand-offs) per few connections
+  // rather than per connection.
+  void AddReader(Loop* loop, std::shared_ptr<Connection> c);
   // Whether idle_timeout or auth_timeout (with a password) applies; only
   // then do the loops keep their connections in Loop::conns.
   bool timeouts_enabled() const {
@@ -89,6 +95,10 @@ class Server::Impl {
   // DB::WriteGroup, here or (--sync) on the database thread, and answers
   // them.
   void Flush(Loop* loop);
+  // On `loop`: hands the GETs of its waiting readers to the database thread
+  // if it has room; else, with `may_read_here`, reads and answers them here,
+  // or leaves them waiting and returns false.
+  bool FlushReads(Loop* loop, bool may_read_here);
   // Every few seconds on loop 0: parked SCAN iterators past their time go.
   void ScheduleSweep();
   // On each loop, if a timeout is set: closes the connections past it.

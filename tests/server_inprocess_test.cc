@@ -358,6 +358,102 @@ TEST_F(ServerInProcessTest, PipelinedCommandsTakeTheFastPaths) {
   }
 }
 
+// GETs of several connections share one trip to the database thread
+// (Server::Impl::FlushReads), and each connection still gets its own values
+// in request order. The loop is held on a first PING while 12 connections
+// send 16 GETs each (and a SET between two runs of GETs), so it finds them
+// all ready in one pass.
+TEST_F(ServerInProcessTest, GetsOfManyConnectionsShareTripsAndStayTheirOwn) {
+  for (bool sync : {false, true}) {
+    SCOPED_TRACE(sync ? "--sync" : "no sync");
+    test::TempDir dir;
+    Options o;
+    o.create_if_missing = true;
+    InProcessServer s;
+    server::ServerOptions so;
+    so.sync = sync;
+    ASSERT_FENCEDKV_OK(s.Start(dir.path(), o, so));
+    constexpr int kConns = 12, kGets = 16;
+    {
+      RespTestClient w(s.port());
+      for (int c = 0; c < kConns; ++c) {
+        for (int i = 0; i < kGets; ++i) {
+          const std::string k =
+              "k" + std::to_string(c) + "_" + std::to_string(i);
+          ASSERT_EQ("+OK", w.Call({"SET", k, "v" + k, "FENCE", "1"}));
+        }
+      }
+    }
+    std::mutex mu;
+    std::condition_variable cv;
+    bool held = false, release = false;
+    std::vector<size_t> trips;  // connections per trip
+    SyncPoint::Get()->SetCallback("Connection::Process:Route", [&](void*) {
+      std::unique_lock<std::mutex> lock(mu);
+      if (!held) {
+        held = true;
+        cv.wait(lock, [&] { return release; });
+      }
+    });
+    SyncPoint::Get()->SetCallback("Server::FlushReads", [&](void* arg) {
+      std::lock_guard<std::mutex> lock(mu);
+      trips.push_back(*static_cast<size_t*>(arg));
+    });
+    SyncPoint::Get()->EnableProcessing();
+    RespTestClient first(s.port());
+    first.Send({"PING"});
+    std::vector<std::unique_ptr<RespTestClient>> clients;
+    for (int c = 0; c < kConns; ++c) {
+      clients.push_back(std::make_unique<RespTestClient>(s.port()));
+      ASSERT_TRUE(clients.back()->connected());
+      std::string pipeline;
+      for (int i = 0; i < kGets; ++i) {
+        pipeline += RespTestClient::Encode(
+            {"GET", "k" + std::to_string(c) + "_" + std::to_string(i)});
+        if (i == kGets / 2) {  // a write between two runs of GETs
+          pipeline +=
+              RespTestClient::Encode({"SET", "k" + std::to_string(c) + "_0",
+                                      "new" + std::to_string(c), "FENCE", "1"});
+        }
+      }
+      clients.back()->SendRaw(pipeline);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // a margin
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      ASSERT_TRUE(held);
+      release = true;
+      cv.notify_all();
+    }
+    EXPECT_EQ("+PONG", first.Read());
+    for (int c = 0; c < kConns; ++c) {
+      for (int i = 0; i < kGets; ++i) {
+        const std::string k = "k" + std::to_string(c) + "_" + std::to_string(i);
+        EXPECT_EQ("$v" + k, clients[c]->Read()) << c << " " << i;
+        if (i == kGets / 2) {
+          EXPECT_EQ("+OK", clients[c]->Read()) << c;
+        }
+      }
+      // The SET is seen by what follows it.
+      EXPECT_EQ("$new" + std::to_string(c),
+                clients[c]->Call({"GET", "k" + std::to_string(c) + "_0"}));
+    }
+    SyncPoint::Get()->DisableProcessing();
+    SyncPoint::Get()->ClearAllCallbacks();
+    std::lock_guard<std::mutex> lock(mu);
+    size_t most = 0, total = 0;
+    for (size_t n : trips) {
+      most = std::max(most, n);
+      total += n;
+    }
+    EXPECT_GE(most, 2u) << "no trip carried more than one connection's GETs";
+    EXPECT_LT(trips.size(), total) << "one trip per connection";
+    for (auto& c : clients) c->Close();
+    first.Close();
+    s.Stop();
+  }
+}
+
 size_t OpenFds() {
   size_t n = 0;
   for (auto it = std::filesystem::directory_iterator("/proc/self/fd");
