@@ -165,6 +165,10 @@ void Replication::Stop() {
     stopped_ = true;
     cv_.notify_all();
   }
+  // Writes are refused from now on; those already released are still
+  // decided by the commit rule while the links run (a replica may still
+  // acknowledge them), then fail if they still wait (EndShutdown).
+  tracker_.BeginShutdown();
   if (etcd_thread_.joinable()) etcd_thread_.join();  // revokes its lease
   {
     MutexLock role(&role_mu_);
@@ -172,7 +176,7 @@ void Replication::Stop() {
   }
   StopLinks();
   if (ticker_.joinable()) ticker_.join();
-  tracker_.SetPrimary(false, "SHUTDOWN the server is shutting down");
+  tracker_.EndShutdown();
   tracker_.FinishWaits();
 }
 
@@ -958,7 +962,7 @@ Status Replication::ReceiveFullSync(ReplSocket* socket, FrameReader* in,
 // ---------------------------------------------------------------- clients
 
 void Replication::WaitReplicas(size_t n, int64_t timeout_ms,
-                               std::function<void(size_t)> done) {
+                               CommitTracker::CountDone done) {
   const uint64_t seq = db_->GetLatestSequenceNumber();
   bool stopped;
   {
