@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/time.h>
@@ -96,6 +97,11 @@ bool EtcdProcess::Start(const std::string& dir) {
   const std::string log = dir + "/etcd.log";
   pid_ = fork();
   if (pid_ == 0) {
+    // Killed if the test process dies without its destructors (a crash,
+    // std::terminate, a timeout's SIGKILL). The signal follows the thread
+    // that forked: tests start servers from their main thread.
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() == 1) _exit(126);  // the parent is already gone
     const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
     if (fd >= 0) {
       dup2(fd, STDOUT_FILENO);
