@@ -784,18 +784,14 @@ Status Replication::ReplicaSession(const std::string& primary,
                                 line.substr(0, 120) + "'");
   }
   const std::string& history = w[2];
-  if (history == st.history && epoch < st.max_epoch) {
-    return Status::InvalidArgument(
-        "refusing the stream of epoch " + std::to_string(epoch) + " from " +
-        primary + ": this replica has seen epoch " +
-        std::to_string(st.max_epoch) + " (the primary was deposed)");
+  ReplState next;
+  std::string why;
+  if (!AdoptPrimaryState(st, history, epoch, epochs, etcd_mode(), &next,
+                         &why)) {
+    return Status::InvalidArgument("refusing the stream of epoch " +
+                                   std::to_string(epoch) + " from " + primary +
+                                   ": " + why);
   }
-  ReplState next = st;
-  next.history = history;
-  next.max_epoch =
-      history == st.history ? std::max(st.max_epoch, epoch) : epoch;
-  next.log_epoch = epoch;
-  next.epochs = epochs;
   FrameReader in(options_.max_frame_bytes);
   in.buffer()->append(buf);
   if (full) {
