@@ -199,7 +199,7 @@ class Replication {
   void SeeEpoch(uint64_t epoch) LOCKS_EXCLUDED(mu_);
 
   // ---- Replica side (on replica_thread_) ----
-  void ReplicaLoop(std::string primary, uint64_t generation);
+  void ReplicaLoop(const std::string& primary, uint64_t generation);
   // One connection to the primary; returns why it ended.
   Status ReplicaSession(const std::string& primary, uint64_t generation);
   Status ReceiveFullSync(ReplSocket* socket, FrameReader* in,

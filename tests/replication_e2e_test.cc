@@ -221,6 +221,7 @@ TEST_F(ReplicationE2ETest, LargeConcurrentWritesReachTheReplica) {
       [&] { return CaughtUp(primary.port(), replica.port()); }, 15000));
   const std::string value(900 << 10, 'x');
   std::vector<test::ScopedThread> writers;
+  writers.reserve(16);
   std::atomic<int> acked{0};
   for (int w = 0; w < 16; ++w) {
     writers.emplace_back([&, w] {
