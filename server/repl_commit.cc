@@ -186,21 +186,12 @@ void CommitTracker::Tick() {
   fired.Run();
 }
 
-void CommitTracker::BeginShutdown() {
+void CommitTracker::Shutdown(ShutdownStep step) {
   Fired fired;
   {
     MutexLock lock(&mu_);
     stopping_ = true;
-    CollectLocked(ReplNowMs(), &fired);
-  }
-  fired.Run();
-}
-
-void CommitTracker::EndShutdown() {
-  Fired fired;
-  {
-    MutexLock lock(&mu_);
-    acks_ended_ = true;
+    if (step == ShutdownStep::kAcksEnded) acks_ended_ = true;
     CollectLocked(ReplNowMs(), &fired);
   }
   fired.Run();

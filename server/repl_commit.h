@@ -72,14 +72,14 @@ class CommitTracker {
   // Fails waiters past the lease deadline and WAITs past their timeout.
   // The coordinator calls it every few tens of ms.
   void Tick() LOCKS_EXCLUDED(mu_);
-  // The server is stopping: writes are refused (-SHUTDOWN, nothing
-  // written) from now on; writes already released are still decided by the
-  // commit rule (a replica may still acknowledge them).
-  void BeginShutdown() LOCKS_EXCLUDED(mu_);
-  // The links are gone: no acknowledgement can come any more. A released
-  // write that still waits for one fails (-NOREPLICAS, applied here and may
-  // survive); a later one is decided at once.
-  void EndShutdown() LOCKS_EXCLUDED(mu_);
+  // The server stops, in two steps. kRefuseWrites: writes are refused
+  // (-SHUTDOWN, nothing written) from now on; writes already released are
+  // still decided by the commit rule (a replica may still acknowledge
+  // them). kAcksEnded: the links are gone, no acknowledgement can come any
+  // more: a released write that still waits for one fails (-NOREPLICAS,
+  // applied here and may survive); a later one is decided at once.
+  enum class ShutdownStep { kRefuseWrites, kAcksEnded };
+  void Shutdown(ShutdownStep step) LOCKS_EXCLUDED(mu_);
 
   // ---- The server ----
   // True if a write may run now; else false and *error_line says why.
@@ -194,8 +194,8 @@ class CommitTracker {
   bool primary_ GUARDED_BY(mu_) = false;
   std::string not_primary_error_ GUARDED_BY(mu_);
   int64_t lease_deadline_ms_ GUARDED_BY(mu_) = INT64_MAX;
-  bool stopping_ GUARDED_BY(mu_) = false;    // BeginShutdown
-  bool acks_ended_ GUARDED_BY(mu_) = false;  // EndShutdown
+  bool stopping_ GUARDED_BY(mu_) = false;    // Shutdown
+  bool acks_ended_ GUARDED_BY(mu_) = false;  // Shutdown(kAcksEnded)
   std::vector<std::string> required_ GUARDED_BY(mu_);
   size_t isr_size_ GUARDED_BY(mu_) = 1;
   uint64_t next_link_ GUARDED_BY(mu_) = 1;

@@ -167,8 +167,8 @@ void Replication::Stop() {
   }
   // Writes are refused from now on; those already released are still
   // decided by the commit rule while the links run (a replica may still
-  // acknowledge them), then fail if they still wait (EndShutdown).
-  tracker_.BeginShutdown();
+  // acknowledge them), then fail if they still wait (kAcksEnded).
+  tracker_.Shutdown(CommitTracker::ShutdownStep::kRefuseWrites);
   if (etcd_thread_.joinable()) etcd_thread_.join();  // revokes its lease
   {
     MutexLock role(&role_mu_);
@@ -176,7 +176,7 @@ void Replication::Stop() {
   }
   StopLinks();
   if (ticker_.joinable()) ticker_.join();
-  tracker_.EndShutdown();
+  tracker_.Shutdown(CommitTracker::ShutdownStep::kAcksEnded);
   tracker_.FinishWaits();
 }
 
