@@ -104,7 +104,11 @@ Status ReplState::Load(const std::string& dir, ReplState* state) {
     } else if (name == "epochs") {
       ok = ParseEpochs(value, &state->epochs);
     }  // unknown lines: from a later version; ignored
-    if (!ok) return Status::Corruption(path + ": bad line '" + line + "'");
+    if (!ok) {
+      std::string what = path;
+      what.append(": bad line '").append(line).append("'");
+      return Status::Corruption(what);
+    }
   }
   if (!have_max || !have_log || state->log_epoch > state->max_epoch) {
     return Status::Corruption(path + ": incomplete or inconsistent");
