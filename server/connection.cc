@@ -166,23 +166,25 @@ void Connection::AppendJob(std::vector<const WriteBatch*>* out) const {
 }
 
 void Connection::OnJobDone(const Status* statuses) {
+  TEST_SYNC_POINT("Connection::WriteReleased");
   const uint64_t usec = UsecSince(job_start_);
   Replication* const repl = server_->state_.repl;
-  if (repl != nullptr && repl->tracker().NeedsAcks()) {
-    // The replies wait for the in-sync replicas (OnRepliesCommitted).
+  if (repl != nullptr && !repl->tracker().CommitsAtOnce()) {
+    // The commit tracker decides the replies (HoldReplies); they are
+    // counted then, with what they turned out to be.
     std::vector<std::string> lines(job_n_);
+    held_cmds_.assign(job_cmd_.begin(),
+                      job_cmd_.begin() + static_cast<std::ptrdiff_t>(job_n_));
     for (size_t i = 0; i < job_n_; ++i) {
       if (!statuses[i].ok()) lines[i] = ErrorLine(statuses[i]);
-      // (Counted now, without the wait for the replicas.)
-      CountCall(job_cmd_[i], false, usec,
-                lines[i].empty() ? std::string_view("+OK")
-                                 : std::string_view("-" + lines[i]));
       if (job_[i].ApproximateSize() > kKeepBatchBytes) job_[i] = WriteBatch();
     }
     const size_t n = job_n_;
     job_n_ = 0;
     job_bytes_ = 0;
-    HoldReplies(out_.size(), std::move(lines), n);
+    held_start_ = job_start_;
+    if (HoldReplies(out_.size(), std::move(lines), n)) return;
+    Continue();
     return;
   }
   for (size_t i = 0; i < job_n_; ++i) {
@@ -362,7 +364,7 @@ void Connection::Process() {
     if (route == Route::kLongExec && OffloadCommand(admission, false)) break;
     static const CommandSpec* const kWait = LookupCommand("wait");
     if (admission.verdict == Admission::Verdict::kRun &&
-        admission.cmd == kWait && StartWait()) {
+        admission.cmd == kWait && StartWait(admission)) {
       break;
     }
     const size_t before = out_.size();
@@ -375,11 +377,18 @@ void Connection::Process() {
       continue;
     }
     Execute(server_->state_, client_, args_, admission, &out_);
-    NoteExecuted(admission, args_, t0, std::string_view(out_).substr(before));
-    if (is_write && repl->tracker().NeedsAcks()) {
-      HoldReplies(before, {}, 1);  // ends the command once committed
-      break;
+    if (is_write) {
+      TEST_SYNC_POINT("Connection::WriteReleased");
+      if (!repl->tracker().CommitsAtOnce()) {
+        // Counted and ended once the commit tracker decided its reply.
+        held_admission_ = admission;
+        held_start_ = t0;
+        held_offloaded_ = false;
+        if (HoldReplies(before, {}, 1)) break;
+        continue;
+      }
     }
+    NoteExecuted(admission, args_, t0, std::string_view(out_).substr(before));
     server_->EndCommand();
     AfterDispatch();
     if (client_.handoff) {
@@ -506,7 +515,11 @@ bool Connection::OffloadCommand(const Admission& admission, bool to_scans) {
 
 void Connection::OnOffloadDone() {
   reads_pending_ = false;
-  {
+  Replication* const repl = server_->state_.repl;
+  // A long EXEC's reply is the commit tracker's to decide (HoldReplies).
+  const bool hold =
+      offload_write_ && repl != nullptr && !repl->tracker().CommitsAtOnce();
+  if (!hold) {
     const Args args(offload_args_.begin(), offload_args_.end());
     NoteExecuted(offload_admission_, args, offload_start_, offload_out_);
   }
@@ -517,46 +530,74 @@ void Connection::OnOffloadDone() {
     out_.append(offload_out_);
     offload_out_.clear();
   }
-  offload_args_.clear();
-  if (offload_write_) {
-    offload_write_ = false;
-    Replication* const repl = server_->state_.repl;
-    if (repl != nullptr && repl->tracker().NeedsAcks()) {
-      HoldReplies(mark, {}, 1);
-      return;
-    }
+  offload_write_ = false;
+  if (hold) {
+    TEST_SYNC_POINT("Connection::WriteReleased");
+    held_admission_ = offload_admission_;
+    held_start_ = offload_start_;
+    held_offloaded_ = true;
+    if (HoldReplies(mark, {}, 1)) return;
+    Continue();
+    return;
   }
+  offload_args_.clear();
   server_->EndCommand();
   AfterDispatch();
   Continue();
 }
 
-void Connection::HoldReplies(size_t mark, std::vector<std::string> grouped,
+bool Connection::HoldReplies(size_t mark, std::vector<std::string> grouped,
                              size_t commands) {
-  reads_pending_ = true;
   held_mark_ = mark;
   held_grouped_ = std::move(grouped);
   held_commands_ = commands;
+  Replication* const repl = server_->state_.repl;
+  if (repl->tracker().NeedsAcks()) repl->NotifyLinks();
   auto self = shared_from_this();
-  server_->state_.repl->NotifyLinks();
-  server_->state_.repl->tracker().Wait(
+  std::string error;
+  const CommitTracker::Verdict verdict = repl->tracker().Release(
       server_->state_.db->GetLatestSequenceNumber(),
-      [self](const std::string* error) {
-        std::string e = error != nullptr ? *error : std::string();
-        asio::post(self->loop_->io,
-                   [self, e = std::move(e)] { self->OnRepliesCommitted(e); });
-      });
+      [self](const std::string* e) {
+        std::string line = e != nullptr ? *e : std::string();
+        asio::post(self->loop_->io, [self, line = std::move(line)] {
+          self->OnRepliesCommitted(line);
+        });
+      },
+      &error);
+  if (verdict == CommitTracker::Verdict::kPending) {
+    reads_pending_ = true;
+    return true;
+  }
+  FinishHeld(error);  // empty: committed
+  return false;
 }
 
 void Connection::OnRepliesCommitted(const std::string& error) {
   reads_pending_ = false;
+  FinishHeld(error);
+  Continue();
+}
+
+void Connection::FinishHeld(const std::string& error) {
   if (held_grouped_.empty()) {
     if (!error.empty()) {
       out_.resize(held_mark_);
       resp::Error(&out_, error);
     }
+    const std::string_view reply = std::string_view(out_).substr(held_mark_);
+    if (held_offloaded_) {
+      const Args args(offload_args_.begin(), offload_args_.end());
+      NoteExecuted(held_admission_, args, held_start_, reply);
+      offload_args_.clear();
+    } else {
+      // args_ still holds its words: nothing was parsed since.
+      NoteExecuted(held_admission_, args_, held_start_, reply);
+    }
   } else {
-    for (const std::string& line : held_grouped_) {
+    const uint64_t usec = UsecSince(held_start_);
+    for (size_t i = 0; i < held_grouped_.size(); ++i) {
+      const std::string& line = held_grouped_[i];
+      const size_t before = out_.size();
       if (!line.empty()) {
         resp::Error(&out_, line);  // refused: nothing was written
       } else if (error.empty()) {
@@ -564,16 +605,18 @@ void Connection::OnRepliesCommitted(const std::string& error) {
       } else {
         resp::Error(&out_, error);
       }
+      CountCall(i < held_cmds_.size() ? held_cmds_[i] : nullptr, false, usec,
+                std::string_view(out_).substr(before));
     }
     held_grouped_.clear();
+    held_cmds_.clear();
   }
   for (size_t i = 0; i < held_commands_; ++i) server_->EndCommand();
   held_commands_ = 0;
   AfterDispatch();
-  Continue();
 }
 
-bool Connection::StartWait() {
+bool Connection::StartWait(const Admission& admission) {
   Replication* repl = server_->state_.repl;
   size_t n;
   int64_t timeout_ms;
@@ -582,13 +625,26 @@ bool Connection::StartWait() {
     return false;
   }
   reads_pending_ = true;
+  // Counted as an offloaded command's call (OnOffloadDone).
+  offload_args_.assign(args_.begin(), args_.end());
+  offload_admission_ = admission;
+  offload_start_ = std::chrono::steady_clock::now();
   auto self = shared_from_this();
-  repl->WaitReplicas(n, timeout_ms, [self](size_t count) {
-    asio::post(self->loop_->io, [self, count] {
-      resp::Integer(&self->offload_out_, static_cast<int64_t>(count));
-      self->OnOffloadDone();
-    });
-  });
+  repl->WaitReplicas(
+      n, timeout_ms, [self](size_t count, const std::string* error) {
+        std::string line = error != nullptr ? *error : "";
+        asio::post(self->loop_->io, [self, count, line = std::move(line)] {
+          if (line.empty()) {
+            resp::Integer(&self->offload_out_, static_cast<int64_t>(count));
+          } else {
+            // As Redis: the error, then the connection
+            // closes.
+            resp::Error(&self->offload_out_, line);
+            self->client_.close_after_reply = true;
+          }
+          self->OnOffloadDone();
+        });
+      });
   return true;
 }
 

@@ -106,18 +106,26 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // handler reads client_, which the loop leaves alone meanwhile.)
   bool OffloadCommand(const Admission& admission, bool to_scans);
   void OnOffloadDone();
-  // A primary with in-sync replicas: the replies of the write(s) just run
-  // -- out_ from `mark` on, or `grouped` (one line per grouped write: empty
-  // for +OK, else its error) -- are held until the replicas acknowledged
-  // them; if they cannot be any more, the error replaces them (the write
-  // may or may not survive). `commands` commands end then.
-  void HoldReplies(size_t mark, std::vector<std::string> grouped,
+  // The write(s) just run were released (they are in the WAL): their
+  // replies -- out_ from `mark` on, or `grouped` (one line per grouped
+  // write: empty for +OK, else its error: nothing written) -- are the
+  // commit tracker's to decide (CommitTracker::Release), under the lock
+  // that changes the ISR: at once, or once the in-sync replicas
+  // acknowledged them (then true: nothing more is processed until
+  // OnRepliesCommitted). If refused, the tracker's error replaces them (the
+  // write was applied here and may or may not survive). The `commands`
+  // commands are counted (INFO commandstats) and end once decided
+  // (FinishHeld). The caller sets held_cmds_ (grouped) or held_admission_,
+  // held_offloaded_ (one command), and held_start_.
+  bool HoldReplies(size_t mark, std::vector<std::string> grouped,
                    size_t commands);
   void OnRepliesCommitted(const std::string& error);
+  // The held replies' final form (`error` empty: committed).
+  void FinishHeld(const std::string& error);
   // WAIT on a primary: waits for the replicas' acknowledgements off the
   // loop (the answer comes as an offloaded command's). False if it cannot
   // wait (a replica, bad arguments): then its handler answers.
-  bool StartWait();
+  bool StartWait(const Admission& admission);
   // After FENCEDKV.SYNC: what replies are waiting are written, then the
   // socket goes to the replication (a link thread) and this connection
   // ends.
@@ -204,10 +212,17 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // parse to their reply).
   std::chrono::steady_clock::time_point gets_start_, job_start_, offload_start_;
   bool offload_write_ = false;  // the offloaded command is a long EXEC
-  // Replies held for the in-sync replicas (HoldReplies).
+  // Replies held for the commit tracker (HoldReplies), and what counts
+  // their calls once decided: the grouped writes' commands, or the one
+  // command's admission (its words in args_, or in offload_args_ if
+  // held_offloaded_), and when they began.
   size_t held_mark_ = 0;
   std::vector<std::string> held_grouped_;
+  std::vector<const CommandSpec*> held_cmds_;
   size_t held_commands_ = 0;
+  Admission held_admission_;
+  bool held_offloaded_ = false;
+  std::chrono::steady_clock::time_point held_start_;
 };
 
 }  // namespace server

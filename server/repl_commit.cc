@@ -17,10 +17,17 @@ int64_t ReplNowMs() {
 CommitTracker::CommitTracker(int min_insync_replicas)
     : min_insync_(std::max(1, min_insync_replicas)) {}
 
+namespace {
+// What a released write's error adds: it is in this server's WAL.
+constexpr char kAppliedHere[] =
+    " (the write was applied on this server and may or may not survive)";
+}  // namespace
+
 void CommitTracker::Fired::Run() {
   for (auto& done : committed) done(nullptr);
-  for (auto& done : failed) done(&error);
-  for (auto& [done, n] : counted) done(n);
+  for (auto& [done, error] : failed) done(&error);
+  for (auto& [done, n] : counted) done(n, nullptr);
+  for (auto& [done, n] : ended) done(n, &unblocked);
 }
 
 bool CommitTracker::BlockedLocked(int64_t now, std::string* error_line) {
@@ -47,6 +54,31 @@ bool CommitTracker::BlockedLocked(int64_t now, std::string* error_line) {
   return false;
 }
 
+bool CommitTracker::RefusedLocked(int64_t now, std::string* error_line) {
+  if (stopping_) {
+    *error_line = "SHUTDOWN the server is shutting down";
+    return true;
+  }
+  return BlockedLocked(now, error_line);
+}
+
+CommitTracker::Verdict CommitTracker::DecideLocked(int64_t now, uint64_t seq,
+                                                   std::string* error_line) {
+  if (BlockedLocked(now, error_line)) {
+    error_line->append(kAppliedHere);
+    return Verdict::kFailed;
+  }
+  if (seq <= CommittedLocked()) return Verdict::kCommitted;
+  if (acks_ended_) {
+    *error_line =
+        "NOREPLICAS the server shut down before every in-sync replica "
+        "acknowledged this write";
+    error_line->append(kAppliedHere);
+    return Verdict::kFailed;
+  }
+  return Verdict::kPending;
+}
+
 uint64_t CommitTracker::CommittedLocked() {
   uint64_t committed = UINT64_MAX;
   for (const auto& addr : required_) {
@@ -68,21 +100,35 @@ size_t CommitTracker::AckedCountLocked(uint64_t seq) {
 void CommitTracker::CollectLocked(int64_t now, Fired* fired) {
   std::string ignored;
   may_refuse_.store(
-      lease_deadline_ms_ != INT64_MAX || BlockedLocked(now, &ignored),
+      lease_deadline_ms_ != INT64_MAX || RefusedLocked(now, &ignored),
       std::memory_order_release);
-  if (!waiters_.empty()) {
-    if (BlockedLocked(now, &fired->error)) {
-      for (auto& [seq, done] : waiters_)
-        fired->failed.push_back(std::move(done));
-      waiters_.clear();
+  commits_at_once_.store(primary_ && lease_deadline_ms_ == INT64_MAX &&
+                             required_.empty() &&
+                             isr_size_ >= static_cast<size_t>(min_insync_),
+                         std::memory_order_seq_cst);
+  // Waiters in sequence order: once one is pending, so are the later ones.
+  while (!waiters_.empty()) {
+    auto it = waiters_.begin();
+    std::string error;
+    const Verdict v = DecideLocked(now, it->first, &error);
+    if (v == Verdict::kPending) break;
+    if (v == Verdict::kCommitted) {
+      fired->committed.push_back(std::move(it->second));
     } else {
-      const uint64_t committed = CommittedLocked();
-      auto end = waiters_.upper_bound(committed);
-      for (auto it = waiters_.begin(); it != end; ++it) {
-        fired->committed.push_back(std::move(it->second));
-      }
-      waiters_.erase(waiters_.begin(), end);
+      fired->failed.emplace_back(std::move(it->second), std::move(error));
     }
+    waiters_.erase(it);
+  }
+  if (!primary_) {
+    // As Redis when a master becomes a replica: WAIT ends at once.
+    fired->unblocked =
+        "UNBLOCKED force unblock from blocking operation, instance state "
+        "changed (master -> replica?)";
+    for (ReplicaWaiter& w : replica_waiters_) {
+      fired->ended.emplace_back(std::move(w.done), AckedCountLocked(w.seq));
+    }
+    replica_waiters_.clear();
+    return;
   }
   size_t kept = 0;
   for (size_t i = 0; i < replica_waiters_.size(); ++i) {
@@ -140,23 +186,32 @@ void CommitTracker::Tick() {
   fired.Run();
 }
 
-bool CommitTracker::Writable(std::string* error_line) {
-  MutexLock lock(&mu_);
-  return !BlockedLocked(ReplNowMs(), error_line);
-}
-
-void CommitTracker::Wait(uint64_t seq, Done done) {
+void CommitTracker::Shutdown(ShutdownStep step) {
   Fired fired;
   {
     MutexLock lock(&mu_);
-    waiters_.emplace(seq, std::move(done));
+    stopping_ = true;
+    if (step == ShutdownStep::kAcksEnded) acks_ended_ = true;
     CollectLocked(ReplNowMs(), &fired);
   }
   fired.Run();
 }
 
+bool CommitTracker::Writable(std::string* error_line) {
+  MutexLock lock(&mu_);
+  return !RefusedLocked(ReplNowMs(), error_line);
+}
+
+CommitTracker::Verdict CommitTracker::Release(uint64_t seq, Done done,
+                                              std::string* error) {
+  MutexLock lock(&mu_);
+  const Verdict v = DecideLocked(ReplNowMs(), seq, error);
+  if (v == Verdict::kPending) waiters_.emplace(seq, std::move(done));
+  return v;
+}
+
 void CommitTracker::WaitReplicas(uint64_t seq, size_t n, int64_t deadline_ms,
-                                 std::function<void(size_t)> done) {
+                                 CountDone done) {
   Fired fired;
   {
     MutexLock lock(&mu_);

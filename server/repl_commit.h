@@ -8,7 +8,9 @@
 //
 // The coordinator sets the role, the lease deadline and the ISR; replica
 // links report acknowledgements; the server asks whether a write may run
-// (Writable), then waits for its sequence (Wait). The set whose
+// (Writable), and once the write's sequence is released (in this server's
+// WAL) hands it over (Release): the reply is decided there, under the lock
+// that changes the ISR, never from a view of it taken earlier. The set whose
 // acknowledgements are required may be larger than the ISR on record (a
 // replica is required before the transaction that adds it: from the moment
 // it is in etcd, every acknowledged write is on it), never smaller: a
@@ -41,8 +43,13 @@ int64_t ReplNowMs();
 class CommitTracker {
  public:
   // error == nullptr: committed. Else the error line to reply with
-  // ("NOREPLICAS ...", "READONLY ..."): the write may or may not survive.
+  // ("NOREPLICAS ...", "READONLY ..."): the write was applied here and may
+  // or may not survive.
   using Done = std::function<void(const std::string* error)>;
+  // WAIT's answer: the count of replicas that acknowledged, or (error set)
+  // why it ended without one (this server stopped being the primary).
+  using CountDone = std::function<void(size_t count, const std::string* error)>;
+  enum class Verdict { kCommitted, kFailed, kPending };
 
   explicit CommitTracker(int min_insync_replicas);
   CommitTracker(const CommitTracker&) = delete;
@@ -50,7 +57,8 @@ class CommitTracker {
 
   // ---- The coordinator ----
   // Becomes the primary, or stops being it: then every waiter fails with
-  // `error_line` and writes are refused with it.
+  // `error_line`, writes are refused with it, and every WAIT is answered
+  // -UNBLOCKED at once (as Redis's when a master becomes a replica).
   void SetPrimary(bool primary, const std::string& error_line)
       LOCKS_EXCLUDED(mu_);
   // Writes are refused (and waiters fail) from `deadline_ms` (ReplNowMs) on:
@@ -64,6 +72,14 @@ class CommitTracker {
   // Fails waiters past the lease deadline and WAITs past their timeout.
   // The coordinator calls it every few tens of ms.
   void Tick() LOCKS_EXCLUDED(mu_);
+  // The server stops, in two steps. kRefuseWrites: writes are refused
+  // (-SHUTDOWN, nothing written) from now on; writes already released are
+  // still decided by the commit rule (a replica may still acknowledge
+  // them). kAcksEnded: the links are gone, no acknowledgement can come any
+  // more: a released write that still waits for one fails (-NOREPLICAS,
+  // applied here and may survive); a later one is decided at once.
+  enum class ShutdownStep { kRefuseWrites, kAcksEnded };
+  void Shutdown(ShutdownStep step) LOCKS_EXCLUDED(mu_);
 
   // ---- The server ----
   // True if a write may run now; else false and *error_line says why.
@@ -73,14 +89,31 @@ class CommitTracker {
   // False while Writable would say yes for certain: a lock-free check for
   // every write (then Writable gives the reason).
   bool MayRefuse() const { return may_refuse_.load(std::memory_order_acquire); }
-  // Calls done(nullptr) once `seq` is committed (at once if it is), or
-  // done(&error) when it cannot be any more (the conditions above).
-  void Wait(uint64_t seq, Done done) LOCKS_EXCLUDED(mu_);
-  // WAIT numreplicas timeout: calls done(count) once `n` replicas (in the
-  // ISR or not) acknowledged `seq`, or at `deadline_ms` (0: none) with
-  // how many did.
-  void WaitReplicas(uint64_t seq, size_t n, int64_t deadline_ms,
-                    std::function<void(size_t)> done) LOCKS_EXCLUDED(mu_);
+  // True while every released write is committed the moment it is: this
+  // server is the primary without an etcd lease, no replica is required
+  // and the ISR (itself) meets min_insync_replicas. A lock-free check for
+  // every write; when false, Release decides. It turns false in the
+  // critical section that changes any of these, so a reader that saw true
+  // decided at a moment when the rule held.
+  bool CommitsAtOnce() const {
+    return commits_at_once_.load(std::memory_order_seq_cst);
+  }
+  // A write whose sequence numbers are at most `seq` was released (it is
+  // in this server's WAL): decides its reply now, under the lock that
+  // changes the ISR. kCommitted: +OK. kFailed: *error is the line to reply
+  // with (the write was applied here and may or may not survive).
+  // kPending: done runs later, once decided (done(nullptr): committed).
+  // The rule: refused unless this server is the primary, its lease is
+  // valid and the ISR has min_insync_replicas members; then committed once
+  // every required replica acknowledged `seq`.
+  Verdict Release(uint64_t seq, Done done, std::string* error)
+      LOCKS_EXCLUDED(mu_);
+  // WAIT numreplicas timeout: calls done(count, nullptr) once `n` replicas
+  // (in the ISR or not) acknowledged `seq`, or at `deadline_ms` (0: none)
+  // with how many did; done(count, &error) if this server stops being the
+  // primary first (or is not).
+  void WaitReplicas(uint64_t seq, size_t n, int64_t deadline_ms, CountDone done)
+      LOCKS_EXCLUDED(mu_);
   // Answers every WAIT now, with the count so far (shutting down).
   void FinishWaits() LOCKS_EXCLUDED(mu_);
   // Sequences at or below it are committed (UINT64_MAX when no replica is
@@ -127,19 +160,27 @@ class CommitTracker {
     uint64_t seq;
     size_t n;
     int64_t deadline_ms;
-    std::function<void(size_t)> done;
+    CountDone done;
   };
-  // REQUIRES: mu_. The error line if writes cannot be acknowledged now.
+  // The error line if no write can be acknowledged now (not the primary,
+  // lease past, ISR below the minimum).
   bool BlockedLocked(int64_t now, std::string* error_line)
+      EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The error line if a new write may not run now: blocked, or stopping.
+  bool RefusedLocked(int64_t now, std::string* error_line)
+      EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The verdict on a released write at `seq` (kPending: it waits).
+  Verdict DecideLocked(int64_t now, uint64_t seq, std::string* error_line)
       EXCLUSIVE_LOCKS_REQUIRED(mu_);
   uint64_t CommittedLocked() EXCLUSIVE_LOCKS_REQUIRED(mu_);
   size_t AckedCountLocked(uint64_t seq) EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Callbacks to run once mu_ is released.
   struct Fired {
     std::vector<Done> committed;
-    std::vector<Done> failed;
-    std::string error;
-    std::vector<std::pair<std::function<void(size_t)>, size_t>> counted;
+    std::vector<std::pair<Done, std::string>> failed;
+    std::vector<std::pair<CountDone, size_t>> counted;
+    std::string unblocked;  // the error of the WAITs in `ended`
+    std::vector<std::pair<CountDone, size_t>> ended;
     void Run();
   };
   // Moves the waiters that can complete now into *fired.
@@ -148,10 +189,13 @@ class CommitTracker {
   const int min_insync_;
   std::atomic<bool> needs_acks_{false};
   std::atomic<bool> may_refuse_{true};
+  std::atomic<bool> commits_at_once_{false};
   Mutex mu_;
   bool primary_ GUARDED_BY(mu_) = false;
   std::string not_primary_error_ GUARDED_BY(mu_);
   int64_t lease_deadline_ms_ GUARDED_BY(mu_) = INT64_MAX;
+  bool stopping_ GUARDED_BY(mu_) = false;    // Shutdown
+  bool acks_ended_ GUARDED_BY(mu_) = false;  // Shutdown(kAcksEnded)
   std::vector<std::string> required_ GUARDED_BY(mu_);
   size_t isr_size_ GUARDED_BY(mu_) = 1;
   uint64_t next_link_ GUARDED_BY(mu_) = 1;

@@ -2,6 +2,7 @@
 
 #include "repl_state.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cstdio>
 #include <fstream>
@@ -103,7 +104,11 @@ Status ReplState::Load(const std::string& dir, ReplState* state) {
     } else if (name == "epochs") {
       ok = ParseEpochs(value, &state->epochs);
     }  // unknown lines: from a later version; ignored
-    if (!ok) return Status::Corruption(path + ": bad line '" + line + "'");
+    if (!ok) {
+      std::string what = path;
+      what.append(": bad line '").append(line).append("'");
+      return Status::Corruption(what);
+    }
   }
   if (!have_max || !have_log || state->log_epoch > state->max_epoch) {
     return Status::Corruption(path + ": incomplete or inconsistent");
@@ -256,6 +261,24 @@ SyncDecision DecideSync(const EpochList& epochs, uint64_t primary_latest_seq,
   }
   return full("the replica's log epoch " + std::to_string(replica_log_epoch) +
               " is not among the primary's (" + FormatEpochs(epochs) + ")");
+}
+
+bool AdoptPrimaryState(const ReplState& mine, const std::string& history,
+                       uint64_t epoch, const EpochList& epochs,
+                       bool shard_epochs, ReplState* next, std::string* why) {
+  // Epochs compare within a history, and in etcd mode across histories.
+  const bool comparable = shard_epochs || history == mine.history;
+  if (comparable && epoch < mine.max_epoch) {
+    *why = "this replica has seen epoch " + std::to_string(mine.max_epoch) +
+           " (the primary was deposed)";
+    return false;
+  }
+  *next = mine;
+  next->history = history;
+  next->max_epoch = comparable ? std::max(mine.max_epoch, epoch) : epoch;
+  next->log_epoch = epoch;
+  next->epochs = epochs;
+  return true;
 }
 
 }  // namespace server

@@ -65,6 +65,19 @@ struct ReplState {
   Status Store(const std::string& dir) const;
 };
 
+// A replica's state once it takes the stream (or full copy) of a primary
+// that answered with `history`, `epoch` and `epochs`: true and *next, or
+// false and *why if it must refuse it (a deposed primary: its epoch is below
+// the highest this replica has seen). `shard_epochs` (etcd mode): epochs are
+// the shard's, numbered by etcd's record across histories (a copy of
+// another history included), so the highest seen never decreases and a
+// lower epoch is refused whatever its history. Without it (manual mode)
+// each history numbers its own epochs from 1: a primary of another history
+// is taken with its own epoch.
+bool AdoptPrimaryState(const ReplState& mine, const std::string& history,
+                       uint64_t epoch, const EpochList& epochs,
+                       bool shard_epochs, ReplState* next, std::string* why);
+
 // <prefix>/shards/<shard> in etcd.
 struct ShardRecord {
   uint64_t epoch = 0;

@@ -78,6 +78,47 @@ TEST(ReplStateTest, DecideSyncTruncatesWhatNoLaterPrimaryHad) {
   EXPECT_TRUE(DecideSync(epochs, 300, 9, 10).full_sync);
 }
 
+// A replica never lowers its highest epoch seen in etcd mode, where the
+// record numbers epochs across histories: a full copy of another history
+// (a fresh replica's empty one, say) from a primary of a lower epoch is a
+// deposed primary's, and is refused. Before the fix the other history's
+// epoch replaced the maximum (8 -> 7) and the stream was taken.
+TEST(ReplStateTest, AReplicaNeverLowersItsMaxEpochInEtcdMode) {
+  ReplState mine;
+  mine.history = "";  // a fresh replica: it saw epoch 8 in etcd's record
+  mine.max_epoch = 8;
+  const EpochList epochs = {{6, 100}, {7, 200}};
+  ReplState next;
+  std::string why;
+  EXPECT_FALSE(AdoptPrimaryState(mine, "h1", 7, epochs, /*shard_epochs=*/true,
+                                 &next, &why))
+      << "max_epoch " << next.max_epoch;
+  EXPECT_NE(std::string::npos, why.find("epoch 8")) << why;
+  mine.history = "h0";  // another history
+  EXPECT_FALSE(AdoptPrimaryState(mine, "h1", 7, epochs, true, &next, &why));
+  // The same history: refused as before.
+  mine.history = "h1";
+  EXPECT_FALSE(AdoptPrimaryState(mine, "h1", 7, epochs, true, &next, &why));
+  // A higher or equal epoch of another history: taken, the max never lower.
+  mine.history = "h0";
+  ASSERT_TRUE(AdoptPrimaryState(mine, "h1", 8, epochs, true, &next, &why));
+  EXPECT_EQ(8u, next.max_epoch);
+  EXPECT_EQ(8u, next.log_epoch);
+  EXPECT_EQ("h1", next.history);
+  ASSERT_TRUE(AdoptPrimaryState(mine, "h1", 9, epochs, true, &next, &why));
+  EXPECT_EQ(9u, next.max_epoch);
+  // Manual mode: each history numbers its own epochs (a new primary's
+  // first is 1), so another history's primary is taken with its epoch.
+  ASSERT_TRUE(AdoptPrimaryState(mine, "h1", 1, {{1, 0}},
+                                /*shard_epochs=*/false, &next, &why));
+  EXPECT_EQ(1u, next.max_epoch);
+  // ... but never a lower epoch of its own history.
+  mine.history = "h1";
+  EXPECT_FALSE(AdoptPrimaryState(mine, "h1", 7, epochs, false, &next, &why));
+  ASSERT_TRUE(AdoptPrimaryState(mine, "h1", 9, epochs, false, &next, &why));
+  EXPECT_EQ(9u, next.max_epoch);
+}
+
 TEST(ReplStreamTest, FramesSplitAnywhereAndBadInputIsAnError) {
   std::string wire;
   AppendFrame(&wire, {"FENCEDKV.LOG", "1", "42", std::string("a\0b\r\n", 5)});

@@ -14,6 +14,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "util/sync_point.h"
+
 namespace fencedkv {
 namespace server {
 
@@ -110,7 +112,10 @@ Status ReplSocket::Connect(const std::string& host_port, milliseconds timeout) {
     }
     const int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    fd_ = fd;
+    {
+      MutexLock lock(&close_mu_);
+      fd_.store(fd, std::memory_order_release);
+    }
     freeaddrinfo(res);
     return Status::OK();
   }
@@ -119,10 +124,11 @@ Status ReplSocket::Connect(const std::string& host_port, milliseconds timeout) {
 }
 
 Status ReplSocket::SendAll(std::string_view data, milliseconds timeout) {
-  if (fd_ < 0) return Status::IOError("not connected");
+  const int fd = this->fd();  // the owner's thread: only it changes it
+  if (fd < 0) return Status::IOError("not connected");
   size_t sent = 0;
   while (sent < data.size()) {
-    const ssize_t n = send(fd_, data.data() + sent, data.size() - sent,
+    const ssize_t n = send(fd, data.data() + sent, data.size() - sent,
                            MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n > 0) {
       sent += static_cast<size_t>(n);
@@ -130,7 +136,7 @@ Status ReplSocket::SendAll(std::string_view data, milliseconds timeout) {
     }
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      const int rc = WaitFor(fd_, POLLOUT, timeout.count());
+      const int rc = WaitFor(fd, POLLOUT, timeout.count());
       if (rc == 0) {
         return Status::IOError("send timed out: the peer took nothing for " +
                                std::to_string(timeout.count()) + " ms");
@@ -145,10 +151,11 @@ Status ReplSocket::SendAll(std::string_view data, milliseconds timeout) {
 
 Status ReplSocket::ReadSome(std::string* buf, milliseconds timeout, size_t max,
                             int wake_fd) {
-  if (fd_ < 0) return Status::IOError("not connected");
+  const int fd = this->fd();  // the owner's thread: only it changes it
+  if (fd < 0) return Status::IOError("not connected");
   int rc;
   if (wake_fd >= 0) {
-    pollfd p[2] = {{fd_, POLLIN, 0}, {wake_fd, POLLIN, 0}};
+    pollfd p[2] = {{fd, POLLIN, 0}, {wake_fd, POLLIN, 0}};
     do {
       rc = poll(p, 2, static_cast<int>(std::max<int64_t>(0, timeout.count())));
     } while (rc < 0 && errno == EINTR);
@@ -165,14 +172,14 @@ Status ReplSocket::ReadSome(std::string* buf, milliseconds timeout, size_t max,
       rc = -1;
     }
   } else {
-    rc = WaitFor(fd_, POLLIN, timeout.count());
+    rc = WaitFor(fd, POLLIN, timeout.count());
   }
   if (rc == 0) return Status::OK();
   if (rc < 0) return Status::IOError("recv: connection broken");
   char chunk[64 << 10];
   ssize_t n;
   do {
-    n = recv(fd_, chunk, std::min(max, sizeof(chunk)), MSG_DONTWAIT);
+    n = recv(fd, chunk, std::min(max, sizeof(chunk)), MSG_DONTWAIT);
   } while (n < 0 && errno == EINTR);
   if (n == 0) return Status::IOError("closed by peer");
   if (n < 0) {
@@ -184,14 +191,16 @@ Status ReplSocket::ReadSome(std::string* buf, milliseconds timeout, size_t max,
 }
 
 void ReplSocket::ShutdownBoth() {
-  if (fd_ >= 0) shutdown(fd_, SHUT_RDWR);
+  MutexLock lock(&close_mu_);
+  const int fd = fd_.load(std::memory_order_acquire);
+  TEST_SYNC_POINT("ReplSocket::ShutdownBoth");
+  if (fd >= 0) shutdown(fd, SHUT_RDWR);
 }
 
 void ReplSocket::Close() {
-  if (fd_ >= 0) {
-    close(fd_);
-    fd_ = -1;
-  }
+  MutexLock lock(&close_mu_);
+  const int fd = fd_.exchange(-1, std::memory_order_acq_rel);
+  if (fd >= 0) close(fd);
 }
 
 void AppendFrame(std::string* out,

@@ -19,6 +19,7 @@
 #ifndef FENCEDKV_SERVER_REPL_STREAM_H_
 #define FENCEDKV_SERVER_REPL_STREAM_H_
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <initializer_list>
@@ -29,6 +30,8 @@
 #include "fencedkv/status.h"
 
 #include "resp_parser.h"
+#include "util/mutexlock.h"
+#include "util/thread_annotations.h"
 
 namespace fencedkv {
 namespace server {
@@ -55,14 +58,20 @@ class ReplSocket {
   // when the peer closed ("closed by peer") or on an error.
   Status ReadSome(std::string* buf, std::chrono::milliseconds timeout,
                   size_t max = 1 << 20, int wake_fd = -1);
-  // Wakes any call blocked on the socket (it then fails).
-  void ShutdownBoth();
-  void Close();
-  int fd() const { return fd_; }
-  bool open() const { return fd_ >= 0; }
+  // Wakes any call blocked on the socket (it then fails). The one call
+  // another thread may make while the owner uses the socket: it and Close
+  // are serialized, so it never reaches a descriptor number the owner has
+  // closed (and the process may have reused for another file).
+  void ShutdownBoth() LOCKS_EXCLUDED(close_mu_);
+  void Close() LOCKS_EXCLUDED(close_mu_);
+  int fd() const { return fd_.load(std::memory_order_acquire); }
+  bool open() const { return fd() >= 0; }
 
  private:
-  int fd_ = -1;
+  // Changed only by the owner's thread (Connect, Close), under close_mu_;
+  // read by the owner without it, by ShutdownBoth with it.
+  std::atomic<int> fd_{-1};
+  Mutex close_mu_;
 };
 
 // Splits "host:port"; false if it is not that (port 1..65535).

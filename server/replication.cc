@@ -165,6 +165,10 @@ void Replication::Stop() {
     stopped_ = true;
     cv_.notify_all();
   }
+  // Writes are refused from now on; those already released are still
+  // decided by the commit rule while the links run (a replica may still
+  // acknowledge them), then fail if they still wait (kAcksEnded).
+  tracker_.Shutdown(CommitTracker::ShutdownStep::kRefuseWrites);
   if (etcd_thread_.joinable()) etcd_thread_.join();  // revokes its lease
   {
     MutexLock role(&role_mu_);
@@ -172,7 +176,7 @@ void Replication::Stop() {
   }
   StopLinks();
   if (ticker_.joinable()) ticker_.join();
-  tracker_.SetPrimary(false, "SHUTDOWN the server is shutting down");
+  tracker_.Shutdown(CommitTracker::ShutdownStep::kAcksEnded);
   tracker_.FinishWaits();
 }
 
@@ -309,6 +313,8 @@ void Replication::AcceptReplica(int fd, std::vector<std::string> args) {
   auto link = std::make_unique<Link>();
   link->socket = std::make_shared<ReplSocket>(fd);
   Link* l = link.get();
+  // Kept here: a refused link is answered after the lock.
+  const std::shared_ptr<ReplSocket> socket = link->socket;
   std::list<std::unique_ptr<Link>> finished;
   std::string refusal;
   {
@@ -335,7 +341,7 @@ void Replication::AcceptReplica(int fd, std::vector<std::string> args) {
       links_.push_back(std::move(link));
     }
   }
-  if (!refusal.empty()) link->socket->SendAll(refusal, milliseconds(100));
+  if (!refusal.empty()) socket->SendAll(refusal, milliseconds(100));
   for (auto& f : finished) {
     if (f->thread.joinable()) f->thread.join();
   }
@@ -689,7 +695,7 @@ void Replication::Backoff(uint64_t generation, int64_t ms) {
   }
 }
 
-void Replication::ReplicaLoop(std::string primary, uint64_t generation) {
+void Replication::ReplicaLoop(const std::string& primary, uint64_t generation) {
   while (!ReplicaStopping(generation)) {
     Status s = ReplicaSession(primary, generation);
     if (ReplicaStopping(generation)) break;
@@ -780,18 +786,14 @@ Status Replication::ReplicaSession(const std::string& primary,
                                 line.substr(0, 120) + "'");
   }
   const std::string& history = w[2];
-  if (history == st.history && epoch < st.max_epoch) {
-    return Status::InvalidArgument(
-        "refusing the stream of epoch " + std::to_string(epoch) + " from " +
-        primary + ": this replica has seen epoch " +
-        std::to_string(st.max_epoch) + " (the primary was deposed)");
+  ReplState next;
+  std::string why;
+  if (!AdoptPrimaryState(st, history, epoch, epochs, etcd_mode(), &next,
+                         &why)) {
+    return Status::InvalidArgument("refusing the stream of epoch " +
+                                   std::to_string(epoch) + " from " + primary +
+                                   ": " + why);
   }
-  ReplState next = st;
-  next.history = history;
-  next.max_epoch =
-      history == st.history ? std::max(st.max_epoch, epoch) : epoch;
-  next.log_epoch = epoch;
-  next.epochs = epochs;
   FrameReader in(options_.max_frame_bytes);
   in.buffer()->append(buf);
   if (full) {
@@ -910,25 +912,37 @@ Status Replication::ReceiveFullSync(ReplSocket* socket, FrameReader* in,
       const std::string name(words[1]);
       if (name.empty() || name == "." || name == ".." ||
           name.find('/') != std::string::npos) {
-        return Status::Corruption("a full sync file named '" + name + "'");
+        std::string what = "a full sync file named '";
+        what.append(name).append("'");
+        return Status::Corruption(what);
       }
       if (name != current) {
         if (out.is_open()) out.close();
         if (std::find(names.begin(), names.end(), name) != names.end()) {
-          return Status::Corruption("file " + name + " sent twice");
+          std::string what = "file ";
+          what.append(name).append(" sent twice");
+          return Status::Corruption(what);
         }
-        out.open(tmp + "/" + name, std::ios::binary | std::ios::trunc);
+        out.open((fs::path(tmp) / name).string(),
+                 std::ios::binary | std::ios::trunc);
         current = name;
         names.push_back(name);
       }
       out.write(words[2].data(), static_cast<std::streamsize>(words[2].size()));
       bytes += words[2].size();
-      if (!out) return Status::IOError("cannot write " + tmp + "/" + name);
+      if (!out) {
+        std::string what = "cannot write ";
+        what.append(tmp).append("/").append(name);
+        return Status::IOError(what);
+      }
     } else if (words[0] == "FENCEDKV.FILESDONE" && words.size() == 2) {
       if (words[1] != std::to_string(names.size())) {
-        return Status::Corruption("full sync: " + std::to_string(names.size()) +
-                                  " files received, " + std::string(words[1]) +
-                                  " sent");
+        std::string what = "full sync: ";
+        what.append(std::to_string(names.size()))
+            .append(" files received, ")
+            .append(words[1])
+            .append(" sent");
+        return Status::Corruption(what);
       }
       break;
     } else {
@@ -938,7 +952,7 @@ Status Replication::ReceiveFullSync(ReplSocket* socket, FrameReader* in,
   }
   if (out.is_open()) out.close();
   for (const auto& name : names) {
-    Status s = SyncPath(tmp + "/" + name, /*directory=*/false);
+    Status s = SyncPath((fs::path(tmp) / name).string(), /*directory=*/false);
     if (!s.ok()) return s;
   }
   Status s = adopted.Store(tmp);  // also syncs the directory
@@ -958,7 +972,7 @@ Status Replication::ReceiveFullSync(ReplSocket* socket, FrameReader* in,
 // ---------------------------------------------------------------- clients
 
 void Replication::WaitReplicas(size_t n, int64_t timeout_ms,
-                               std::function<void(size_t)> done) {
+                               CommitTracker::CountDone done) {
   const uint64_t seq = db_->GetLatestSequenceNumber();
   bool stopped;
   {
@@ -1046,7 +1060,7 @@ void Replication::AppendInfo(std::string* out) {
 }
 
 std::string Replication::ReadOnlyLine() {
-  const std::string line = tracker_.not_primary_error();
+  std::string line = tracker_.not_primary_error();
   if (line.rfind("READONLY", 0) == 0) return line;
   return "READONLY You can't write against a read only replica.";
 }

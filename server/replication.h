@@ -127,11 +127,13 @@ class Replication {
   // handshake's error and is closed). Takes ownership of fd.
   void AcceptReplica(int fd, std::vector<std::string> args) LOCKS_EXCLUDED(mu_);
 
-  // WAIT numreplicas timeout_ms (0: forever): done(count) with the number
-  // of replicas that acknowledged everything written before the call, once
-  // `n` did or at the timeout. done runs on another thread.
+  // WAIT numreplicas timeout_ms (0: forever): done(count, nullptr) with the
+  // number of replicas that acknowledged everything written before the
+  // call, once `n` did or at the timeout; done(count, &error) at once if
+  // this server stops being the primary (-UNBLOCKED, as Redis). done runs
+  // on another thread.
   void WaitReplicas(size_t n, int64_t timeout_ms,
-                    std::function<void(size_t)> done);
+                    CommitTracker::CountDone done);
 
   // INFO replication's lines; ROLE's reply.
   void AppendInfo(std::string* out) LOCKS_EXCLUDED(mu_);
@@ -197,7 +199,7 @@ class Replication {
   void SeeEpoch(uint64_t epoch) LOCKS_EXCLUDED(mu_);
 
   // ---- Replica side (on replica_thread_) ----
-  void ReplicaLoop(std::string primary, uint64_t generation);
+  void ReplicaLoop(const std::string& primary, uint64_t generation);
   // One connection to the primary; returns why it ended.
   Status ReplicaSession(const std::string& primary, uint64_t generation);
   Status ReceiveFullSync(ReplSocket* socket, FrameReader* in,

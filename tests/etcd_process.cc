@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/time.h>
@@ -94,8 +95,14 @@ bool EtcdProcess::Start(const std::string& dir) {
                                    "--initial-cluster=n1=" + peer,
                                    "--log-outputs=stderr"};
   const std::string log = dir + "/etcd.log";
+  const pid_t parent = getpid();
   pid_ = fork();
   if (pid_ == 0) {
+    // Killed if the test process dies without its destructors (a crash,
+    // std::terminate, a timeout's SIGKILL). The signal follows the thread
+    // that forked: tests start servers from their main thread.
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(126);  // the parent is already gone
     const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
     if (fd >= 0) {
       dup2(fd, STDOUT_FILENO);
@@ -103,6 +110,7 @@ bool EtcdProcess::Start(const std::string& dir) {
       close(fd);
     }
     std::vector<char*> argv;
+    argv.reserve(args.size() + 1);
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
     execvp("etcd", argv.data());

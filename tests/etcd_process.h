@@ -35,6 +35,7 @@ class EtcdProcess {
   void Pause();  // SIGSTOP: etcd stops answering, connections stay open
   void Resume();
   bool running() const { return pid_ > 0; }
+  pid_t pid() const { return pid_; }
   // "http://127.0.0.1:PORT"
   std::string endpoint() const;
   int client_port() const { return client_port_; }

@@ -220,7 +220,8 @@ TEST_F(ReplicationE2ETest, LargeConcurrentWritesReachTheReplica) {
   ASSERT_TRUE(WaitUntil(
       [&] { return CaughtUp(primary.port(), replica.port()); }, 15000));
   const std::string value(900 << 10, 'x');
-  std::vector<std::thread> writers;
+  std::vector<test::ScopedThread> writers;
+  writers.reserve(16);
   std::atomic<int> acked{0};
   for (int w = 0; w < 16; ++w) {
     writers.emplace_back([&, w] {
@@ -236,7 +237,7 @@ TEST_F(ReplicationE2ETest, LargeConcurrentWritesReachTheReplica) {
       }
     });
   }
-  for (auto& t : writers) t.join();
+  for (auto& t : writers) t.Join();
   EXPECT_EQ(48, acked.load());
   ASSERT_TRUE(WaitUntil(
       [&] { return CaughtUp(primary.port(), replica.port()); }, 20000))
@@ -416,15 +417,21 @@ TEST_F(ReplicationE2ETest, TheHandshakeRefusesAnotherFenceConfigurationOrPeer) {
     ASSERT_EQ(0, listen(lfd, 4));
     getsockname(lfd, reinterpret_cast<sockaddr*>(&a), &len);
     std::atomic<bool> done{false};
-    std::thread http([&] {
-      while (!done) {
-        const int c = accept(lfd, nullptr, nullptr);
-        if (c < 0) break;
-        const char reply[] = "HTTP/1.1 400 Bad Request\r\n\r\n";
-        send(c, reply, sizeof(reply) - 1, MSG_NOSIGNAL);
-        close(c);
-      }
-    });
+    // Stopped and joined on every way out (an ASSERT's return included).
+    test::ScopedThread http(
+        [&] {
+          while (!done) {
+            const int c = accept(lfd, nullptr, nullptr);
+            if (c < 0) break;
+            const char reply[] = "HTTP/1.1 400 Bad Request\r\n\r\n";
+            send(c, reply, sizeof(reply) - 1, MSG_NOSIGNAL);
+            close(c);
+          }
+        },
+        [&] {
+          done = true;
+          shutdown(lfd, SHUT_RDWR);
+        });
     Server other;
     ASSERT_TRUE(StartReplica(&other, "h", ntohs(a.sin_port)));
     EXPECT_TRUE(WaitUntil(
@@ -434,10 +441,8 @@ TEST_F(ReplicationE2ETest, TheHandshakeRefusesAnotherFenceConfigurationOrPeer) {
         },
         10000))
         << Info(other.port())["master_last_error"];
-    done = true;
-    shutdown(lfd, SHUT_RDWR);
+    http.Join();
     close(lfd);
-    http.join();
   }
 }
 

@@ -22,9 +22,11 @@
 #include <sstream>
 #include <thread>
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "etcd_process.h"
@@ -69,6 +71,7 @@ class EtcdReplicationTest : public testing::Test {
   void SetUp() override {
     std::ofstream(dir_.Sub("acl")) << "user default on nopass ~* &* +@all\n";
     ASSERT_TRUE(etcd_.Start(dir_.Sub("etcd"))) << "etcd did not start";
+    NotePid(etcd_.pid());
     for (int i = 0; i < kServers; ++i) ports_[i] = test::FreePort();
     for (int i = 0; i < kServers; ++i) {
       ASSERT_TRUE(StartServer(i));
@@ -92,7 +95,17 @@ class EtcdReplicationTest : public testing::Test {
                                       "--repl_timeout_ms=3000",
                                       "--port=" + std::to_string(ports_[i])};
     flags.insert(flags.end(), extra.begin(), extra.end());
-    return servers_[i].Start(dir, flags);
+    const bool started = servers_[i].Start(dir, flags);
+    NotePid(servers_[i].pid());
+    return started;
+  }
+
+  // With FENCEDKV_TEST_PID_FILE set, every child's PID is appended to it
+  // (AFailedAssertInTheKillLoopLeavesNoProcess checks they all ended).
+  static void NotePid(pid_t pid) {
+    const char* file = std::getenv("FENCEDKV_TEST_PID_FILE");
+    if (file != nullptr && pid > 0)
+      std::ofstream(file, std::ios::app) << pid << "\n";
   }
 
   // The index of the server every live server names as the primary, once
@@ -263,11 +276,15 @@ class EtcdReplicationTest : public testing::Test {
 TEST_F(EtcdReplicationTest, KillNineThePrimaryLosesNoAcknowledgedWrite) {
   const char* env = std::getenv("FENCEDKV_KILL_CYCLES");
   const int cycles = env != nullptr ? std::atoi(env) : 8;
-  std::thread writer([&] { Writer(); });
+  // Joined on every way out (an ASSERT's return included).
+  test::ScopedThread writer([&] { Writer(); }, [&] { stop_writer_ = true; });
   std::mt19937 rng(42);
   int violations = 0;
   std::vector<double> failover_ms;
   for (int cycle = 0; cycle < cycles; ++cycle) {
+    // AFailedAssertInTheKillLoopLeavesNoProcess: an ASSERT fails mid-loop.
+    ASSERT_EQ(nullptr, std::getenv("FENCEDKV_TEST_FAIL_IN_KILL_LOOP"))
+        << "an injected failure in cycle " << cycle;
     const int victim = PrimaryIndex(15000);
     ASSERT_GE(victim, 0) << "no primary in cycle " << cycle;
     std::this_thread::sleep_for(milliseconds(100 + rng() % 400));
@@ -303,8 +320,7 @@ TEST_F(EtcdReplicationTest, KillNineThePrimaryLosesNoAcknowledgedWrite) {
     ASSERT_TRUE(WaitUntil([&] { return IsrSize() == kServers; }, 20000));
     pause_writer_ = false;
   }
-  stop_writer_ = true;
-  writer.join();
+  writer.Join();
   std::sort(failover_ms.begin(), failover_ms.end());
   std::printf(
       "kill -9 cycles: %d, acknowledged writes verified: %llu, "
@@ -374,7 +390,7 @@ TEST_F(EtcdReplicationTest, AReplicaJoinsTheIsrOnlyWithEveryAcknowledgedWrite) {
 }
 
 TEST_F(EtcdReplicationTest, APausedPrimaryGetsNothingAcknowledgedAndRejoins) {
-  std::thread writer([&] { Writer(); });
+  test::ScopedThread writer([&] { Writer(); }, [&] { stop_writer_ = true; });
   std::this_thread::sleep_for(milliseconds(500));
   const int old = PrimaryIndex(5000);
   ASSERT_GE(old, 0);
@@ -421,8 +437,7 @@ TEST_F(EtcdReplicationTest, APausedPrimaryGetsNothingAcknowledgedAndRejoins) {
     EXPECT_NE("$from-the-old-primary", c.Call({"GET", "paused"})) << i;
     EXPECT_EQ(Digest(next), Digest(i)) << i;
   }
-  stop_writer_ = true;
-  writer.join();
+  writer.Join();
 }
 
 TEST_F(EtcdReplicationTest,
@@ -506,6 +521,80 @@ TEST_F(EtcdReplicationTest,
         return w.Call({"SET", "e", "3", "FENCE", "3"}) == "+OK";
       },
       20000));
+}
+
+// True if `pid` runs (a zombie does not: it has ended).
+bool Running(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(in)),
+                   std::istreambuf_iterator<char>());
+  const size_t close = stat.rfind(')');
+  return close != std::string::npos && close + 2 < stat.size() &&
+         stat[close + 2] != 'Z';
+}
+
+// The kill -9 loop with an ASSERT that fails in its first cycle, in a child
+// process: it must end as a failed test (exit 1), having stopped etcd and
+// every server it started, by PID. Before the fix its writer thread was
+// still joinable when the ASSERT returned, so std::thread's destructor
+// called std::terminate (SIGABRT): no destructor ran, and etcd and the
+// three servers lived on.
+TEST(EtcdReplicationCleanupTest, AFailedAssertInTheKillLoopLeavesNoProcess) {
+  test::TempDir dir;
+  const std::string pids = dir.Sub("pids");
+  const std::string log = dir.Sub("inner.log");
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    setenv("FENCEDKV_TEST_PID_FILE", pids.c_str(), 1);
+    setenv("FENCEDKV_TEST_FAIL_IN_KILL_LOOP", "1", 1);
+    setenv("FENCEDKV_KILL_CYCLES", "1", 1);
+    const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd >= 0) {
+      dup2(fd, STDOUT_FILENO);
+      dup2(fd, STDERR_FILENO);
+      close(fd);
+    }
+    execl("/proc/self/exe", "replication_etcd_test",
+          "--gtest_filter=EtcdReplicationTest."
+          "KillNineThePrimaryLosesNoAcknowledgedWrite",
+          static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  int status = 0;
+  bool exited = false;
+  for (int waited = 0; waited < 150000 && !exited; waited += 50) {
+    exited = waitpid(child, &status, WNOHANG) == child;
+    if (!exited) std::this_thread::sleep_for(milliseconds(50));
+  }
+  if (!exited) {
+    kill(child, SIGKILL);
+    waitpid(child, &status, 0);
+  }
+  std::ifstream inner_log(log);
+  const std::string output((std::istreambuf_iterator<char>(inner_log)),
+                           std::istreambuf_iterator<char>());
+  EXPECT_TRUE(exited) << "the inner test did not end within 150 s";
+  EXPECT_TRUE(WIFEXITED(status))
+      << "the inner test was ended by signal "
+      << (WIFSIGNALED(status) ? WTERMSIG(status) : 0)
+      << " (6: SIGABRT, std::terminate)\n"
+      << output.substr(output.size() > 3000 ? output.size() - 3000 : 0);
+  if (WIFEXITED(status)) {
+    EXPECT_EQ(1, WEXITSTATUS(status)) << "not a failed test";
+  }
+  EXPECT_NE(std::string::npos, output.find("an injected failure in cycle 0"))
+      << output.substr(output.size() > 3000 ? output.size() - 3000 : 0);
+  // Every process it started has ended; any left is killed here, by PID.
+  std::ifstream in(pids);
+  std::vector<pid_t> started;
+  for (pid_t pid; in >> pid;) started.push_back(pid);
+  EXPECT_EQ(4u, started.size()) << "etcd and three servers";
+  for (pid_t pid : started) {
+    const bool ended = WaitUntil([&] { return !Running(pid); }, 5000);
+    EXPECT_TRUE(ended) << "process " << pid << " outlived its test";
+    if (!ended) kill(pid, SIGKILL);
+  }
 }
 
 TEST(EtcdReplicationStartTest, EtcdDownAtStartIsAClearError) {

@@ -14,6 +14,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -38,8 +39,14 @@ bool ServerProcess::Start(const std::string& dir,
   flags.push_back("--logtostderr=false");
   flags.push_back("--log_dir=" + dir);
   flags.push_back("--logbuflevel=-1");  // Log() sees every line at once
+  const pid_t parent = getpid();
   pid_ = fork();
   if (pid_ == 0) {
+    // Killed if the test process dies without its destructors (a crash,
+    // std::terminate, a timeout's SIGKILL). The signal follows the thread
+    // that forked: tests start servers from their main thread.
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(126);  // the parent is already gone
     if (nofile > 0) {
       const rlimit limit{static_cast<rlim_t>(nofile),
                          static_cast<rlim_t>(nofile)};

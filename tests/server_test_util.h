@@ -12,6 +12,8 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include <sys/types.h>
@@ -55,6 +57,33 @@ class ServerProcess {
   std::string dir_;
   pid_t pid_ = -1;
   int port_ = 0;
+};
+
+// A thread that is joined on every way out of its scope -- an ASSERT that
+// returns early included -- after `stop` (if given) told it to end. A
+// std::thread destroyed while joinable calls std::terminate: the test
+// process dies at once, and no destructor stops the servers and etcd it
+// started.
+class ScopedThread {
+ public:
+  explicit ScopedThread(std::function<void()> body,
+                        std::function<void()> stop = nullptr)
+      : stop_(std::move(stop)), thread_(std::move(body)) {}
+  ~ScopedThread() { Join(); }
+  ScopedThread(const ScopedThread&) = delete;
+  ScopedThread& operator=(const ScopedThread&) = delete;
+  ScopedThread(ScopedThread&& other) noexcept
+      : stop_(std::exchange(other.stop_, nullptr)),
+        thread_(std::move(other.thread_)) {}
+  // Tells it to stop (stop) and waits for it; idempotent.
+  void Join() {
+    if (stop_) stop_();
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  std::function<void()> stop_;
+  std::thread thread_;
 };
 
 class RespTestClient {

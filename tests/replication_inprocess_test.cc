@@ -1,0 +1,203 @@
+// Copyright (c) fencedkv authors.
+//
+// A primary (manual mode) in this process, on a real DB, talked to over
+// real sockets: the commit rule's races that need a hook inside the process.
+// The test sets the in-sync set on the commit tracker itself (as the
+// coordinator does) with a replica that never acknowledges, and moves it at
+// the moment it wants (a sync point where a write's sequence is released).
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "fencedkv/db.h"
+
+#include "lease_slot.h"
+#include "replication.h"
+#include "server.h"
+#include "server_test_util.h"
+#include "util/sync_point.h"
+#include "util/testutil.h"
+
+namespace fencedkv {
+namespace {
+
+using test::RespTestClient;
+using Clock = std::chrono::steady_clock;
+
+// A replica that is in the in-sync set but never acknowledges anything.
+constexpr char kSilentReplica[] = "127.0.0.1:1";
+
+// A DB, its lease slot, a Replication (manual mode, primary) and a server
+// on a free port, in this process; stopped in main.cc's order.
+class InProcessPrimary {
+ public:
+  Status Start(const std::string& dir, int min_insync_replicas) {
+    Options o;
+    o.create_if_missing = true;
+    Status s = DB::Open(o, dir + "/db", &db_);
+    if (!s.ok()) return s;
+    leases_ = std::make_unique<server::LeaseSlot>(db_.get(), LeaseOptions());
+    server_ = std::make_unique<server::Server>(server::ServerOptions());
+    s = server_->Listen();
+    if (!s.ok()) return s;
+    server::ReplicationOptions ro;
+    ro.db_path = dir + "/db";
+    ro.self_addr = "127.0.0.1:" + std::to_string(server_->port());
+    ro.min_insync_replicas = min_insync_replicas;
+    repl_ = std::make_unique<server::Replication>(ro, db_.get(), leases_.get());
+    s = repl_->Start("");
+    if (s.ok()) s = server_->Start(db_.get(), leases_.get(), repl_.get());
+    return s;
+  }
+  void Stop() {
+    if (repl_ != nullptr) repl_->Stop();
+    if (server_ != nullptr) server_->Stop(std::chrono::milliseconds(5000));
+    server_.reset();
+    repl_.reset();
+    leases_.reset();
+    db_.reset();
+  }
+  ~InProcessPrimary() { Stop(); }
+  server::Replication* repl() { return repl_.get(); }
+  server::CommitTracker& tracker() { return repl_->tracker(); }
+  DB* db() { return db_.get(); }
+  server::Server* server() { return server_.get(); }
+  int port() const { return server_->port(); }
+
+ private:
+  std::unique_ptr<DB> db_;
+  std::unique_ptr<server::LeaseSlot> leases_;
+  std::unique_ptr<server::Server> server_;
+  std::unique_ptr<server::Replication> repl_;
+};
+
+class ReplicationInProcessTest : public testing::Test {
+ protected:
+  void TearDown() override {
+    SyncPoint::Get()->DisableProcessing();
+    SyncPoint::Get()->ClearAllCallbacks();
+  }
+  // The fields of `cmdstat_<cmd>` (calls=..,failed_calls=..) on `port`.
+  static std::string CmdStat(int port, const std::string& cmd) {
+    return test::InfoFields(port, "commandstats")["cmdstat_" + cmd];
+  }
+  test::TempDir dir_;
+};
+
+// The ISR falls below --min_insync_replicas in the instant between a write's
+// sequence being released (it is in the primary's WAL) and its reply: it
+// must not be acknowledged. It gets -NOREPLICAS (the write was applied here
+// and may survive), and the next write is refused before it runs. Before
+// the fix the reply path saw that no replica was required any more and
+// answered +OK with an ISR of 1 below the minimum of 2.
+TEST_F(ReplicationInProcessTest, NoAckOnceTheIsrFellBelowTheMinimum) {
+  InProcessPrimary p;
+  ASSERT_FENCEDKV_OK(p.Start(dir_.path(), /*min_insync_replicas=*/2));
+  for (const bool grouped : {true, false}) {
+    SCOPED_TRACE(grouped ? "grouped SET" : "executed SET (with GET)");
+    // Two members: writes are admitted (and would wait for the replica).
+    p.tracker().SetIsr({kSilentReplica}, 2);
+    std::atomic<int> fired{0};
+    SyncPoint::Get()->SetCallback("Connection::WriteReleased", [&](void*) {
+      // The replica leaves the ISR now: one member, below the minimum.
+      if (fired.fetch_add(1) == 0) p.tracker().SetIsr({}, 1);
+    });
+    SyncPoint::Get()->EnableProcessing();
+    RespTestClient c(p.port(), 5000);
+    const std::string key = grouped ? "g" : "e";
+    // SET ... GET is not a plain SET: it takes Execute, not the group.
+    const std::vector<std::string> set =
+        grouped
+            ? std::vector<std::string>{"SET", key, "v", "FENCE", "1"}
+            : std::vector<std::string>{"SET", key, "v", "GET", "FENCE", "1"};
+    const std::string reply = c.Call(set);
+    SyncPoint::Get()->DisableProcessing();
+    SyncPoint::Get()->ClearAllCallbacks();
+    EXPECT_EQ(1, fired.load());
+    EXPECT_EQ(0u, reply.rfind("-NOREPLICAS", 0))
+        << "acknowledged with an ISR below min_insync_replicas: " << reply;
+    // It was applied here: the error says it may survive.
+    EXPECT_NE(std::string::npos, reply.find("applied")) << reply;
+    EXPECT_EQ("$v", c.Call({"GET", key}));
+    // Below the minimum, the next write is refused before it runs.
+    EXPECT_EQ(
+        0u,
+        c.Call({"SET", key + "2", "v", "FENCE", "1"}).rfind("-NOREPLICAS", 0));
+    EXPECT_EQ("$nil", c.Call({"GET", key + "2"}));
+  }
+}
+
+// INFO commandstats counts a write whose reply waited for the replicas by
+// that reply once decided: here -NOREPLICAS (the ISR fell below the
+// minimum while it waited), a failed call. Before the fix it was counted
+// as a success when it was held, before any replica acknowledged it.
+TEST_F(ReplicationInProcessTest, CommandStatsCountAHeldWriteByItsFinalReply) {
+  InProcessPrimary p;
+  ASSERT_FENCEDKV_OK(p.Start(dir_.path(), /*min_insync_replicas=*/2));
+  int calls = 0;
+  for (const bool grouped : {true, false}) {
+    SCOPED_TRACE(grouped ? "grouped SET" : "executed SET (with GET)");
+    // The write waits for a replica that never acknowledges.
+    p.tracker().SetIsr({kSilentReplica}, 2);
+    RespTestClient c(p.port(), 5000);
+    const std::string key = grouped ? "g" : "e";
+    c.Send(grouped ? std::vector<std::string>{"SET", key, "v", "FENCE", "1"}
+                   : std::vector<std::string>{"SET", key, "v", "GET", "FENCE",
+                                              "1"});
+    ASSERT_TRUE(test::WaitUntil(
+        [&] {
+          std::string v;
+          return p.db()->Get(ReadOptions(), key, &v).ok();
+        },
+        5000))
+        << "the write was not applied";
+    // The replica leaves the ISR: below the minimum, the held write fails.
+    p.tracker().SetIsr({}, 1);
+    const std::string reply = c.Read();
+    EXPECT_EQ(0u, reply.rfind("-NOREPLICAS", 0)) << reply;
+    ++calls;
+    const std::string stat = CmdStat(p.port(), "set");
+    EXPECT_NE(std::string::npos,
+              stat.find("calls=" + std::to_string(calls) + ","))
+        << stat;
+    EXPECT_NE(std::string::npos,
+              stat.find("failed_calls=" + std::to_string(calls)))
+        << "a held write answered -NOREPLICAS counted as a success: " << stat;
+  }
+}
+
+// WAIT on a primary that stops being one ends at once, as Redis's does
+// when a master becomes a replica: -UNBLOCKED, then the connection closes.
+// Before the fix it waited for its whole timeout (30 s here).
+TEST_F(ReplicationInProcessTest, WaitEndsWhenThePrimaryStepsDown) {
+  InProcessPrimary p;
+  ASSERT_FENCEDKV_OK(p.Start(dir_.path(), /*min_insync_replicas=*/1));
+  RespTestClient c(p.port(), 10000);
+  ASSERT_EQ("+OK", c.Call({"SET", "k", "v", "FENCE", "1"}));
+  c.Send({"WAIT", "1", "30000"});  // no replica: it waits
+  ASSERT_TRUE(test::WaitUntil(
+      [&] { return p.server()->stats().executing() == 1; }, 5000))
+      << "WAIT is not waiting";
+  const auto t0 = Clock::now();
+  std::string line;
+  // Not a fencedkv server on port 1: the new role is what counts here.
+  ASSERT_FENCEDKV_OK(p.repl()->ReplicaOf("127.0.0.1:1", &line));
+  const std::string reply = c.Read();
+  const auto ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0)
+          .count();
+  EXPECT_EQ(
+      "-UNBLOCKED force unblock from blocking operation, instance state "
+      "changed (master -> replica?)",
+      reply);
+  EXPECT_LT(ms, 5000) << "WAIT answered " << ms << " ms after the step-down";
+  EXPECT_EQ("EOF", c.Read());  // closed after the reply, as Redis
+}
+
+}  // namespace
+}  // namespace fencedkv
