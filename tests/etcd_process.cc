@@ -2,7 +2,9 @@
 
 #include "etcd_process.h"
 
+#include <atomic>
 #include <chrono>
+#include <random>
 #include <thread>
 #include <vector>
 
@@ -20,21 +22,38 @@
 namespace fencedkv {
 namespace test {
 
+namespace {
+constexpr int kLowPort = 15000;
+constexpr int kHighPort = 32000;
+}  // namespace
+
 int FreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return 0;
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  socklen_t len = sizeof(addr);
-  int port = 0;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
-    port = ntohs(addr.sin_port);
+  // Below the kernel's ephemeral range (32768 and up here): bind(port 0)
+  // hands out a port from that range, which any outgoing connection (a
+  // client, a replica, etcd's own) may take as its local port before the
+  // server this port is for binds it ("Address already in use", seen once
+  // in the etcd kill loop). Ports below the range are never taken that
+  // way; a random start keeps two tests running at once apart, and a bind
+  // checks the port is free now.
+  static std::atomic<uint32_t> next{
+      static_cast<uint32_t>(std::random_device()() % (kHighPort - kLowPort))};
+  for (int attempt = 0; attempt < 1000; ++attempt) {
+    const int port =
+        kLowPort +
+        static_cast<int>(next.fetch_add(1 + std::random_device()() % 64) %
+                         (kHighPort - kLowPort));
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0) return 0;
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    const bool free =
+        bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+    close(fd);
+    if (free) return port;
   }
-  close(fd);
-  return port;
+  return 0;
 }
 
 namespace {

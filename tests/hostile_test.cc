@@ -21,6 +21,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "etcd_process.h"
 #include "server_test_util.h"
 #include "util/testutil.h"
 
@@ -397,7 +398,9 @@ TEST_F(HostileTest, ClientKillWhileClientsPipeline) {
     for (size_t i = 0; i < keys.size(); i += 97) {
       ASSERT_EQ("$v", check.Call({"GET", keys[i]})) << keys[i];
     }
-    if (!keys.empty()) ASSERT_EQ("$v", check.Call({"GET", keys.back()}));
+    if (!keys.empty()) {
+      ASSERT_EQ("$v", check.Call({"GET", keys.back()}));
+    }
     total += keys.size();
   }
   const std::string dbsize = check.Call({"DBSIZE"});
@@ -722,21 +725,6 @@ TEST_F(HostileTest, LowOpenFilesLimit) {
   EXPECT_EQ(0, server_.Stop());
 }
 
-int FreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  int port = -1;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
-    port = ntohs(addr.sin_port);
-  }
-  close(fd);
-  return port;
-}
-
 std::string Base64(const std::string& in) {
   static const char kTable[] =
       "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
@@ -758,7 +746,7 @@ std::string Base64(const std::string& in) {
 // authentication, and one idle TCP connection blocked every scrape for 30 s.
 TEST_F(HostileTest, MetricsPortIsBounded) {
   // A free port (released just before the server takes it).
-  const int port = FreePort();
+  const int port = test::FreePort();
   ASSERT_GT(port, 0);
   ASSERT_TRUE(
       StartServer({"--requirepass=pw", "--metrics_port=" + std::to_string(port),

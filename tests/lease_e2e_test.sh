@@ -16,7 +16,21 @@ wait_file() {  # wait_file PATH [seconds]
   echo "timed out waiting for $1" >&2
   return 1
 }
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'; }
+# A free port below the kernel's ephemeral range (32768 and up), which
+# outgoing connections never take as their local port before etcd binds it.
+free_port() {
+  python3 -c '
+import random, socket
+for _ in range(1000):
+    p = random.randrange(15000, 32000)
+    s = socket.socket()
+    try:
+        s.bind(("127.0.0.1", p)); print(p); break
+    except OSError:
+        pass
+    finally:
+        s.close()'
+}
 # start_etcd: a one-member etcd on loopback; sets EP (host:port) and ETCD (pid).
 start_etcd() {
   command -v etcd >/dev/null && command -v etcdctl >/dev/null ||

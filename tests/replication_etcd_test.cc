@@ -76,7 +76,9 @@ class EtcdReplicationTest : public testing::Test {
     for (int i = 0; i < kServers; ++i) {
       ASSERT_TRUE(StartServer(i));
       // The first one creates the shard: it leads.
-      if (i == 0) ASSERT_EQ(0, PrimaryIndex(10000));
+      if (i == 0) {
+        ASSERT_EQ(0, PrimaryIndex(10000));
+      }
     }
     ASSERT_TRUE(WaitUntil([&] { return IsrSize() == kServers; }, 20000));
   }
