@@ -38,6 +38,22 @@ std::string RandomKey(std::mt19937* rng) {
   return k;
 }
 
+// Every entry of `db`, read forwards in total order, is the model's.
+void ExpectForwardScanMatches(rocksdb::DB* db,
+                              const std::map<std::string, std::string>& model) {
+  rocksdb::ReadOptions ro;
+  ro.total_order_seek = true;
+  std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(ro));
+  auto m = model.begin();
+  for (it->SeekToFirst(); it->Valid(); it->Next(), ++m) {
+    ASSERT_NE(model.end(), m);
+    ASSERT_EQ(m->first, it->key().ToString());
+    ASSERT_EQ(m->second, it->value().ToString());
+  }
+  ASSERT_TRUE(it->status().ok());
+  EXPECT_EQ(model.end(), m);
+}
+
 class SortedFlushMemtableTest : public ::testing::TestWithParam<bool> {};
 
 TEST_P(SortedFlushMemtableTest, ReadOnlyMemtableAndItsFlushAreInOrder) {
@@ -71,15 +87,8 @@ TEST_P(SortedFlushMemtableTest, ReadOnlyMemtableAndItsFlushAreInOrder) {
   ro.total_order_seek = true;
   auto check = [&](const char* stage) {
     SCOPED_TRACE(stage);
+    ExpectForwardScanMatches(db.get(), model);
     std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(ro));
-    auto m = model.begin();
-    for (it->SeekToFirst(); it->Valid(); it->Next(), ++m) {
-      ASSERT_NE(model.end(), m);
-      ASSERT_EQ(m->first, it->key().ToString());
-      ASSERT_EQ(m->second, it->value().ToString());
-    }
-    ASSERT_TRUE(it->status().ok());
-    EXPECT_EQ(model.end(), m);
     // Backwards, and seeks to keys present or not.
     auto r = model.rbegin();
     for (it->SeekToLast(); it->Valid(); it->Prev(), ++r) {
@@ -180,19 +189,9 @@ TEST(SortedFlushMemtableOutlierTest, OutliersAndLongSharedRunsStayInOrder) {
   no_wait.wait = false;
   ASSERT_TRUE(db->Flush(no_wait).ok());
   const SortedFlushCounts before = GetSortedFlushCounts();
-  rocksdb::ReadOptions ro;
-  ro.total_order_seek = true;
   auto check = [&](const char* stage) {
     SCOPED_TRACE(stage);
-    std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(ro));
-    auto m = model.begin();
-    for (it->SeekToFirst(); it->Valid(); it->Next(), ++m) {
-      ASSERT_NE(model.end(), m);
-      ASSERT_EQ(m->first, it->key().ToString());
-      ASSERT_EQ(m->second, it->value().ToString());
-    }
-    ASSERT_TRUE(it->status().ok());
-    EXPECT_EQ(model.end(), m);
+    ExpectForwardScanMatches(db.get(), model);
   };
   check("read-only memtable");
   EXPECT_EQ(before.sorts + 1, GetSortedFlushCounts().sorts);
