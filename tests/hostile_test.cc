@@ -54,7 +54,7 @@ std::string ServerBinary() {
 // `step` returns false.
 class Repeater {
  public:
-  Repeater(std::chrono::milliseconds period, std::function<bool()> step)
+  Repeater(std::chrono::milliseconds period, const std::function<bool()>& step)
       : thread_([this, period, step] {
           while (!stop_.load() && step()) std::this_thread::sleep_for(period);
         }) {}
@@ -166,6 +166,7 @@ TEST_F(HostileTest, ClientListWhileNamesChange) {
   std::atomic<bool> stop{false};
   std::atomic<int> bad{0};
   std::vector<std::thread> threads;
+  threads.reserve(4);
   for (int t = 0; t < 4; ++t) {
     threads.emplace_back([&, t] {
       RespTestClient c(server_.port());
@@ -250,6 +251,7 @@ TEST_F(HostileTest, ShutdownKeepsRepliesInOrderAndOksDurable) {
     std::vector<std::vector<std::string>> replies(kClients);
     std::vector<int> sent(kClients, 0);
     std::vector<std::thread> threads;
+    threads.reserve(kClients);
     std::atomic<int> running{0};
     for (int c = 0; c < kClients; ++c) {
       threads.emplace_back([&, c] {
@@ -333,6 +335,7 @@ TEST_F(HostileTest, ClientKillWhileClientsPipeline) {
   std::atomic<int> bad{0}, killed{0}, connects{0};
   std::vector<std::vector<std::string>> acked(kWriters);
   std::vector<std::thread> threads;
+  threads.reserve(kWriters);
   for (int w = 0; w < kWriters; ++w) {
     threads.emplace_back([&, w] {
       int next = 0;
@@ -452,6 +455,7 @@ TEST_F(HostileTest, UnauthenticatedClientsCannotPinMemory) {
     }
     attackers.push_back(std::move(c));
   }
+  replies.reserve(replies.size() + attackers.size());
   for (auto& c : attackers) replies.push_back(c->Read());
   const double attack_s =
       std::chrono::duration<double>(Clock::now() - t0).count();
@@ -645,6 +649,7 @@ TEST_F(HostileTest, TrickleClientsAreTimedOut) {
   ASSERT_TRUE(
       StartServer({"--requirepass=pw", "--maxclients=20", "--auth_timeout=1"}));
   std::vector<std::unique_ptr<RespTestClient>> tricklers;
+  tricklers.reserve(20);
   for (int i = 0; i < 20; ++i) {
     tricklers.push_back(std::make_unique<RespTestClient>(server_.port(), 3000));
   }

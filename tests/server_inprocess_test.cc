@@ -254,6 +254,15 @@ const char* RouteName(server::Route r) {
   return "?";
 }
 
+// Starts `s` on a database created in `path`, with or without --sync.
+Status StartCreating(InProcessServer* s, const std::string& path, bool sync) {
+  Options o;
+  o.create_if_missing = true;
+  server::ServerOptions so;
+  so.sync = sync;
+  return s->Start(path, o, so);
+}
+
 // The io loop's fast paths over a real socket, with and without --sync: a
 // run of pipelined GETs is read with one MultiGet, consecutive plain fenced
 // SET / MSET are one group commit, anything else takes Execute, SCAN the
@@ -264,12 +273,8 @@ TEST_F(ServerInProcessTest, PipelinedCommandsTakeTheFastPaths) {
   for (bool sync : {false, true}) {
     SCOPED_TRACE(sync ? "--sync" : "no sync");
     test::TempDir dir;
-    Options o;
-    o.create_if_missing = true;
     InProcessServer s;
-    server::ServerOptions so;
-    so.sync = sync;
-    ASSERT_FENCEDKV_OK(s.Start(dir.path(), o, so));
+    ASSERT_FENCEDKV_OK(StartCreating(&s, dir.path(), sync));
 
     std::mutex mu;
     std::condition_variable cv;
@@ -367,12 +372,8 @@ TEST_F(ServerInProcessTest, GetsOfManyConnectionsShareTripsAndStayTheirOwn) {
   for (bool sync : {false, true}) {
     SCOPED_TRACE(sync ? "--sync" : "no sync");
     test::TempDir dir;
-    Options o;
-    o.create_if_missing = true;
     InProcessServer s;
-    server::ServerOptions so;
-    so.sync = sync;
-    ASSERT_FENCEDKV_OK(s.Start(dir.path(), o, so));
+    ASSERT_FENCEDKV_OK(StartCreating(&s, dir.path(), sync));
     constexpr int kConns = 12, kGets = 16;
     {
       RespTestClient w(s.port());
@@ -495,7 +496,7 @@ TEST_F(ServerInProcessTest, OutOfFileDescriptors) {
   so.maxclients = 10000;
   const Status st = s.Start(dir_.path(), o, so);
   if (!st.ok()) restore();
-  ASSERT_FENCEDKV_OK(st);
+  ASSERT_TRUE(st.ok()) << st.ToString();
   EXPECT_LT(s.server()->maxclients(), 60u)
       << "maxclients not capped to the fd limit";
   EXPECT_GE(s.server()->maxclients(), 1u);

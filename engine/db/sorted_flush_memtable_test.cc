@@ -38,6 +38,22 @@ std::string RandomKey(std::mt19937* rng) {
   return k;
 }
 
+// A RocksDB in `path`/db whose memtable is the rep under test, large enough
+// to hold every write; nullptr if it does not open.
+std::unique_ptr<rocksdb::DB> OpenWithTheRep(const std::string& path,
+                                            bool bytewise) {
+  rocksdb::Options options;
+  options.create_if_missing = true;
+  options.prefix_extractor.reset(rocksdb::NewNoopTransform());
+  options.memtable_factory =
+      NewSortedFlushHashRepFactory(/*buckets=*/1024, bytewise);
+  options.allow_concurrent_memtable_write = false;
+  options.write_buffer_size = 64 << 20;  // one memtable holds everything
+  rocksdb::DB* raw = nullptr;
+  if (!rocksdb::DB::Open(options, path + "/db", &raw).ok()) return nullptr;
+  return std::unique_ptr<rocksdb::DB>(raw);
+}
+
 // Every entry of `db`, read forwards in total order, is the model's.
 void ExpectForwardScanMatches(rocksdb::DB* db,
                               const std::map<std::string, std::string>& model) {
@@ -58,16 +74,8 @@ class SortedFlushMemtableTest : public ::testing::TestWithParam<bool> {};
 
 TEST_P(SortedFlushMemtableTest, ReadOnlyMemtableAndItsFlushAreInOrder) {
   test::TempDir dir;
-  rocksdb::Options options;
-  options.create_if_missing = true;
-  options.prefix_extractor.reset(rocksdb::NewNoopTransform());
-  options.memtable_factory =
-      NewSortedFlushHashRepFactory(/*buckets=*/1024, /*bytewise=*/GetParam());
-  options.allow_concurrent_memtable_write = false;
-  options.write_buffer_size = 64 << 20;  // one memtable holds everything
-  rocksdb::DB* raw = nullptr;
-  ASSERT_TRUE(rocksdb::DB::Open(options, dir.path() + "/db", &raw).ok());
-  std::unique_ptr<rocksdb::DB> db(raw);
+  std::unique_ptr<rocksdb::DB> db = OpenWithTheRep(dir.path(), GetParam());
+  ASSERT_NE(nullptr, db);
 
   std::mt19937 rng(7);
   std::map<std::string, std::string> model;
@@ -148,16 +156,8 @@ INSTANTIATE_TEST_SUITE_P(Bytewise, SortedFlushMemtableTest, ::testing::Bool());
 // them off and still put every key in order, through the flush.
 TEST(SortedFlushMemtableOutlierTest, OutliersAndLongSharedRunsStayInOrder) {
   test::TempDir dir;
-  rocksdb::Options options;
-  options.create_if_missing = true;
-  options.prefix_extractor.reset(rocksdb::NewNoopTransform());
-  options.memtable_factory =
-      NewSortedFlushHashRepFactory(/*buckets=*/1024, /*bytewise=*/true);
-  options.allow_concurrent_memtable_write = false;
-  options.write_buffer_size = 64 << 20;
-  rocksdb::DB* raw = nullptr;
-  ASSERT_TRUE(rocksdb::DB::Open(options, dir.path() + "/db", &raw).ok());
-  std::unique_ptr<rocksdb::DB> db(raw);
+  std::unique_ptr<rocksdb::DB> db = OpenWithTheRep(dir.path(), true);
+  ASSERT_NE(nullptr, db);
   std::mt19937 rng(11);
   std::map<std::string, std::string> model;
   auto put = [&](const std::string& k) {
