@@ -354,11 +354,11 @@ void Replication::ServeReplica(Link* link, std::vector<std::string> args) {
     LOG(WARNING) << "replication: refused a replica: " << line;
     socket->SendAll("-" + line + "\r\n", timeout);
   };
-  // FENCEDKV.SYNC history addr max_epoch log_epoch seq domain mode
-  if (args.size() != 8) {
+  // FENCEDKV.SYNC history addr max_epoch log_epoch seq domain mode sync
+  if (args.size() != 9 || (args[8] != "sync" && args[8] != "nosync")) {
     refuse(
         "ERR FENCEDKV.SYNC takes history addr max_epoch log_epoch seq "
-        "domain mode");
+        "domain mode sync|nosync");
     return;
   }
   const std::string history = args[1] == "-" ? "" : args[1];
@@ -377,6 +377,16 @@ void Replication::ServeReplica(Link* link, std::vector<std::string> args) {
            args[7] +
            " (a copy with another domain function or mode would "
            "break every fence: nothing was changed)");
+    return;
+  }
+  // The commit rule counts a replica's acknowledgement as durable as this
+  // server's own write: with --sync here, an ISR member that does not
+  // fsync what it applies would weaken every acknowledged write.
+  if (options_.sync && args[8] != "sync") {
+    refuse(
+        "ERR durability differs: this primary runs with --sync (a write is "
+        "acknowledged once fsync'ed everywhere) and the replica does not: "
+        "start it with --sync (nothing was changed)");
     return;
   }
   if (read_only_.load()) {
@@ -756,7 +766,8 @@ Status Replication::ReplicaSession(const std::string& primary,
       {"FENCEDKV.SYNC", st.history.empty() || own_log ? "-" : st.history,
        options_.self_addr, std::to_string(st.max_epoch),
        std::to_string(st.log_epoch), std::to_string(seq),
-       db_->GetFenceDomain().ToString(), FenceModeName(db_->GetFenceMode())});
+       db_->GetFenceDomain().ToString(), FenceModeName(db_->GetFenceMode()),
+       options_.sync ? "sync" : "nosync"});
   s = socket->SendAll(req, timeout);
   if (s.ok()) s = ReadReplyLine(socket.get(), &buf, &line, timeout);
   if (!s.ok()) {

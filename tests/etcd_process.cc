@@ -3,8 +3,12 @@
 #include "etcd_process.h"
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
+#include <cstdlib>
+#include <mutex>
 #include <random>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -25,16 +29,79 @@ namespace test {
 namespace {
 constexpr int kLowPort = 15000;
 constexpr int kHighPort = 32000;
+constexpr const char* kPortDir = "/tmp/fencedkv_test_ports";
+}  // namespace
+
+namespace {
+
+// Ports this process reserved (their files in kPortDir), removed at exit.
+struct Reservations {
+  std::mutex mu;
+  std::vector<std::string> files;
+  ~Reservations() {
+    for (const auto& f : files) unlink(f.c_str());
+  }
+};
+Reservations& OwnReservations() {
+  static Reservations* r = new Reservations();
+  static const int registered = std::atexit([] {
+    std::lock_guard<std::mutex> lock(OwnReservations().mu);
+    for (const auto& f : OwnReservations().files) unlink(f.c_str());
+  });
+  (void)registered;
+  return *r;
+}
+
+// Reserves `port` for this process across the test processes of this
+// machine (two suites may run at once): a file named after it holding our
+// PID, taken over only from a process that is gone.
+bool Reserve(int port) {
+  mkdir(kPortDir, 0777);
+  const std::string path = std::string(kPortDir) + "/" + std::to_string(port);
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644);
+    if (fd >= 0) {
+      const std::string pid = std::to_string(getpid());
+      const bool written =
+          write(fd, pid.data(), pid.size()) == static_cast<ssize_t>(pid.size());
+      close(fd);
+      if (!written) {
+        unlink(path.c_str());
+        return false;
+      }
+      Reservations& r = OwnReservations();
+      std::lock_guard<std::mutex> lock(r.mu);
+      r.files.push_back(path);
+      return true;
+    }
+    // Held: by a live process (skip the port), or a dead one's leftover.
+    char buf[32] = {};
+    const int in = open(path.c_str(), O_RDONLY);
+    if (in < 0) continue;
+    const ssize_t n = read(in, buf, sizeof(buf) - 1);
+    close(in);
+    const long owner = n > 0 ? std::strtol(buf, nullptr, 10) : 0;
+    if (owner > 0 &&
+        (kill(static_cast<pid_t>(owner), 0) == 0 || errno != ESRCH)) {
+      return false;
+    }
+    unlink(path.c_str());
+  }
+  return false;
+}
+
 }  // namespace
 
 int FreePort() {
   // Below the kernel's ephemeral range (32768 and up here): bind(port 0)
   // hands out a port from that range, which any outgoing connection (a
   // client, a replica, etcd's own) may take as its local port before the
-  // server this port is for binds it ("Address already in use", seen once
-  // in the etcd kill loop). Ports below the range are never taken that
-  // way; a random start keeps two tests running at once apart, and a bind
-  // checks the port is free now.
+  // server this port is for binds it, or while that server restarts on it
+  // ("Address already in use", seen in the etcd kill loop). Ports below
+  // the range are never taken that way. A port is also reserved for this
+  // process (Reserve), so another test process, of this suite or of
+  // another running at once, does not pick it while its server is down;
+  // and a bind checks it is free now.
   static std::atomic<uint32_t> next{
       static_cast<uint32_t>(std::random_device()() % (kHighPort - kLowPort))};
   for (int attempt = 0; attempt < 1000; ++attempt) {
@@ -51,7 +118,7 @@ int FreePort() {
     const bool free =
         bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
     close(fd);
-    if (free) return port;
+    if (free && Reserve(port)) return port;
   }
   return 0;
 }

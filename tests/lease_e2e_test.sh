@@ -16,27 +16,12 @@ wait_file() {  # wait_file PATH [seconds]
   echo "timed out waiting for $1" >&2
   return 1
 }
-# A free port below the kernel's ephemeral range (32768 and up), which
-# outgoing connections never take as their local port before etcd binds it.
-free_port() {
-  python3 -c '
-import random, socket
-for _ in range(1000):
-    p = random.randrange(15000, 32000)
-    s = socket.socket()
-    try:
-        s.bind(("127.0.0.1", p)); print(p); break
-    except OSError:
-        pass
-    finally:
-        s.close()'
-}
 # start_etcd: a one-member etcd on loopback; sets EP (host:port) and ETCD (pid).
 start_etcd() {
   command -v etcd >/dev/null && command -v etcdctl >/dev/null ||
     { echo "etcd-server / etcd-client not installed" >&2; exit 1; }
   local cp pp
-  cp=$(free_port); pp=$(free_port)
+  cp=$(low_free_port); pp=$(low_free_port)  # lib.sh
   etcd --name e2e --data-dir "$E2E_TMP/etcd" \
     --listen-client-urls "http://127.0.0.1:$cp" --advertise-client-urls "http://127.0.0.1:$cp" \
     --listen-peer-urls "http://127.0.0.1:$pp" --initial-advertise-peer-urls "http://127.0.0.1:$pp" \

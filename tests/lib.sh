@@ -40,6 +40,22 @@ finish() {
   [ "$FAILS" -eq 0 ]
 }
 
+# low_free_port: a free port in 15000-32000 (below the ephemeral range),
+# chosen at random and checked with a bind.
+low_free_port() {
+  python3 -c '
+import random, socket
+for _ in range(1000):
+    p = random.randrange(15000, 32000)
+    s = socket.socket()
+    try:
+        s.bind(("127.0.0.1", p)); print(p); break
+    except OSError:
+        pass
+    finally:
+        s.close()'
+}
+
 # start_server NAME [flags...]: starts a server with its own data dir (unless
 # --db is given); sets PORT_<NAME> and PID_<NAME>.
 start_server() {
@@ -48,7 +64,10 @@ start_server() {
   mkdir -p "$dir"
   local portfile="$dir/port"
   rm -f "$portfile"
-  local args=(--bind=127.0.0.1 --port=0 --port_file="$portfile")
+  # A port below the kernel's ephemeral range, not --port=0: a replica
+  # restarts itself on its port after a full copy, and an ephemeral port may
+  # have been taken by an outgoing connection by then.
+  local args=(--bind=127.0.0.1 --port="$(low_free_port)" --port_file="$portfile")
   if [[ " $* " != *" --db="* ]]; then args+=(--db="$dir/data"); fi
   "$FENCEDKV_SERVER" "${args[@]}" "$@" >"$dir/stdout" 2>"$dir/stderr" &
   local pid=$!

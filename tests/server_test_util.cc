@@ -20,6 +20,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "etcd_process.h"
+
 namespace fencedkv {
 namespace test {
 
@@ -29,11 +31,14 @@ bool ServerProcess::Start(const std::string& dir,
   const std::string port_file = dir + "/port";
   unlink(port_file.c_str());
   flags.push_back("--bind=127.0.0.1");
-  // A free port, unless the caller chose one (a replica's address).
+  // A free port, unless the caller chose one (a replica's address). Not
+  // --port=0: that port comes from the ephemeral range, and a replica that
+  // restarts itself after a full copy binds it again, by which time an
+  // outgoing connection may hold it (test::FreePort).
   if (std::none_of(flags.begin(), flags.end(), [](const std::string& f) {
         return f.rfind("--port=", 0) == 0;
       })) {
-    flags.push_back("--port=0");
+    flags.push_back("--port=" + std::to_string(test::FreePort()));
   }
   flags.push_back("--port_file=" + port_file);
   flags.push_back("--logtostderr=false");
