@@ -300,6 +300,10 @@ void Connection::Process() {
                                  &args_, &consumed);
     if (r == RespParser::Result::kNeedMore) break;
     if (r == RespParser::Result::kError) {
+      // Replies in request order: the GETs and grouped writes before the
+      // bad request are answered first; it is parsed again after them (the
+      // parser starts over after an error).
+      if (FlushGets() || job_n_ > 0) break;
       server_->stats_.protocol_errors.fetch_add(1);
       resp::Error(&out_, "ERR " + parser_.error());
       client_.close_after_reply = true;

@@ -16,6 +16,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -34,60 +35,21 @@ constexpr const char* kPortDir = "/tmp/fencedkv_test_ports";
 
 namespace {
 
-// Ports this process reserved (their files in kPortDir), removed at exit.
-struct Reservations {
-  std::mutex mu;
-  std::vector<std::string> files;
-  ~Reservations() {
-    for (const auto& f : files) unlink(f.c_str());
-  }
-};
-Reservations& OwnReservations() {
-  static Reservations* r = new Reservations();
-  static const int registered = std::atexit([] {
-    std::lock_guard<std::mutex> lock(OwnReservations().mu);
-    for (const auto& f : OwnReservations().files) unlink(f.c_str());
-  });
-  (void)registered;
-  return *r;
-}
-
 // Reserves `port` for this process across the test processes of this
-// machine (two suites may run at once): a file named after it holding our
-// PID, taken over only from a process that is gone.
+// machine (two suites may run at once): an exclusive flock on a file named
+// after it, held (its descriptor open, close-on-exec) until this process
+// ends, when the kernel drops it: no PID to check, no file to remove, and
+// two processes cannot both hold it.
 bool Reserve(int port) {
-  mkdir(kPortDir, 0777);
+  if (mkdir(kPortDir, 0777) == 0) chmod(kPortDir, 01777);  // umask aside
   const std::string path = std::string(kPortDir) + "/" + std::to_string(port);
-  for (int attempt = 0; attempt < 2; ++attempt) {
-    const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644);
-    if (fd >= 0) {
-      const std::string pid = std::to_string(getpid());
-      const bool written =
-          write(fd, pid.data(), pid.size()) == static_cast<ssize_t>(pid.size());
-      close(fd);
-      if (!written) {
-        unlink(path.c_str());
-        return false;
-      }
-      Reservations& r = OwnReservations();
-      std::lock_guard<std::mutex> lock(r.mu);
-      r.files.push_back(path);
-      return true;
-    }
-    // Held: by a live process (skip the port), or a dead one's leftover.
-    char buf[32] = {};
-    const int in = open(path.c_str(), O_RDONLY);
-    if (in < 0) continue;
-    const ssize_t n = read(in, buf, sizeof(buf) - 1);
-    close(in);
-    const long owner = n > 0 ? std::strtol(buf, nullptr, 10) : 0;
-    if (owner > 0 &&
-        (kill(static_cast<pid_t>(owner), 0) == 0 || errno != ESRCH)) {
-      return false;
-    }
-    unlink(path.c_str());
+  const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+  if (fd < 0) return false;
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    close(fd);  // another process holds it
+    return false;
   }
-  return false;
+  return true;  // fd stays open: the lock lasts as long as this process
 }
 
 }  // namespace
@@ -101,7 +63,8 @@ int FreePort() {
   // the range are never taken that way. A port is also reserved for this
   // process (Reserve), so another test process, of this suite or of
   // another running at once, does not pick it while its server is down;
-  // and a bind checks it is free now.
+  // and a bind checks it is free now. A port once returned is never
+  // returned again by this process (its reservation is taken).
   static std::atomic<uint32_t> next{
       static_cast<uint32_t>(std::random_device()() % (kHighPort - kLowPort))};
   for (int attempt = 0; attempt < 1000; ++attempt) {
@@ -120,7 +83,7 @@ int FreePort() {
     close(fd);
     if (free && Reserve(port)) return port;
   }
-  return 0;
+  return 0;  // none: the caller fails (or, for a server, takes --port=0)
 }
 
 namespace {
@@ -165,8 +128,11 @@ bool EtcdProcess::Start(const std::string& dir) {
   if (dir_ != dir || client_port_ == 0) {
     dir_ = dir;
     client_port_ = FreePort();
-    peer_port_ = FreePort();
-    while (peer_port_ == client_port_) peer_port_ = FreePort();
+    peer_port_ = FreePort();  // another reserved port: never the same
+    if (client_port_ == 0 || peer_port_ == 0) {
+      client_port_ = 0;
+      return false;  // no free port could be reserved
+    }
   }
   mkdir(dir.c_str(), 0755);
   const std::string client = "http://127.0.0.1:" + std::to_string(client_port_);

@@ -363,6 +363,39 @@ TEST_F(ServerInProcessTest, PipelinedCommandsTakeTheFastPaths) {
   }
 }
 
+// A malformed request after pipelined GETs or grouped writes: their
+// replies come first, in order, then the protocol error, then the close.
+// (The error used to be queued before them: a client took it for its first
+// GET's reply.)
+TEST_F(ServerInProcessTest, AProtocolErrorComesAfterTheRepliesBeforeIt) {
+  for (int gets : {2, 6}) {  // read on the loop, and on the database thread
+    SCOPED_TRACE(gets);
+    test::TempDir dir;
+    InProcessServer s;
+    ASSERT_FENCEDKV_OK(StartCreating(&s, dir.path(), false));
+    RespTestClient c(s.port());
+    ASSERT_EQ("+OK", c.Call({"SET", "k", "v", "FENCE", "1"}));
+    std::string pipeline;
+    for (int i = 0; i < gets; ++i)
+      pipeline += RespTestClient::Encode({"GET", "k"});
+    pipeline += RespTestClient::Encode({"SET", "a", "1", "FENCE", "2"});
+    pipeline += RespTestClient::Encode({"SET", "b", "2", "FENCE", "2"});
+    pipeline += "*1\r\n$abc\r\n";  // an invalid bulk length
+    c.SendRaw(pipeline);
+    for (int i = 0; i < gets; ++i) EXPECT_EQ("$v", c.Read()) << i;
+    EXPECT_EQ("+OK", c.Read());
+    EXPECT_EQ("+OK", c.Read());
+    EXPECT_EQ(0u, c.Read().rfind("-ERR Protocol error", 0));
+    EXPECT_EQ("EOF", c.Read());
+    RespTestClient after(s.port());
+    EXPECT_EQ("$1", after.Call({"GET", "a"}));
+    EXPECT_EQ("$2", after.Call({"GET", "b"}));
+    c.Close();
+    after.Close();
+    s.Stop();
+  }
+}
+
 // GETs of several connections share one trip to the database thread
 // (Server::Impl::FlushReads), and each connection still gets its own values
 // in request order. The loop is held on a first PING while 12 connections

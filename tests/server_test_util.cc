@@ -38,7 +38,8 @@ bool ServerProcess::Start(const std::string& dir,
   if (std::none_of(flags.begin(), flags.end(), [](const std::string& f) {
         return f.rfind("--port=", 0) == 0;
       })) {
-    flags.push_back("--port=" + std::to_string(test::FreePort()));
+    const int port = test::FreePort();  // 0 if none could be reserved
+    flags.push_back("--port=" + std::to_string(port));
   }
   flags.push_back("--port_file=" + port_file);
   flags.push_back("--logtostderr=false");

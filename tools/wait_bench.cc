@@ -215,7 +215,13 @@ int main(int argc, char** argv) {
   const auto start = std::chrono::steady_clock::now();
   int active = 0;
   for (Conn& c : conns) {
-    if (fill_window(&c) > 0) ++active;
+    if (fill_window(&c) > 0) {
+      ++active;
+    } else {
+      // No work for it (fewer requests than clients x pipeline): out of
+      // the poll set, or its EPOLLOUT would wake every wait.
+      epoll_ctl(ep, EPOLL_CTL_DEL, c.fd, nullptr);
+    }
   }
   std::vector<epoll_event> events(conns.size());
   std::vector<char> buf(1 << 16);
