@@ -552,15 +552,15 @@ class PowerLossTest : public testing::TestWithParam<PowerCase> {};
 // acknowledged calls that includes every synced one.
 TEST_P(PowerLossTest, RecoveredStateIsASyncedPrefix) {
   const PowerCase& c = GetParam();
-  // A fixed base seed by default, FENCEDKV_POWER_SEED=N for another. Some
-  // seeds fail (for example 1, 28 and 47607 of gtest's old per-run random
-  // seed): a synced write missing after the power cut while later writes
-  // survived, found and not yet explained (docs/faults.md, "Open").
+  // A fixed base seed by default, FENCEDKV_POWER_SEED=N for another. With
+  // gtest's per-run seed, 8 of the seeds 1-150 failed: 7 because a
+  // SetFenceFloor that raised nothing did not sync the WAL (fixed), and 80
+  // for a reason not yet explained (docs/faults.md, "Open").
   const char* base_env = std::getenv("FENCEDKV_POWER_SEED");
   const uint32_t base =
       base_env != nullptr
           ? static_cast<uint32_t>(std::strtoul(base_env, nullptr, 10))
-          : 7u;
+          : 1u;  // failed before the SetFenceFloor fix
   const uint32_t seed =
       base * 7919u + static_cast<uint32_t>(std::hash<std::string>()(c.domain)) +
       static_cast<uint32_t>(c.mode);

@@ -206,6 +206,10 @@ class DBImpl final : public DB {
   // 5. Writes sc->batch (or, for a synced advance that writes nothing,
   //    syncs the WAL so the max it reports is durable).
   Status Commit(const WriteRequest& req, Scratch* sc);
+  // Makes every record already in the WAL durable (an always-synced call
+  // that wrote nothing): SyncWAL, or a synced marker record where the Env
+  // cannot sync beside writers.
+  rocksdb::Status SyncWalBarrier();
   // 6. Records the new maxima and marks in memory. REQUIRES: stripes locked.
   void Publish(const Scratch& sc);
 

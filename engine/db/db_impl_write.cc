@@ -627,23 +627,28 @@ Status DBImpl::Commit(const WriteRequest& req, Scratch* sc) {
     if (rs.ok()) rs = recovery_->Write(db_.get(), wo, &sc->batch);
   } else if (req.sync && req.kind == WriteRequest::Kind::kAdvance) {
     // The advance raised nothing, but the max it reports may be in a record
-    // written without sync: make it durable before saying so. (Syncing the
-    // WAL syncs every record before it.)
+    // written without sync: make it durable before saying so.
     TEST_SYNC_POINT_CALLBACK("DBImpl::Write:SyncWAL", &rs);
-    if (rs.ok()) rs = recovery_->SyncWAL(db_.get());
-    if (rs.IsNotSupported()) {
-      // An Env whose WAL cannot be synced beside writers (RocksDB's
-      // in-memory one): a synced write of a record no reader sees (a
-      // deletion of the empty key in the meta column family) syncs the WAL
-      // up to it just as well.
-      rocksdb::WriteBatch marker;
-      rs = marker.Delete(meta_cf_, rocksdb::Slice());
-      rocksdb::WriteOptions wo;
-      wo.sync = true;
-      if (rs.ok()) rs = recovery_->Write(db_.get(), wo, &marker);
-    }
+    if (rs.ok()) rs = SyncWalBarrier();
   }
   return FromRocksDB(rs);
+}
+
+rocksdb::Status DBImpl::SyncWalBarrier() {
+  // Syncing the WAL syncs every record before it.
+  rocksdb::Status rs = recovery_->SyncWAL(db_.get());
+  if (rs.IsNotSupported()) {
+    // An Env whose WAL cannot be synced beside writers (RocksDB's in-memory
+    // one): a synced write of a record no reader sees (a deletion of the
+    // empty key in the meta column family) syncs the WAL up to it just as
+    // well.
+    rocksdb::WriteBatch marker;
+    rs = marker.Delete(meta_cf_, rocksdb::Slice());
+    rocksdb::WriteOptions wo;
+    wo.sync = true;
+    if (rs.ok()) rs = recovery_->Write(db_.get(), wo, &marker);
+  }
+  return rs;
 }
 
 void DBImpl::Publish(const Scratch& sc) {
@@ -686,8 +691,15 @@ Status DBImpl::SetFenceFloor(const WriteOptions& /*options*/, Token floor) {
     if (s.ok()) s = FromRocksDB(recovery_->Write(db_.get(), wo, &batch));
     if (s.ok()) floor_.store(floor, std::memory_order_release);
   }
-  // (An unchanged floor was written synced when it was raised.)
   table_->UnlockAll();
+  if (s.ok() && floor == current) {
+    // An unchanged floor was written synced when it was raised, but the
+    // call is a sync point like any always-synced one: every write
+    // acknowledged before it is durable when it returns. (Without this, an
+    // unsynced write before it could be lost by a power cut while the call
+    // after it had returned: PowerLossTest, seed 1.)
+    s = FromRocksDB(SyncWalBarrier());
+  }
   return s;
 }
 
