@@ -33,6 +33,7 @@
 #include "etcd_revision.h"
 #include "lease_slot.h"
 #include "metrics.h"
+#include "repl_stream.h"
 #include "replication.h"
 #include "server.h"
 #include "server_flags.h"
@@ -72,6 +73,29 @@ int main(int argc, char** argv) {
     return 1;
   }
   google::InitGoogleLogging(argv[0]);
+  {
+    // The address others know this server by, checked before anything
+    // starts: 0.0.0.0 in etcd's record would send every replica and every
+    // Sentinel client to its own machine.
+    std::string host;
+    int port = 0;
+    if (!FLAGS_announce_addr.empty() &&
+        (!fencedkv::server::SplitHostPort(FLAGS_announce_addr, &host, &port) ||
+         fencedkv::server::IsWildcardHost(host))) {
+      return Fail("flags", fencedkv::Status::InvalidArgument(
+                               "--announce_addr=" + FLAGS_announce_addr +
+                               " is not host:port of one host"));
+    }
+    if (!FLAGS_shard.empty() && FLAGS_announce_addr.empty() &&
+        fencedkv::server::IsWildcardHost(FLAGS_bind)) {
+      return Fail("flags",
+                  fencedkv::Status::InvalidArgument(
+                      "--bind=" + FLAGS_bind +
+                      " names no host that others could reach: with --shard "
+                      "set --announce_addr=host:port (the address replicas "
+                      "and clients connect to)"));
+    }
+  }
   LOG(INFO) << "fencedkv-server " << FENCEDKV_VERSION_STRING << " (RocksDB "
             << fencedkv::RocksDBVersion() << ")";
 
@@ -202,7 +226,14 @@ int main(int argc, char** argv) {
 
   fencedkv::server::ReplicationOptions ro;
   ro.db_path = FLAGS_db;
-  ro.self_addr = FLAGS_bind + ":" + std::to_string(server.port());
+  {
+    std::string host = FLAGS_bind;
+    int port = server.port();
+    if (!FLAGS_announce_addr.empty()) {
+      fencedkv::server::SplitHostPort(FLAGS_announce_addr, &host, &port);
+    }
+    ro.self_addr = fencedkv::server::JoinHostPort(host, port);
+  }
   ro.masteruser = FLAGS_masteruser;
   ro.masterauth = FLAGS_masterauth;
   ro.sync = FLAGS_sync;

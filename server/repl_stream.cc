@@ -62,8 +62,56 @@ bool SplitHostPort(std::string_view host_port, std::string* host, int* port) {
       p > 65535) {
     return false;
   }
+  // A host name, an IPv4 or an IPv6 address (with a %zone): nothing that
+  // could break a line of INFO or ROLE, which print it.
+  for (char c : h) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                    (c >= '0' && c <= '9') || c == '.' || c == '-' ||
+                    c == ':' || c == '_' || c == '%';
+    if (!ok) return false;
+  }
   *host = std::string(h);
   *port = static_cast<int>(p);
+  return true;
+}
+
+std::string JoinHostPort(const std::string& host, int port) {
+  if (host.find(':') != std::string::npos) {
+    return "[" + host + "]:" + std::to_string(port);
+  }
+  return host + ":" + std::to_string(port);
+}
+
+bool IsWildcardHost(std::string_view host) {
+  return host.empty() || host == "0.0.0.0" || host == "::" ||
+         host == "0:0:0:0:0:0:0:0";
+}
+
+bool ReplicaAddress(std::string_view announced, int fd, std::string* addr) {
+  std::string host;
+  int port = 0;
+  if (!SplitHostPort(announced, &host, &port)) return false;
+  if (!IsWildcardHost(host)) {
+    *addr = JoinHostPort(host, port);
+    return true;
+  }
+  sockaddr_storage peer{};
+  socklen_t len = sizeof(peer);
+  if (getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &len) != 0) {
+    return false;
+  }
+  char text[NI_MAXHOST];
+  if (getnameinfo(reinterpret_cast<sockaddr*>(&peer), len, text, sizeof(text),
+                  nullptr, 0, NI_NUMERICHOST) != 0) {
+    return false;
+  }
+  std::string peer_host = text;
+  // An IPv4 client of a dual-stack socket: ::ffff:a.b.c.d is a.b.c.d.
+  if (peer_host.rfind("::ffff:", 0) == 0 &&
+      peer_host.find('.') != std::string::npos) {
+    peer_host.erase(0, 7);
+  }
+  *addr = JoinHostPort(peer_host, port);
   return true;
 }
 

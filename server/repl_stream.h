@@ -74,8 +74,18 @@ class ReplSocket {
   Mutex close_mu_;
 };
 
-// Splits "host:port"; false if it is not that (port 1..65535).
+// Splits "host:port" ("[v6]:port" too); false if it is not that: port
+// 1..65535, host only letters, digits and . - : _ % (a name or an address).
 bool SplitHostPort(std::string_view host_port, std::string* host, int* port);
+// "host:port", or "[host]:port" for an IPv6 host.
+std::string JoinHostPort(const std::string& host, int port);
+// An address that names no one host: empty, 0.0.0.0 or ::.
+bool IsWildcardHost(std::string_view host);
+// The address the primary knows a replica by: the one it announced in its
+// handshake; if that names no host (a replica bound to 0.0.0.0 without
+// --announce_addr), the address it connected from (fd's peer) with the
+// announced port, as Redis does. False if `announced` is not host:port.
+bool ReplicaAddress(std::string_view announced, int fd, std::string* addr);
 
 // Appends a RESP array of bulk strings.
 void AppendFrame(std::string* out,

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -78,6 +79,63 @@ TEST_F(ReplSocketTest, ShutdownFromAnotherThreadNeverHitsAReusedDescriptor) {
   close(other[0]);
   close(other[1]);
   close(link[1]);
+}
+
+// Addresses come from the network (a replica's handshake, REPLICAOF) and
+// are printed in INFO and ROLE: one that could break a line is refused.
+TEST(ReplAddressTest, SplitHostPortTakesHostsAndAddressesOnly) {
+  std::string host;
+  int port = 0;
+  ASSERT_TRUE(SplitHostPort("db-1.example:7379", &host, &port));
+  EXPECT_EQ("db-1.example", host);
+  EXPECT_EQ(7379, port);
+  ASSERT_TRUE(SplitHostPort("[fe80::1%eth0]:5", &host, &port));
+  EXPECT_EQ("fe80::1%eth0", host);
+  for (const char* bad : {"x\r\nrole:master:1", "a b:1", "h:0", "h:65536", ":1",
+                          "h", "h:1x", "h,ip=1.2.3.4:1"}) {
+    EXPECT_FALSE(SplitHostPort(bad, &host, &port)) << bad;
+  }
+  EXPECT_EQ("[::1]:7", JoinHostPort("::1", 7));
+  EXPECT_EQ("10.0.0.1:7", JoinHostPort("10.0.0.1", 7));
+  EXPECT_TRUE(IsWildcardHost("0.0.0.0"));
+  EXPECT_TRUE(IsWildcardHost("::"));
+  EXPECT_FALSE(IsWildcardHost("127.0.0.1"));
+}
+
+// A replica bound to 0.0.0.0 announces 0.0.0.0:port: the primary names it
+// by the address its connection comes from (two such replicas on two
+// machines would otherwise share one name, and one's acknowledgements
+// would count for the other). Real loopback TCP.
+TEST(ReplAddressTest, AWildcardAnnouncementIsNamedByItsPeer) {
+  const int listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(listener, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(0, bind(listener, reinterpret_cast<sockaddr*>(&a), sizeof(a)));
+  ASSERT_EQ(0, listen(listener, 1));
+  socklen_t len = sizeof(a);
+  ASSERT_EQ(0, getsockname(listener, reinterpret_cast<sockaddr*>(&a), &len));
+  ReplSocket client;
+  ASSERT_TRUE(client
+                  .Connect("127.0.0.1:" + std::to_string(ntohs(a.sin_port)),
+                           std::chrono::milliseconds(2000))
+                  .ok());
+  const int served = accept(listener, nullptr, nullptr);
+  ASSERT_GE(served, 0);
+  std::string addr;
+  ASSERT_TRUE(ReplicaAddress("0.0.0.0:4242", served, &addr));
+  EXPECT_EQ("127.0.0.1:4242", addr);
+  ASSERT_TRUE(ReplicaAddress("[::]:4243", served, &addr));
+  EXPECT_EQ("127.0.0.1:4243", addr);
+  ASSERT_TRUE(ReplicaAddress("10.1.2.3:5", served, &addr));
+  EXPECT_EQ("10.1.2.3:5", addr);  // announced: taken as said
+  ASSERT_TRUE(ReplicaAddress("::1:6", served, &addr));
+  EXPECT_EQ("[::1]:6", addr);
+  EXPECT_FALSE(ReplicaAddress("nothing", served, &addr));
+  EXPECT_FALSE(ReplicaAddress("0.0.0.0:4242", -1, &addr));  // no peer
+  close(served);
+  close(listener);
 }
 
 }  // namespace

@@ -362,7 +362,11 @@ void Replication::ServeReplica(Link* link, std::vector<std::string> args) {
     return;
   }
   const std::string history = args[1] == "-" ? "" : args[1];
-  const std::string addr = args[2];
+  std::string addr;
+  if (!ReplicaAddress(args[2], socket->fd(), &addr)) {
+    refuse("ERR FENCEDKV.SYNC: the replica's address is not host:port");
+    return;
+  }
   uint64_t max_epoch, log_epoch, seq;
   if (!ParseU64Text(args[3], &max_epoch) ||
       !ParseU64Text(args[4], &log_epoch) || !ParseU64Text(args[5], &seq)) {

@@ -176,6 +176,13 @@ DEFINE_string(shard, "",
               "etcd lease expires (needs --etcd_endpoints; not with "
               "--replicaof)");
 DEFINE_string(etcd_prefix, "/fencedkv", "etcd mode: the prefix of the keys");
+DEFINE_string(announce_addr, "",
+              "host:port other machines reach this server at: written to etcd "
+              "(the shard's primary and in-sync set, SENTINEL's answers) and "
+              "sent to a primary as this replica's name. Empty: --bind and the "
+              "port. Required in etcd mode when --bind is 0.0.0.0 or ::; in "
+              "manual mode a primary names such a replica by the address it "
+              "connects from");
 DEFINE_int32(etcd_lease_ttl_ms, 2000,
              "etcd mode: the TTL of this server's etcd lease (etcd rounds it "
              "up to whole seconds, 2 s at least): a primary that could not "

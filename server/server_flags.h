@@ -53,6 +53,7 @@ DECLARE_int32(repl_timeout_ms);
 DECLARE_int32(replica_lag_ms);
 DECLARE_string(shard);
 DECLARE_string(etcd_prefix);
+DECLARE_string(announce_addr);
 DECLARE_int32(etcd_lease_ttl_ms);
 DECLARE_int32(max_replicas);
 DECLARE_int64(wal_retention_mb);

@@ -12,6 +12,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -353,6 +355,77 @@ TEST_F(ReplicationE2ETest, AFullCopyWhenTheLogIsGoneAndAfterAFailover) {
       20000))
       << Digest(primary.port()) << " " << Digest(replica.port());
   EXPECT_EQ("2", Info(replica.port())["repl_epoch"]);
+}
+
+// The name a replica gives in its handshake is printed in INFO and ROLE and
+// keys its acknowledgements: one that is not host:port is refused (before,
+// "x\r\nrole:master:1" was taken and broke INFO's lines), 0.0.0.0 is
+// replaced by the address the replica connects from, and --announce_addr
+// is what a replica calls itself.
+TEST_F(ReplicationE2ETest, AReplicasNameIsHostPortAndCanBeAnnounced) {
+  Server primary;
+  ASSERT_TRUE(StartPrimary(&primary, "p"));
+  {
+    Client c(primary.port());
+    const std::string reply =
+        c.Call({"FENCEDKV.SYNC", "-", "x\r\nrole_injected:1:5", "0", "0", "0",
+                "key", "monotonic", "nosync"});
+    EXPECT_EQ("-ERR FENCEDKV.SYNC: the replica's address is not host:port",
+              reply);
+  }
+  EXPECT_EQ(0u, Info(primary.port()).count("role_injected"));
+  {
+    // A wildcard name: accepted, and known by the connection's address.
+    Client c(primary.port());
+    const std::string reply = c.Call({"FENCEDKV.SYNC", "-", "0.0.0.0:4242", "0",
+                                      "0", "0", "key", "monotonic", "nosync"});
+    EXPECT_EQ('+', reply[0]) << reply;
+  }
+  ASSERT_TRUE(WaitUntil(
+      [&] { return primary.Log().find("127.0.0.1:4242") != std::string::npos; },
+      5000))
+      << "the primary never named the replica 127.0.0.1:4242";
+  EXPECT_EQ(std::string::npos, primary.Log().find("0.0.0.0:4242"));
+
+  Server replica;
+  ASSERT_TRUE(StartReplica(&replica, "r", primary.port(),
+                           {"--announce_addr=localhost:4243"}));
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        return Info(primary.port())["slave0"].find("ip=localhost,port=4243,") !=
+               std::string::npos;
+      },
+      10000))
+      << Info(primary.port())["slave0"];
+}
+
+// In etcd mode the announced address goes into the shard's record, where
+// replicas and Sentinel clients look for the primary: a wildcard there
+// would send each of them to its own machine. Refused before the server
+// opens anything.
+TEST_F(ReplicationE2ETest, EtcdModeOnAWildcardBindNeedsAnAnnouncedAddress) {
+  auto run = [&](const std::string& flags) {
+    const std::string cmd =
+        std::string(FENCEDKV_SERVER_BIN) + " --db=" + dir_.Sub("never") +
+        " --shard=s1 --etcd_endpoints=http://127.0.0.1:1 " + flags + " 2>&1";
+    FILE* f = popen(cmd.c_str(), "r");
+    std::string out;
+    char buf[512];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof(buf), f)) > 0) out.append(buf, n);
+    const int status = pclose(f);
+    return std::make_pair(WIFEXITED(status) ? WEXITSTATUS(status) : -1, out);
+  };
+  auto r = run("--bind=0.0.0.0 --port=1");
+  EXPECT_EQ(1, r.first) << r.second;
+  EXPECT_NE(std::string::npos, r.second.find("set --announce_addr=host:port"))
+      << r.second;
+  r = run("--announce_addr=0.0.0.0:7379 --port=1");
+  EXPECT_EQ(1, r.first) << r.second;
+  EXPECT_NE(std::string::npos, r.second.find("is not host:port of one host"))
+      << r.second;
+  EXPECT_FALSE(std::filesystem::exists(dir_.Sub("never")))
+      << "the refused server created its database";
 }
 
 TEST_F(ReplicationE2ETest, TheHandshakeRefusesAnotherFenceConfigurationOrPeer) {
