@@ -5,13 +5,20 @@
 #include <algorithm>
 #include <chrono>
 
+#include <time.h>
+
 namespace fencedkv {
 namespace server {
 
 int64_t ReplNowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+  // CLOCK_BOOTTIME, not steady_clock's CLOCK_MONOTONIC: the monotonic clock
+  // stops while the machine is suspended, etcd's clock does not. A primary
+  // suspended past its lease's expiry would wake believing it had time left
+  // and acknowledge writes as a replica takes over; on the boot clock the
+  // deadline has passed when it wakes.
+  timespec ts{};
+  clock_gettime(CLOCK_BOOTTIME, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
 }
 
 CommitTracker::CommitTracker(int min_insync_replicas)

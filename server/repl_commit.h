@@ -37,7 +37,9 @@
 namespace fencedkv {
 namespace server {
 
-// Monotonic milliseconds (steady clock).
+// Milliseconds on the boot clock (CLOCK_BOOTTIME: monotonic, and running
+// while the machine is suspended, as etcd's lease clock does). Every
+// replication deadline (the etcd lease, lag, WAIT) is on it.
 int64_t ReplNowMs();
 
 class CommitTracker {
