@@ -22,6 +22,7 @@
 
 #include "command_table.h"
 #include "error_mapping.h"
+#include "repl_stream.h"
 #include "replication.h"
 #include "resp_writer.h"
 
@@ -46,7 +47,16 @@ void CmdReplicaOf(ServerState& server, ClientState&, const Args& args,
       resp::Error(out, "ERR Invalid master port");
       return;
     }
-    primary = std::string(args[1]) + ":" + std::to_string(port);
+    // Printed in INFO and ROLE, and a name to connect to: host:port only.
+    std::string host;
+    int parsed_port = 0;
+    if (!SplitHostPort(
+            JoinHostPort(std::string(args[1]), static_cast<int>(port)), &host,
+            &parsed_port)) {
+      resp::Error(out, "ERR Invalid master host");
+      return;
+    }
+    primary = JoinHostPort(host, parsed_port);
   }
   std::string reply;
   Status s = server.repl->ReplicaOf(primary, &reply);

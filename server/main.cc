@@ -361,6 +361,7 @@ int main(int argc, char** argv) {
     if (FLAGS_shard.empty()) args.push_back("--replicaof=" + restart_primary);
     args.push_back("--port=" + std::to_string(port));
     std::vector<char*> cargs;
+    cargs.reserve(args.size() + 1);
     for (auto& a : args) cargs.push_back(a.data());
     cargs.push_back(nullptr);
     google::FlushLogFiles(google::INFO);

@@ -13,6 +13,8 @@
 #include <nlohmann/json.hpp>
 #include <unistd.h>
 
+#include "repl_stream.h"
+
 namespace fencedkv {
 namespace server {
 
@@ -157,14 +159,16 @@ Status ShardRecord::Parse(std::string_view text, ShardRecord* record) {
       primary->get_ref<const std::string&>().empty()) {
     return Status::InvalidArgument("no primary");
   }
-  record->primary = primary->get<std::string>();
+  // One spelling per address ("::1:7379" as a record of an older build
+  // wrote it is "[::1]:7379"): names are compared with this server's own.
+  record->primary = NormalizeHostPort(primary->get<std::string>());
   auto isr = j.find("isr");
   if (isr == j.end() || !isr->is_array()) {
     return Status::InvalidArgument("no isr");
   }
   for (const json& m : *isr) {
     if (!m.is_string()) return Status::InvalidArgument("an isr member");
-    record->isr.push_back(m.get<std::string>());
+    record->isr.push_back(NormalizeHostPort(m.get<std::string>()));
   }
   auto history = j.find("history");
   if (history != j.end() && history->is_string()) {

@@ -6,6 +6,7 @@
 #include <charconv>
 #include <cstring>
 
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -50,13 +51,27 @@ std::string Errno(const char* what) {
 
 }  // namespace
 
+namespace {
+
+// An IPv6 address, with an optional %zone (which inet_pton does not take).
+bool ParseIp6(std::string_view host, in6_addr* a) {
+  const std::string text(host.substr(0, host.find('%')));
+  return inet_pton(AF_INET6, text.c_str(), a) == 1;
+}
+
+bool ParseIp4(std::string_view host, in_addr* a) {
+  const std::string text(host);
+  return inet_pton(AF_INET, text.c_str(), a) == 1;
+}
+
+}  // namespace
+
 bool SplitHostPort(std::string_view host_port, std::string* host, int* port) {
   const size_t colon = host_port.rfind(':');
   if (colon == std::string_view::npos || colon == 0) return false;
   std::string_view h = host_port.substr(0, colon);
-  if (h.size() >= 2 && h.front() == '[' && h.back() == ']') {
-    h = h.substr(1, h.size() - 2);
-  }
+  const bool bracketed = h.size() >= 2 && h.front() == '[' && h.back() == ']';
+  if (bracketed) h = h.substr(1, h.size() - 2);
   uint64_t p = 0;
   if (h.empty() || !ParseU64Text(host_port.substr(colon + 1), &p) || p == 0 ||
       p > 65535) {
@@ -70,6 +85,13 @@ bool SplitHostPort(std::string_view host_port, std::string* host, int* port) {
                     c == ':' || c == '_' || c == '%';
     if (!ok) return false;
   }
+  // A host with a colon is an IPv6 address, bracketed or not ("::1:7379" is
+  // [::1]:7379; "fe80::1" is not fe80: port 1).
+  in6_addr a6;
+  if ((bracketed || h.find(':') != std::string_view::npos) &&
+      !ParseIp6(h, &a6)) {
+    return false;
+  }
   *host = std::string(h);
   *port = static_cast<int>(p);
   return true;
@@ -82,16 +104,46 @@ std::string JoinHostPort(const std::string& host, int port) {
   return host + ":" + std::to_string(port);
 }
 
+std::string NormalizeHostPort(std::string_view host_port) {
+  std::string host;
+  int port = 0;
+  if (!SplitHostPort(host_port, &host, &port)) return std::string(host_port);
+  return JoinHostPort(host, port);
+}
+
 bool IsWildcardHost(std::string_view host) {
-  return host.empty() || host == "0.0.0.0" || host == "::" ||
-         host == "0:0:0:0:0:0:0:0";
+  if (host.empty()) return true;
+  in_addr a4;
+  if (ParseIp4(host, &a4)) return a4.s_addr == htonl(INADDR_ANY);
+  in6_addr a6;
+  if (ParseIp6(host, &a6)) {
+    if (IN6_IS_ADDR_UNSPECIFIED(&a6)) return true;
+    if (IN6_IS_ADDR_V4MAPPED(&a6)) {
+      return a6.s6_addr[12] == 0 && a6.s6_addr[13] == 0 &&
+             a6.s6_addr[14] == 0 && a6.s6_addr[15] == 0;
+    }
+  }
+  return false;
+}
+
+bool IsLoopbackHost(std::string_view host) {
+  if (host == "localhost") return true;
+  in_addr a4;
+  if (ParseIp4(host, &a4)) return (ntohl(a4.s_addr) >> 24) == 127;
+  in6_addr a6;
+  if (ParseIp6(host, &a6)) {
+    if (IN6_IS_ADDR_LOOPBACK(&a6)) return true;
+    if (IN6_IS_ADDR_V4MAPPED(&a6)) return a6.s6_addr[12] == 127;
+  }
+  return false;
 }
 
 bool ReplicaAddress(std::string_view announced, int fd, std::string* addr) {
   std::string host;
   int port = 0;
   if (!SplitHostPort(announced, &host, &port)) return false;
-  if (!IsWildcardHost(host)) {
+  const bool wildcard = IsWildcardHost(host);
+  if (!wildcard && !IsLoopbackHost(host)) {
     *addr = JoinHostPort(host, port);
     return true;
   }
@@ -111,6 +163,10 @@ bool ReplicaAddress(std::string_view announced, int fd, std::string* addr) {
       peer_host.find('.') != std::string::npos) {
     peer_host.erase(0, 7);
   }
+  // A loopback name is taken from a loopback peer only: from another
+  // machine it is that machine's own loopback (a replica left on the
+  // default --bind), and two such replicas would share one name.
+  if (!wildcard && IsLoopbackHost(peer_host)) peer_host = host;
   *addr = JoinHostPort(peer_host, port);
   return true;
 }

@@ -75,15 +75,23 @@ class ReplSocket {
 };
 
 // Splits "host:port" ("[v6]:port" too); false if it is not that: port
-// 1..65535, host only letters, digits and . - : _ % (a name or an address).
+// 1..65535, host only letters, digits and . - : _ % (a name or an address),
+// and a host with a colon an IPv6 address.
 bool SplitHostPort(std::string_view host_port, std::string* host, int* port);
 // "host:port", or "[host]:port" for an IPv6 host.
 std::string JoinHostPort(const std::string& host, int port);
-// An address that names no one host: empty, 0.0.0.0 or ::.
+// One spelling per address: "::1:7379" and "[::1]:7379" are "[::1]:7379".
+// Anything SplitHostPort refuses comes back unchanged.
+std::string NormalizeHostPort(std::string_view host_port);
+// An address that names no one host: empty, 0.0.0.0, :: (any spelling),
+// ::ffff:0.0.0.0.
 bool IsWildcardHost(std::string_view host);
+// localhost, 127.0.0.0/8, ::1, ::ffff:127.x.x.x.
+bool IsLoopbackHost(std::string_view host);
 // The address the primary knows a replica by: the one it announced in its
-// handshake; if that names no host (a replica bound to 0.0.0.0 without
-// --announce_addr), the address it connected from (fd's peer) with the
+// handshake, unless that names no host (a replica bound to 0.0.0.0 without
+// --announce_addr) or a loopback address while the replica connects from
+// elsewhere: then the address it connects from (fd's peer) with the
 // announced port, as Redis does. False if `announced` is not host:port.
 bool ReplicaAddress(std::string_view announced, int fd, std::string* addr);
 

@@ -3,9 +3,12 @@
 #include "repl_stream.h"
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <thread>
 
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -95,11 +98,31 @@ TEST(ReplAddressTest, SplitHostPortTakesHostsAndAddressesOnly) {
                           "h", "h:1x", "h,ip=1.2.3.4:1"}) {
     EXPECT_FALSE(SplitHostPort(bad, &host, &port)) << bad;
   }
+  ASSERT_TRUE(SplitHostPort("::1:7380", &host, &port));  // unbracketed v6
+  EXPECT_EQ("::1", host);
+  EXPECT_EQ(7380, port);
+  EXPECT_FALSE(SplitHostPort("fe80::1", &host, &port));  // not fe80: port 1
+  EXPECT_FALSE(SplitHostPort("::1", &host, &port));
+  EXPECT_FALSE(SplitHostPort("[db-1]:5", &host, &port));
+  EXPECT_EQ("[::1]:7380", NormalizeHostPort("::1:7380"));
+  EXPECT_EQ("[::1]:7380", NormalizeHostPort("[::1]:7380"));
+  EXPECT_EQ("h:1", NormalizeHostPort("h:1"));
+  EXPECT_EQ("not one", NormalizeHostPort("not one"));
   EXPECT_EQ("[::1]:7", JoinHostPort("::1", 7));
   EXPECT_EQ("10.0.0.1:7", JoinHostPort("10.0.0.1", 7));
   EXPECT_TRUE(IsWildcardHost("0.0.0.0"));
   EXPECT_TRUE(IsWildcardHost("::"));
+  EXPECT_TRUE(IsWildcardHost("::0"));
+  EXPECT_TRUE(IsWildcardHost("0:0::"));
+  EXPECT_TRUE(IsWildcardHost("::ffff:0.0.0.0"));
   EXPECT_FALSE(IsWildcardHost("127.0.0.1"));
+  EXPECT_FALSE(IsWildcardHost("::1"));
+  EXPECT_TRUE(IsLoopbackHost("localhost"));
+  EXPECT_TRUE(IsLoopbackHost("127.0.0.2"));
+  EXPECT_TRUE(IsLoopbackHost("::1"));
+  EXPECT_TRUE(IsLoopbackHost("::ffff:127.0.0.1"));
+  EXPECT_FALSE(IsLoopbackHost("10.0.0.1"));
+  EXPECT_FALSE(IsLoopbackHost("db-1"));
 }
 
 // A replica bound to 0.0.0.0 announces 0.0.0.0:port: the primary names it
@@ -130,10 +153,45 @@ TEST(ReplAddressTest, AWildcardAnnouncementIsNamedByItsPeer) {
   EXPECT_EQ("127.0.0.1:4243", addr);
   ASSERT_TRUE(ReplicaAddress("10.1.2.3:5", served, &addr));
   EXPECT_EQ("10.1.2.3:5", addr);  // announced: taken as said
+  // A loopback name from a loopback peer is kept (this machine's own).
+  ASSERT_TRUE(ReplicaAddress("localhost:6", served, &addr));
+  EXPECT_EQ("localhost:6", addr);
   ASSERT_TRUE(ReplicaAddress("::1:6", served, &addr));
   EXPECT_EQ("[::1]:6", addr);
   EXPECT_FALSE(ReplicaAddress("nothing", served, &addr));
   EXPECT_FALSE(ReplicaAddress("0.0.0.0:4242", -1, &addr));  // no peer
+  close(served);
+  close(listener);
+}
+
+// An IPv4 replica reaching a dual-stack socket shows as ::ffff:a.b.c.d: it
+// is named a.b.c.d, as a replica on an IPv4 socket would be.
+TEST(ReplAddressTest, AMappedIpv4PeerIsNamedByItsIpv4Address) {
+  const int listener = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(listener, 0);
+  int off = 0;
+  ASSERT_EQ(0,
+            setsockopt(listener, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof(off)));
+  sockaddr_in6 a{};
+  a.sin6_family = AF_INET6;
+  ASSERT_EQ(1, inet_pton(AF_INET6, "::ffff:127.0.0.1", &a.sin6_addr));
+  if (bind(listener, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
+    close(listener);
+    GTEST_SKIP() << "no dual-stack loopback here: " << std::strerror(errno);
+  }
+  ASSERT_EQ(0, listen(listener, 1));
+  socklen_t len = sizeof(a);
+  ASSERT_EQ(0, getsockname(listener, reinterpret_cast<sockaddr*>(&a), &len));
+  ReplSocket client;
+  ASSERT_TRUE(client
+                  .Connect("127.0.0.1:" + std::to_string(ntohs(a.sin6_port)),
+                           std::chrono::milliseconds(2000))
+                  .ok());
+  const int served = accept(listener, nullptr, nullptr);
+  ASSERT_GE(served, 0);
+  std::string addr;
+  ASSERT_TRUE(ReplicaAddress("0.0.0.0:4242", served, &addr));
+  EXPECT_EQ("127.0.0.1:4242", addr);
   close(served);
   close(listener);
 }

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <deque>
 #include <filesystem>
 #include <fstream>
@@ -40,8 +41,26 @@ std::string NormalizeDir(const std::string& path) {
   return p;
 }
 
+// A word a peer sent, fit for a log line or INFO's master_last_error: bytes
+// outside printable ASCII as \xHH, at most 64 of them.
+std::string PrintableWord(std::string_view word) {
+  std::string out;
+  for (size_t i = 0; i < word.size() && i < 64; ++i) {
+    const unsigned char c = static_cast<unsigned char>(word[i]);
+    if (c >= 0x20 && c < 0x7f && c != '\\') {
+      out.push_back(static_cast<char>(c));
+    } else {
+      char hex[5];
+      std::snprintf(hex, sizeof(hex), "\\x%02x", c);
+      out += hex;
+    }
+  }
+  if (word.size() > 64) out += "...";
+  return out;
+}
+
 std::string Words(const std::vector<std::string_view>& words, size_t i) {
-  return i < words.size() ? std::string(words[i]) : std::string();
+  return i < words.size() ? PrintableWord(words[i]) : std::string();
 }
 
 // Splits a "+WORD a b c" reply line on spaces.
@@ -299,7 +318,7 @@ Status Replication::ReplicaOf(const std::string& primary, std::string* reply) {
     if (s.ok()) *reply = "OK";
     return s;
   }
-  if (primary == options_.self_addr) {
+  if (NormalizeHostPort(primary) == NormalizeHostPort(options_.self_addr)) {
     return Status::InvalidArgument("a server cannot replicate itself");
   }
   BecomeReplica(primary);
@@ -377,8 +396,8 @@ void Replication::ServeReplica(Link* link, std::vector<std::string> args) {
   const std::string mode = FenceModeName(db_->GetFenceMode());
   if (args[6] != domain || args[7] != mode) {
     refuse("ERR fence configuration differs: this primary has fence_domain=" +
-           domain + " fence_mode=" + mode + ", the replica " + args[6] + " " +
-           args[7] +
+           domain + " fence_mode=" + mode + ", the replica " +
+           PrintableWord(args[6]) + " " + PrintableWord(args[7]) +
            " (a copy with another domain function or mode would "
            "break every fence: nothing was changed)");
     return;

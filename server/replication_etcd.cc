@@ -13,6 +13,7 @@
 #include <glog/logging.h>
 
 #include "etcd_client.h"
+#include "repl_stream.h"
 #include "replication.h"
 
 namespace fencedkv {
@@ -210,7 +211,8 @@ void Replication::EtcdLoop() {
         bool primary_alive = false;
         std::map<std::string, uint64_t> seqs;
         for (const auto& m : member_kvs) {
-          const std::string addr = m.key.substr(members_prefix.size());
+          const std::string addr =
+              NormalizeHostPort(m.key.substr(members_prefix.size()));
           MemberRecord mr;
           if (!MemberRecord::Parse(m.value, &mr)) continue;
           alive.emplace_back(addr, mr.role);

@@ -531,6 +531,7 @@ TEST(DBMetaTest, EveryLogPrefixRecoversAMarkAboveEveryMax) {
     std::unique_ptr<DB> db;
     ASSERT_FENCEDKV_OK(DB::Open(CreateOptions(domain), path, &db));
     std::vector<std::string> keys;
+    keys.reserve(300);
     for (int i = 0; i < 300; ++i) keys.push_back("k" + std::to_string(i));
     std::vector<Token> holder(16);
     Token counter = 0;
@@ -553,7 +554,7 @@ TEST(DBMetaTest, EveryLogPrefixRecoversAMarkAboveEveryMax) {
       if (e.path().extension() == ".log") log = e.path().filename().string();
     }
     ASSERT_FALSE(log.empty());
-    const uintmax_t size = fs::file_size(path + "/" + log);
+    const uintmax_t size = fs::file_size(fs::path(path) / log);
     uint64_t first_sum = 0, last_sum = 0;  // of the recovered maxima
     constexpr int kCuts = 25;
     for (int c = 1; c <= kCuts; ++c) {
@@ -563,7 +564,7 @@ TEST(DBMetaTest, EveryLogPrefixRecoversAMarkAboveEveryMax) {
       const std::string copy = dir.Sub("cut");
       fs::remove_all(copy);
       fs::copy(path, copy);
-      fs::resize_file(copy + "/" + log, cut);
+      fs::resize_file(fs::path(copy) / log, cut);
       Options o = CreateOptions(domain);
       o.create_if_missing = false;
       std::unique_ptr<DB> cdb;

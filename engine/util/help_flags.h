@@ -56,7 +56,7 @@ inline void NarrowHelpToModule(int argc, char** argv, const char* module) {
   for (const auto& f : flags) {
     if (f.filename.find(module) == std::string::npos) continue;
     std::string dflt = f.default_value;
-    if (f.type == "string") dflt = "\"" + dflt + "\"";
+    if (f.type == "string") dflt.insert(0, 1, '"').push_back('"');
     std::printf("  --%s (%s, default %s)\n%s", f.name.c_str(), f.type.c_str(),
                 dflt.c_str(), wrapped(f.description).c_str());
   }

@@ -19,12 +19,12 @@
 
 #define ASSERT_FENCEDKV_OK(expr)                            \
   do {                                                      \
-    ::fencedkv::Status _s = (expr);                         \
+    const ::fencedkv::Status& _s = (expr);                  \
     ASSERT_TRUE(_s.ok()) << #expr << ": " << _s.ToString(); \
   } while (0)
 #define EXPECT_FENCEDKV_OK(expr)                            \
   do {                                                      \
-    ::fencedkv::Status _s = (expr);                         \
+    const ::fencedkv::Status& _s = (expr);                  \
     EXPECT_TRUE(_s.ok()) << #expr << ": " << _s.ToString(); \
   } while (0)
 
