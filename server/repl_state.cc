@@ -202,7 +202,8 @@ bool ShardRecord::InIsr(std::string_view addr) const {
 }
 
 std::string MemberRecord::ToJson() const {
-  return json{{"epoch", epoch}, {"seq", seq}, {"role", role}}.dump();
+  return json{{"epoch", epoch}, {"seq", seq}, {"role", role}, {"node", node}}
+      .dump();
 }
 
 bool MemberRecord::Parse(std::string_view text, MemberRecord* member) {
@@ -215,7 +216,44 @@ bool MemberRecord::Parse(std::string_view text, MemberRecord* member) {
   auto role = j.find("role");
   if (role != j.end() && role->is_string())
     member->role = role->get<std::string>();
+  auto node = j.find("node");
+  if (node != j.end() && node->is_string())
+    member->node = node->get<std::string>();
   return true;
+}
+
+Status LoadOrCreateNodeId(const std::string& dir, std::string* id) {
+  const std::string path = dir + "/" + kNodeIdFile;
+  auto valid = [](const std::string& text) {
+    return text.size() == 32 &&
+           text.find_first_not_of("0123456789abcdef") == std::string::npos;
+  };
+  std::ifstream in(path);
+  if (in) {
+    std::string text;
+    std::getline(in, text);
+    if (!valid(text)) {
+      return Status::Corruption(path + " is not a node id (32 hex digits)");
+    }
+    *id = text;
+    return Status::OK();
+  }
+  const std::string fresh = NewHistoryId();
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << fresh << "\n";
+    out.flush();
+    if (!out) return Status::IOError("cannot write " + tmp);
+  }
+  Status s = SyncPath(tmp, /*directory=*/false);
+  if (!s.ok()) return s;
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    return Status::IOError("cannot rename " + tmp + " to " + path);
+  }
+  s = SyncPath(dir, /*directory=*/true);
+  if (s.ok()) *id = fresh;
+  return s;
 }
 
 Status SyncPath(const std::string& path, bool directory) {

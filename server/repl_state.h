@@ -101,6 +101,8 @@ struct MemberRecord {
   uint64_t epoch = 0;
   uint64_t seq = 0;
   std::string role;  // "primary" | "replica"
+  std::string node;  // the writer's node id (LoadOrCreateNodeId); may be
+                     // empty in a record of an older build
   std::string ToJson() const;
   static bool Parse(std::string_view json, MemberRecord* member);
 };
@@ -115,6 +117,14 @@ Status SyncPath(const std::string& path, bool directory);
 
 // A new random history id (32 hex digits).
 std::string NewHistoryId();
+
+// This server's node id: dir/NODE_ID, 32 random hex digits made the first
+// time and kept (a full copy carries it over, Replication::AdoptFullSync).
+// In etcd mode it tells this server's member key, left by its previous run,
+// from another server's under the same name. Corruption if the file holds
+// anything else.
+Status LoadOrCreateNodeId(const std::string& dir, std::string* id);
+constexpr const char* kNodeIdFile = "NODE_ID";
 
 // What a primary of `epoch` whose epochs are `epochs` (its own the last)
 // answers a replica whose log ends at `replica_seq` with batches of

@@ -47,6 +47,34 @@ TEST(ReplStateTest, ACorruptFileIsRefused) {
   EXPECT_TRUE(ReplState::Load(dir.path(), &s).IsCorruption());  // log > max
 }
 
+// A node id is made once and then kept; anything else in its file is
+// refused rather than replaced (it would make this server another node).
+TEST(ReplStateTest, TheNodeIdIsMadeOnceAndKept) {
+  test::TempDir dir;
+  std::string first, again;
+  ASSERT_FENCEDKV_OK(LoadOrCreateNodeId(dir.path(), &first));
+  EXPECT_EQ(32u, first.size());
+  ASSERT_FENCEDKV_OK(LoadOrCreateNodeId(dir.path(), &again));
+  EXPECT_EQ(first, again);
+  test::TempDir other;
+  ASSERT_FENCEDKV_OK(LoadOrCreateNodeId(other.path(), &again));
+  EXPECT_NE(first, again);
+  std::ofstream(dir.path() + "/" + kNodeIdFile) << "not an id\n";
+  EXPECT_TRUE(LoadOrCreateNodeId(dir.path(), &again).IsCorruption());
+
+  MemberRecord m, back;
+  m.epoch = 3;
+  m.seq = 9;
+  m.role = "replica";
+  m.node = first;
+  ASSERT_TRUE(MemberRecord::Parse(m.ToJson(), &back));
+  EXPECT_EQ(first, back.node);
+  // A record of an older build has no node.
+  ASSERT_TRUE(
+      MemberRecord::Parse(R"({"epoch":1,"seq":2,"role":"primary"})", &back));
+  EXPECT_EQ("", back.node);
+}
+
 TEST(ReplStateTest, EpochsParseOnlyIncreasing) {
   EpochList l;
   EXPECT_TRUE(ParseEpochs("1:0,2:10", &l));

@@ -131,6 +131,17 @@ Status Replication::AdoptFullSync(const std::string& db_path) {
   fs::remove_all(FullSyncTmpDir(db), ec);  // an interrupted copy
   if (fs::exists(ready, ec)) {
     if (fs::exists(db, ec)) {
+      // The node id stays with the server, not with the data.
+      const fs::path id = fs::path(db) / kNodeIdFile;
+      if (fs::exists(id, ec)) {
+        fs::copy_file(id, fs::path(ready) / kNodeIdFile,
+                      fs::copy_options::overwrite_existing, ec);
+        if (ec) {
+          return Status::IOError("cannot keep " + id.string(), ec.message());
+        }
+        Status s = SyncPath((fs::path(ready) / kNodeIdFile).string(), false);
+        if (!s.ok()) return s;
+      }
       fs::remove_all(old, ec);
       fs::rename(db, old, ec);
       if (ec)
@@ -158,6 +169,8 @@ Status Replication::Start(const std::string& replicaof) {
     if (!s.ok()) return s;
   }
   if (etcd_mode()) {
+    Status s = LoadOrCreateNodeId(options_.db_path, &node_id_);
+    if (!s.ok()) return s;
     // Read-only until etcd's record says which role to take.
     read_only_.store(true);
     tracker_.SetPrimary(false,

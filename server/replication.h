@@ -254,6 +254,9 @@ class Replication {
   std::vector<std::pair<std::string, std::string>> view_members_
       GUARDED_BY(mu_);
   std::string etcd_error_ GUARDED_BY(mu_);
+  // etcd mode: this server's node id (repl_state.h), read by Start before
+  // the etcd thread starts, constant after.
+  std::string node_id_;
 };
 
 }  // namespace server

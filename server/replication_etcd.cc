@@ -93,6 +93,7 @@ void Replication::EtcdLoop() {
   int64_t lease = 0;
   int64_t lease_deadline = 0;  // ReplNowMs when it may have expired
   int64_t last_keepalive = 0, last_member_put = 0;
+  bool name_taken = false;  // another node holds member_key
   int64_t primary_dead_since = 0;
   // Replicas joining the record's ISR, each with its floor: the latest
   // sequence once the replica was required (every write acknowledged
@@ -153,10 +154,39 @@ void Replication::EtcdLoop() {
       }
       m.seq = db_->GetLatestSequenceNumber();
       m.role = read_only_.load() ? "replica" : "primary";
-      Status s = etcd.Put(member_key, m.ToJson(), lease);
+      m.node = node_id_;
+      // The name is this server's only if no other server holds it: two
+      // servers announcing one address would take each other's member key,
+      // place in the ISR and acknowledgements. The key of this node's
+      // previous run (same node id, an older lease) is taken over.
+      bool created = false;
+      std::vector<EtcdKv> held;
+      Status s = etcd.Txn({EtcdCompare::Absent(member_key)},
+                          {EtcdOp::Put(member_key, m.ToJson(), lease)},
+                          {EtcdOp::Get(member_key)}, &created, &held);
+      if (s.ok() && !created) {
+        MemberRecord other;
+        const bool ours = held.empty() || held[0].lease == lease ||
+                          (MemberRecord::Parse(held[0].value, &other) &&
+                           (other.node.empty() || other.node == node_id_));
+        if (ours) {
+          s = etcd.Put(member_key, m.ToJson(), lease);
+        } else {
+          s = Status::Busy("another server (node " + other.node +
+                           ") holds the name " + me +
+                           ": two servers announce the same address "
+                           "(--announce_addr); this one takes no part in "
+                           "the shard until the name is free");
+        }
+      }
       if (s.ok()) {
         last_member_put = now;
+        name_taken = false;
       } else {
+        if (s.IsBusy()) {
+          if (!name_taken) LOG(ERROR) << "replication: " << s.ToString();
+          name_taken = true;
+        }
         fail("member put", s);
       }
     }
@@ -168,8 +198,9 @@ void Replication::EtcdLoop() {
     if (s.ok()) s = etcd.GetPrefix(members_prefix, &member_kvs, 1000);
     if (!s.ok()) {
       fail("read", s);
-    } else if (lease == 0) {
-      // Without a lease nothing of ours may go into the record.
+    } else if (lease == 0 || name_taken) {
+      // Without a lease, or under a name another server holds, nothing of
+      // ours may go into the record, and this server follows no one.
     } else if (!found) {
       // Bootstrap: the first server becomes the primary of epoch 1 (or
       // above what it has seen).

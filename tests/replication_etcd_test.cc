@@ -533,6 +533,46 @@ TEST_F(EtcdReplicationTest,
       20000));
 }
 
+// A fourth server that announces the primary's address (a copied
+// configuration): it must not take the primary's member key, place or
+// acknowledgements. Before node ids it overwrote the member key with its
+// own lease, so the others saw the primary's key under another lease.
+TEST_F(EtcdReplicationTest, AServerAnnouncingAnotherOnesAddressTakesNoPart) {
+  const int p = PrimaryIndex(5000);
+  ASSERT_GE(p, 0);
+  const std::string name = "127.0.0.1:" + std::to_string(ports_[p]);
+  Server impostor;
+  const std::string dir = dir_.Sub("impostor");
+  mkdir(dir.c_str(), 0755);
+  ASSERT_TRUE(impostor.Start(
+      dir, {"--db=" + dir + "/db", "--aclfile=" + dir_.Sub("acl"), "--shard=s1",
+            "--etcd_endpoints=" + etcd_.endpoint(), "--etcd_lease_ttl_ms=2000",
+            "--announce_addr=" + name}));
+  NotePid(impostor.pid());
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        return Info(impostor.port())["etcd_last_error"].find(
+                   "holds the name " + name) != std::string::npos;
+      },
+      5000))
+      << Info(impostor.port())["etcd_last_error"];
+  // Longer than the lease TTL: nothing moves.
+  Client c(ports_[p]);
+  for (int i = 0; i < 30; ++i) {
+    ASSERT_EQ("+OK", c.Call({"SET", "k" + std::to_string(i), "v", "FENCE",
+                             std::to_string(100 + i)}));
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_EQ(p, PrimaryIndex(1000));
+  EXPECT_EQ(kServers, IsrSize());
+  auto info = Info(impostor.port());
+  EXPECT_NE("master", info["role"]);
+  EXPECT_NE("up", info["master_link_status"]);
+  EXPECT_EQ("2", Info(ports_[p])["connected_slaves"]);
+  Client i(impostor.port());
+  EXPECT_EQ(0u, i.Call({"SET", "x", "1", "FENCE", "1000"}).find("-READONLY"));
+}
+
 // True if `pid` runs (a zombie does not: it has ended).
 bool Running(pid_t pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
