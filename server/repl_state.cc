@@ -222,17 +222,22 @@ bool MemberRecord::Parse(std::string_view text, MemberRecord* member) {
   return true;
 }
 
+bool IsNodeId(std::string_view text) {
+  return text.size() == 32 &&
+         text.find_first_not_of("0123456789abcdef") == std::string_view::npos;
+}
+
 Status LoadOrCreateNodeId(const std::string& dir, std::string* id) {
   const std::string path = dir + "/" + kNodeIdFile;
-  auto valid = [](const std::string& text) {
-    return text.size() == 32 &&
-           text.find_first_not_of("0123456789abcdef") == std::string::npos;
-  };
-  std::ifstream in(path);
-  if (in) {
+  if (access(path.c_str(), F_OK) == 0) {
+    // There: read it or fail (never replaced: that would make this server
+    // another node).
+    std::ifstream in(path);
     std::string text;
-    std::getline(in, text);
-    if (!valid(text)) {
+    if (!in || !std::getline(in, text)) {
+      return Status::IOError("cannot read " + path);
+    }
+    if (!IsNodeId(text)) {
       return Status::Corruption(path + " is not a node id (32 hex digits)");
     }
     *id = text;

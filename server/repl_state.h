@@ -122,8 +122,12 @@ std::string NewHistoryId();
 // time and kept (a full copy carries it over, Replication::AdoptFullSync).
 // In etcd mode it tells this server's member key, left by its previous run,
 // from another server's under the same name. Corruption if the file holds
-// anything else.
+// anything else, IOError if it cannot be read (never replaced). A copy of
+// a whole database directory (cp -r, a disk image) copies the id: delete
+// NODE_ID in the copy, or two servers count as one node.
 Status LoadOrCreateNodeId(const std::string& dir, std::string* id);
+// 32 lowercase hex digits.
+bool IsNodeId(std::string_view text);
 constexpr const char* kNodeIdFile = "NODE_ID";
 
 // What a primary of `epoch` whose epochs are `epochs` (its own the last)

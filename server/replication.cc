@@ -140,6 +140,7 @@ Status Replication::AdoptFullSync(const std::string& db_path) {
           return Status::IOError("cannot keep " + id.string(), ec.message());
         }
         Status s = SyncPath((fs::path(ready) / kNodeIdFile).string(), false);
+        if (s.ok()) s = SyncPath(ready, /*directory=*/true);
         if (!s.ok()) return s;
       }
       fs::remove_all(old, ec);

@@ -93,7 +93,9 @@ void Replication::EtcdLoop() {
   int64_t lease = 0;
   int64_t lease_deadline = 0;  // ReplNowMs when it may have expired
   int64_t last_keepalive = 0, last_member_put = 0;
-  bool name_taken = false;  // another node holds member_key
+  // Another server holds member_key (name_held), for good if it is a
+  // known other node (shut_out: this run never takes part).
+  bool name_held = false, shut_out = false;
   int64_t primary_dead_since = 0;
   // Replicas joining the record's ISR, each with its floor: the latest
   // sequence once the replica was required (every write acknowledged
@@ -145,8 +147,10 @@ void Replication::EtcdLoop() {
       if (now >= lease_deadline)
         StepDown("the etcd lease could not be renewed");
     }
-    // 2. The member key, with what ranks candidates.
-    if (lease != 0 && now - last_member_put >= kMemberPutMs) {
+    // 2. The member key, with what ranks candidates (never again, once
+    // another node was seen holding the name: not even to create it when
+    // it is gone, which is when its owner restarts).
+    if (lease != 0 && !shut_out && now - last_member_put >= kMemberPutMs) {
       MemberRecord m;
       {
         MutexLock lock(&mu_);
@@ -157,8 +161,10 @@ void Replication::EtcdLoop() {
       m.node = node_id_;
       // The name is this server's only if no other server holds it: two
       // servers announcing one address would take each other's member key,
-      // place in the ISR and acknowledgements. The key of this node's
-      // previous run (same node id, an older lease) is taken over.
+      // place in the ISR and acknowledgements. The key is created if
+      // absent; an existing one is taken over only if it is this run's or
+      // this node's previous run's (same node id, an older lease), and only
+      // if unchanged since it was read.
       bool created = false;
       std::vector<EtcdKv> held;
       Status s = etcd.Txn({EtcdCompare::Absent(member_key)},
@@ -166,28 +172,58 @@ void Replication::EtcdLoop() {
                           {EtcdOp::Get(member_key)}, &created, &held);
       if (s.ok() && !created) {
         MemberRecord other;
-        const bool ours = held.empty() || held[0].lease == lease ||
-                          (MemberRecord::Parse(held[0].value, &other) &&
-                           (other.node.empty() || other.node == node_id_));
-        if (ours) {
-          s = etcd.Put(member_key, m.ToJson(), lease);
-        } else {
+        const bool known_node = !held.empty() &&
+                                MemberRecord::Parse(held[0].value, &other) &&
+                                IsNodeId(other.node);
+        if (held.empty()) {
+          s = Status::IOError("the member key vanished while read: retrying");
+        } else if (held[0].lease == lease ||
+                   (known_node && other.node == node_id_)) {
+          bool replaced = false;
+          s = etcd.Txn(
+              {EtcdCompare::ModRevisionIs(member_key, held[0].mod_revision)},
+              {EtcdOp::Put(member_key, m.ToJson(), lease)}, {}, &replaced);
+          if (s.ok() && !replaced) {
+            s = Status::IOError(
+                "the member key changed while taken over: "
+                "retrying");
+          }
+        } else if (known_node) {
+          // Another node: for the rest of this run. A server that once saw
+          // its name held by another never takes it, not even once the
+          // other's key is gone (a restart of the rightful owner deletes
+          // it; this one must not step into its place).
+          shut_out = true;
           s = Status::Busy("another server (node " + other.node +
                            ") holds the name " + me +
                            ": two servers announce the same address "
                            "(--announce_addr); this one takes no part in "
-                           "the shard until the name is free");
+                           "the shard until it is restarted");
+        } else {
+          // A key without a node id (a server of an older build, or not a
+          // member record): wait for its lease to end.
+          s = Status::Busy("the name " + me +
+                           " is held under another etcd lease by a server "
+                           "of an older build: waiting for that lease to "
+                           "end");
         }
       }
-      if (s.ok()) {
+      if (s.ok() && !shut_out) {
         last_member_put = now;
-        name_taken = false;
+        name_held = false;
       } else {
-        if (s.IsBusy()) {
-          if (!name_taken) LOG(ERROR) << "replication: " << s.ToString();
-          name_taken = true;
+        if (s.IsBusy() && !name_held) {
+          LOG(ERROR) << "replication: " << s.ToString();
+          // Whatever role this server had under the name ends (its key
+          // was deleted by hand, or its lease ended, and another took it).
+          StepDown("another server holds this server's name");
+          MutexLock role(&role_mu_);
+          StopReplicaThread();
+          MutexLock lock(&mu_);
+          primary_.clear();  // followed again once the name is back
         }
-        fail("member put", s);
+        name_held = s.IsBusy();
+        if (!s.ok()) fail("member put", s);
       }
     }
     // 3. The record, and the members alive.
@@ -198,9 +234,10 @@ void Replication::EtcdLoop() {
     if (s.ok()) s = etcd.GetPrefix(members_prefix, &member_kvs, 1000);
     if (!s.ok()) {
       fail("read", s);
-    } else if (lease == 0 || name_taken) {
-      // Without a lease, or under a name another server holds, nothing of
-      // ours may go into the record, and this server follows no one.
+    } else if (lease == 0 || last_member_put == 0 || name_held || shut_out) {
+      // Without a lease, before this lease holds the member key, or under
+      // a name another server holds, nothing of ours may go into the
+      // record, and this server follows no one.
     } else if (!found) {
       // Bootstrap: the first server becomes the primary of epoch 1 (or
       // above what it has seen).

@@ -573,6 +573,61 @@ TEST_F(EtcdReplicationTest, AServerAnnouncingAnotherOnesAddressTakesNoPart) {
   EXPECT_EQ(0u, i.Call({"SET", "x", "1", "FENCE", "1000"}).find("-READONLY"));
 }
 
+// The rightful owner of a name gets it back while a server announcing the
+// same name waits: after a clean restart (its key deleted at once; the
+// waiting server must not step into it) and after a kill -9 and a restart
+// within the lease TTL (its old key, under its old lease, is taken over by
+// node id).
+TEST_F(EtcdReplicationTest, TheOwnerOfANameGetsItBackFromAnotherServer) {
+  const int p = PrimaryIndex(5000);
+  ASSERT_GE(p, 0);
+  const int x = (p + 1) % kServers;  // a replica
+  const std::string name = "127.0.0.1:" + std::to_string(ports_[x]);
+  Server other;
+  const std::string dir = dir_.Sub("other");
+  mkdir(dir.c_str(), 0755);
+  ASSERT_TRUE(other.Start(
+      dir, {"--db=" + dir + "/db", "--aclfile=" + dir_.Sub("acl"), "--shard=s1",
+            "--etcd_endpoints=" + etcd_.endpoint(), "--etcd_lease_ttl_ms=2000",
+            "--announce_addr=" + name}));
+  NotePid(other.pid());
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        return Info(other.port())["etcd_last_error"].find(
+                   "holds the name " + name) != std::string::npos;
+      },
+      5000))
+      << Info(other.port())["etcd_last_error"];
+  auto owner_back = [&] {
+    return WaitUntil(
+        [&] {
+          return IsrSize() == kServers &&
+                 Info(ports_[x])["master_link_status"] == "up";
+        },
+        15000);
+  };
+  auto other_out = [&] {
+    auto info = Info(other.port());
+    EXPECT_NE("master", info["role"]);
+    EXPECT_NE("up", info["master_link_status"]);
+    EXPECT_NE(std::string::npos,
+              info["etcd_last_error"].find("holds the name " + name));
+  };
+  // A clean restart: the key is deleted when the owner stops.
+  EXPECT_EQ(0, servers_[x].Stop());
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  ASSERT_TRUE(StartServer(x));
+  EXPECT_TRUE(owner_back()) << Info(ports_[x])["etcd_last_error"];
+  other_out();
+  // kill -9 and back within the TTL: its old key is still there.
+  servers_[x].Kill9();
+  ASSERT_TRUE(StartServer(x));
+  EXPECT_TRUE(owner_back()) << Info(ports_[x])["etcd_last_error"];
+  other_out();
+  Client c(ports_[PrimaryIndex(5000)]);
+  EXPECT_EQ("+OK", c.Call({"SET", "after", "1", "FENCE", "5"}));
+}
+
 // True if `pid` runs (a zombie does not: it has ended).
 bool Running(pid_t pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
