@@ -118,16 +118,17 @@ Status ReplState::Load(const std::string& dir, ReplState* state) {
   return Status::OK();
 }
 
-Status ReplState::Store(const std::string& dir) const {
-  const std::string path = dir + "/" + kFileName;
+namespace {
+
+// Replaces dir/name with `content` atomically and durably: a temporary
+// file, fsync, rename, fsync of the directory.
+Status ReplaceFileDurably(const std::string& dir, const char* name,
+                          const std::string& content) {
+  const std::string path = dir + "/" + name;
   const std::string tmp = path + ".tmp";
   {
     std::ofstream out(tmp, std::ios::trunc);
-    out << "fencedkv-replication 1\n"
-        << "history " << (history.empty() ? "-" : history) << "\n"
-        << "max_epoch " << max_epoch << "\n"
-        << "log_epoch " << log_epoch << "\n"
-        << "epochs " << (epochs.empty() ? "-" : FormatEpochs(epochs)) << "\n";
+    out << content;
     out.flush();
     if (!out) return Status::IOError("cannot write " + tmp);
   }
@@ -137,6 +138,18 @@ Status ReplState::Store(const std::string& dir) const {
     return Status::IOError("cannot rename " + tmp + " to " + path);
   }
   return SyncPath(dir, /*directory=*/true);
+}
+
+}  // namespace
+
+Status ReplState::Store(const std::string& dir) const {
+  std::ostringstream out;
+  out << "fencedkv-replication 1\n"
+      << "history " << (history.empty() ? "-" : history) << "\n"
+      << "max_epoch " << max_epoch << "\n"
+      << "log_epoch " << log_epoch << "\n"
+      << "epochs " << (epochs.empty() ? "-" : FormatEpochs(epochs)) << "\n";
+  return ReplaceFileDurably(dir, kFileName, out.str());
 }
 
 std::string ShardRecord::ToJson() const {
@@ -244,19 +257,7 @@ Status LoadOrCreateNodeId(const std::string& dir, std::string* id) {
     return Status::OK();
   }
   const std::string fresh = NewHistoryId();
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << fresh << "\n";
-    out.flush();
-    if (!out) return Status::IOError("cannot write " + tmp);
-  }
-  Status s = SyncPath(tmp, /*directory=*/false);
-  if (!s.ok()) return s;
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    return Status::IOError("cannot rename " + tmp + " to " + path);
-  }
-  s = SyncPath(dir, /*directory=*/true);
+  Status s = ReplaceFileDurably(dir, kNodeIdFile, fresh + "\n");
   if (s.ok()) *id = fresh;
   return s;
 }

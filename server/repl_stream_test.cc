@@ -110,42 +110,77 @@ TEST(ReplAddressTest, SplitHostPortTakesHostsAndAddressesOnly) {
   EXPECT_EQ("not one", NormalizeHostPort("not one"));
   EXPECT_EQ("[::1]:7", JoinHostPort("::1", 7));
   EXPECT_EQ("10.0.0.1:7", JoinHostPort("10.0.0.1", 7));
-  EXPECT_TRUE(IsWildcardHost("0.0.0.0"));
-  EXPECT_TRUE(IsWildcardHost("::"));
-  EXPECT_TRUE(IsWildcardHost("::0"));
-  EXPECT_TRUE(IsWildcardHost("0:0::"));
-  EXPECT_TRUE(IsWildcardHost("::ffff:0.0.0.0"));
-  EXPECT_FALSE(IsWildcardHost("127.0.0.1"));
-  EXPECT_FALSE(IsWildcardHost("::1"));
-  EXPECT_TRUE(IsLoopbackHost("localhost"));
-  EXPECT_TRUE(IsLoopbackHost("127.0.0.2"));
-  EXPECT_TRUE(IsLoopbackHost("::1"));
-  EXPECT_TRUE(IsLoopbackHost("::ffff:127.0.0.1"));
-  EXPECT_FALSE(IsLoopbackHost("10.0.0.1"));
-  EXPECT_FALSE(IsLoopbackHost("db-1"));
+  for (const char* h : {"0.0.0.0", "::", "::0", "0:0::", "::ffff:0.0.0.0"}) {
+    EXPECT_TRUE(IsWildcardHost(h)) << h;
+  }
+  for (const char* h : {"127.0.0.1", "::1", "db-1"}) {
+    EXPECT_FALSE(IsWildcardHost(h)) << h;
+  }
+  for (const char* h : {"localhost", "127.0.0.2", "::1", "::ffff:127.0.0.1"}) {
+    EXPECT_TRUE(IsLoopbackHost(h)) << h;
+  }
+  for (const char* h : {"10.0.0.1", "db-1", "0.0.0.0"}) {
+    EXPECT_FALSE(IsLoopbackHost(h)) << h;
+  }
 }
+
+// A loopback TCP connection: a listener bound to `at` (port 0; AF_INET or
+// AF_INET6) accepts a ReplSocket's connection to 127.0.0.1. served() is the
+// accepted end, -1 if any step failed (error() says which).
+class LoopbackConnection {
+ public:
+  LoopbackConnection(const sockaddr* at, socklen_t len, bool dual_stack) {
+    listener_ = socket(at->sa_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int off = 0;
+    sockaddr_storage bound{};
+    socklen_t bound_len = sizeof(bound);
+    if (listener_ < 0 ||
+        (dual_stack && setsockopt(listener_, IPPROTO_IPV6, IPV6_V6ONLY, &off,
+                                  sizeof(off)) != 0) ||
+        bind(listener_, at, len) != 0 || listen(listener_, 1) != 0 ||
+        getsockname(listener_, reinterpret_cast<sockaddr*>(&bound),
+                    &bound_len) != 0) {
+      error_ = std::strerror(errno);
+      return;
+    }
+    const uint16_t port =
+        at->sa_family == AF_INET
+            ? reinterpret_cast<sockaddr_in*>(&bound)->sin_port
+            : reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port;
+    Status s = client_.Connect("127.0.0.1:" + std::to_string(ntohs(port)),
+                               std::chrono::milliseconds(2000));
+    if (!s.ok()) {
+      error_ = s.ToString();
+      return;
+    }
+    served_ = accept(listener_, nullptr, nullptr);
+    if (served_ < 0) error_ = std::strerror(errno);
+  }
+  ~LoopbackConnection() {
+    if (served_ >= 0) close(served_);
+    if (listener_ >= 0) close(listener_);
+  }
+  int served() const { return served_; }
+  const std::string& error() const { return error_; }
+
+ private:
+  int listener_ = -1;
+  int served_ = -1;
+  ReplSocket client_;
+  std::string error_;
+};
 
 // A replica bound to 0.0.0.0 announces 0.0.0.0:port: the primary names it
 // by the address its connection comes from (two such replicas on two
 // machines would otherwise share one name, and one's acknowledgements
 // would count for the other). Real loopback TCP.
 TEST(ReplAddressTest, AWildcardAnnouncementIsNamedByItsPeer) {
-  const int listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  ASSERT_GE(listener, 0);
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(0, bind(listener, reinterpret_cast<sockaddr*>(&a), sizeof(a)));
-  ASSERT_EQ(0, listen(listener, 1));
-  socklen_t len = sizeof(a);
-  ASSERT_EQ(0, getsockname(listener, reinterpret_cast<sockaddr*>(&a), &len));
-  ReplSocket client;
-  ASSERT_TRUE(client
-                  .Connect("127.0.0.1:" + std::to_string(ntohs(a.sin_port)),
-                           std::chrono::milliseconds(2000))
-                  .ok());
-  const int served = accept(listener, nullptr, nullptr);
-  ASSERT_GE(served, 0);
+  LoopbackConnection c(reinterpret_cast<sockaddr*>(&a), sizeof(a), false);
+  ASSERT_GE(c.served(), 0) << c.error();
+  const int served = c.served();
   std::string addr;
   ASSERT_TRUE(ReplicaAddress("0.0.0.0:4242", served, &addr));
   EXPECT_EQ("127.0.0.1:4242", addr);
@@ -160,40 +195,19 @@ TEST(ReplAddressTest, AWildcardAnnouncementIsNamedByItsPeer) {
   EXPECT_EQ("[::1]:6", addr);
   EXPECT_FALSE(ReplicaAddress("nothing", served, &addr));
   EXPECT_FALSE(ReplicaAddress("0.0.0.0:4242", -1, &addr));  // no peer
-  close(served);
-  close(listener);
 }
 
 // An IPv4 replica reaching a dual-stack socket shows as ::ffff:a.b.c.d: it
 // is named a.b.c.d, as a replica on an IPv4 socket would be.
 TEST(ReplAddressTest, AMappedIpv4PeerIsNamedByItsIpv4Address) {
-  const int listener = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  ASSERT_GE(listener, 0);
-  int off = 0;
-  ASSERT_EQ(0,
-            setsockopt(listener, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof(off)));
   sockaddr_in6 a{};
   a.sin6_family = AF_INET6;
   ASSERT_EQ(1, inet_pton(AF_INET6, "::ffff:127.0.0.1", &a.sin6_addr));
-  if (bind(listener, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
-    close(listener);
-    GTEST_SKIP() << "no dual-stack loopback here: " << std::strerror(errno);
-  }
-  ASSERT_EQ(0, listen(listener, 1));
-  socklen_t len = sizeof(a);
-  ASSERT_EQ(0, getsockname(listener, reinterpret_cast<sockaddr*>(&a), &len));
-  ReplSocket client;
-  ASSERT_TRUE(client
-                  .Connect("127.0.0.1:" + std::to_string(ntohs(a.sin6_port)),
-                           std::chrono::milliseconds(2000))
-                  .ok());
-  const int served = accept(listener, nullptr, nullptr);
-  ASSERT_GE(served, 0);
+  LoopbackConnection c(reinterpret_cast<sockaddr*>(&a), sizeof(a), true);
+  if (c.served() < 0) GTEST_SKIP() << "no dual-stack loopback: " << c.error();
   std::string addr;
-  ASSERT_TRUE(ReplicaAddress("0.0.0.0:4242", served, &addr));
+  ASSERT_TRUE(ReplicaAddress("0.0.0.0:4242", c.served(), &addr));
   EXPECT_EQ("127.0.0.1:4242", addr);
-  close(served);
-  close(listener);
 }
 
 }  // namespace

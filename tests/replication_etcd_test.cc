@@ -132,6 +132,33 @@ class EtcdReplicationTest : public testing::Test {
     return found;
   }
 
+  // Starts a fourth server of the shard announcing `name`, which a live
+  // member holds: true once it reports the name taken (INFO's
+  // etcd_last_error; printed if not).
+  bool StartUnderTakenName(Server* s, const std::string& sub,
+                           const std::string& name) {
+    const std::string dir = dir_.Sub(sub);
+    mkdir(dir.c_str(), 0755);
+    if (!s->Start(dir,
+                  {"--db=" + dir + "/db", "--aclfile=" + dir_.Sub("acl"),
+                   "--shard=s1", "--etcd_endpoints=" + etcd_.endpoint(),
+                   "--etcd_lease_ttl_ms=2000", "--announce_addr=" + name})) {
+      return false;
+    }
+    NotePid(s->pid());
+    const bool reported = WaitUntil(
+        [&] {
+          return Info(s->port())["etcd_last_error"].find(
+                     "holds the name " + name) != std::string::npos;
+        },
+        5000);
+    if (!reported) {
+      std::printf("etcd_last_error: %s\n",
+                  Info(s->port())["etcd_last_error"].c_str());
+    }
+    return reported;
+  }
+
   int IsrSize() {
     const int p = PrimaryIndex(100);
     if (p < 0) return 0;
@@ -542,20 +569,7 @@ TEST_F(EtcdReplicationTest, AServerAnnouncingAnotherOnesAddressTakesNoPart) {
   ASSERT_GE(p, 0);
   const std::string name = "127.0.0.1:" + std::to_string(ports_[p]);
   Server impostor;
-  const std::string dir = dir_.Sub("impostor");
-  mkdir(dir.c_str(), 0755);
-  ASSERT_TRUE(impostor.Start(
-      dir, {"--db=" + dir + "/db", "--aclfile=" + dir_.Sub("acl"), "--shard=s1",
-            "--etcd_endpoints=" + etcd_.endpoint(), "--etcd_lease_ttl_ms=2000",
-            "--announce_addr=" + name}));
-  NotePid(impostor.pid());
-  EXPECT_TRUE(WaitUntil(
-      [&] {
-        return Info(impostor.port())["etcd_last_error"].find(
-                   "holds the name " + name) != std::string::npos;
-      },
-      5000))
-      << Info(impostor.port())["etcd_last_error"];
+  EXPECT_TRUE(StartUnderTakenName(&impostor, "impostor", name));
   // Longer than the lease TTL: nothing moves.
   Client c(ports_[p]);
   for (int i = 0; i < 30; ++i) {
@@ -584,20 +598,7 @@ TEST_F(EtcdReplicationTest, TheOwnerOfANameGetsItBackFromAnotherServer) {
   const int x = (p + 1) % kServers;  // a replica
   const std::string name = "127.0.0.1:" + std::to_string(ports_[x]);
   Server other;
-  const std::string dir = dir_.Sub("other");
-  mkdir(dir.c_str(), 0755);
-  ASSERT_TRUE(other.Start(
-      dir, {"--db=" + dir + "/db", "--aclfile=" + dir_.Sub("acl"), "--shard=s1",
-            "--etcd_endpoints=" + etcd_.endpoint(), "--etcd_lease_ttl_ms=2000",
-            "--announce_addr=" + name}));
-  NotePid(other.pid());
-  ASSERT_TRUE(WaitUntil(
-      [&] {
-        return Info(other.port())["etcd_last_error"].find(
-                   "holds the name " + name) != std::string::npos;
-      },
-      5000))
-      << Info(other.port())["etcd_last_error"];
+  ASSERT_TRUE(StartUnderTakenName(&other, "other", name));
   auto owner_back = [&] {
     return WaitUntil(
         [&] {
