@@ -222,7 +222,9 @@ void Replication::EtcdLoop() {
           MutexLock lock(&mu_);
           primary_.clear();  // followed again once the name is back
         }
-        name_held = s.IsBusy();
+        // Until a put succeeds: a transient error after a Busy must not
+        // let step 3 act under a name another server holds.
+        if (s.IsBusy()) name_held = true;
         if (!s.ok()) fail("member put", s);
       }
     }
