@@ -9,6 +9,7 @@
 #ifndef FENCEDKV_TESTS_SERVER_TEST_UTIL_H_
 #define FENCEDKV_TESTS_SERVER_TEST_UTIL_H_
 
+#include <atomic>
 #include <functional>
 #include <map>
 #include <string>
@@ -55,7 +56,9 @@ class ServerProcess {
   int Wait(int timeout_ms);
   const std::string binary_;
   std::string dir_;
-  pid_t pid_ = -1;
+  // Atomic: a test's writer thread may ask pid() (is it running?) while
+  // the test kills and restarts the server (TSan saw the race).
+  std::atomic<pid_t> pid_{-1};
   int port_ = 0;
 };
 
