@@ -5,11 +5,13 @@
 
 #include "repl_state.h"
 
+#include <filesystem>
 #include <fstream>
 
 #include <gtest/gtest.h>
 
 #include "repl_stream.h"
+#include "replication.h"
 #include "util/testutil.h"
 
 namespace fencedkv {
@@ -73,6 +75,27 @@ TEST(ReplStateTest, TheNodeIdIsMadeOnceAndKept) {
   ASSERT_TRUE(
       MemberRecord::Parse(R"({"epoch":1,"seq":2,"role":"primary"})", &back));
   EXPECT_EQ("", back.node);
+}
+
+// A full copy replaces the database directory; the node id stays with the
+// server (else its restart on the copy would be another node to etcd, and
+// its own member key, left under its old lease, another server's).
+TEST(ReplStateTest, AFullCopyKeepsTheNodeId) {
+  test::TempDir dir;
+  const std::string db = dir.Sub("db");
+  std::filesystem::create_directories(db);
+  std::string id;
+  ASSERT_FENCEDKV_OK(LoadOrCreateNodeId(db, &id));
+  std::ofstream(db + "/old") << "the replaced data";
+  const std::string ready = Replication::FullSyncDir(db);
+  std::filesystem::create_directories(ready);
+  std::ofstream(ready + "/CURRENT") << "the copy";
+  ASSERT_FENCEDKV_OK(Replication::AdoptFullSync(db));
+  EXPECT_TRUE(std::filesystem::exists(db + "/CURRENT"));
+  EXPECT_FALSE(std::filesystem::exists(db + "/old"));
+  std::string after;
+  ASSERT_FENCEDKV_OK(LoadOrCreateNodeId(db, &after));
+  EXPECT_EQ(id, after);
 }
 
 TEST(ReplStateTest, EpochsParseOnlyIncreasing) {
