@@ -73,28 +73,28 @@ int main(int argc, char** argv) {
     return 1;
   }
   google::InitGoogleLogging(argv[0]);
-  {
-    // The address others know this server by, checked before anything
-    // starts: 0.0.0.0 in etcd's record would send every replica and every
-    // Sentinel client to its own machine.
-    std::string host;
-    int port = 0;
-    if (!FLAGS_announce_addr.empty() &&
-        (!fencedkv::server::SplitHostPort(FLAGS_announce_addr, &host, &port) ||
-         fencedkv::server::IsWildcardHost(host))) {
-      return Fail("flags", fencedkv::Status::InvalidArgument(
-                               "--announce_addr=" + FLAGS_announce_addr +
-                               " is not host:port of one host"));
-    }
-    if (!FLAGS_shard.empty() && FLAGS_announce_addr.empty() &&
-        fencedkv::server::IsWildcardHost(FLAGS_bind)) {
-      return Fail("flags",
-                  fencedkv::Status::InvalidArgument(
-                      "--bind=" + FLAGS_bind +
-                      " names no host that others could reach: with --shard "
-                      "set --announce_addr=host:port (the address replicas "
-                      "and clients connect to)"));
-    }
+  // The address others know this server by (--announce_addr, parsed once
+  // here; else --bind and the port it listens on), checked before anything
+  // starts: 0.0.0.0 in etcd's record would send every replica and every
+  // Sentinel client to its own machine.
+  std::string announce_host;
+  int announce_port = 0;
+  if (!FLAGS_announce_addr.empty() &&
+      (!fencedkv::server::SplitHostPort(FLAGS_announce_addr, &announce_host,
+                                        &announce_port) ||
+       fencedkv::server::IsWildcardHost(announce_host))) {
+    return Fail("flags", fencedkv::Status::InvalidArgument(
+                             "--announce_addr=" + FLAGS_announce_addr +
+                             " is not host:port of one host"));
+  }
+  if (!FLAGS_shard.empty() && FLAGS_announce_addr.empty() &&
+      fencedkv::server::IsWildcardHost(FLAGS_bind)) {
+    return Fail("flags",
+                fencedkv::Status::InvalidArgument(
+                    "--bind=" + FLAGS_bind +
+                    " names no host that others could reach: with --shard "
+                    "set --announce_addr=host:port (the address replicas "
+                    "and clients connect to)"));
   }
   LOG(INFO) << "fencedkv-server " << FENCEDKV_VERSION_STRING << " (RocksDB "
             << fencedkv::RocksDBVersion() << ")";
@@ -226,14 +226,10 @@ int main(int argc, char** argv) {
 
   fencedkv::server::ReplicationOptions ro;
   ro.db_path = FLAGS_db;
-  {
-    std::string host = FLAGS_bind;
-    int port = server.port();
-    if (!FLAGS_announce_addr.empty()) {
-      fencedkv::server::SplitHostPort(FLAGS_announce_addr, &host, &port);
-    }
-    ro.self_addr = fencedkv::server::JoinHostPort(host, port);
-  }
+  ro.self_addr =
+      FLAGS_announce_addr.empty()
+          ? fencedkv::server::JoinHostPort(FLAGS_bind, server.port())
+          : fencedkv::server::JoinHostPort(announce_host, announce_port);
   ro.masteruser = FLAGS_masteruser;
   ro.masterauth = FLAGS_masterauth;
   ro.sync = FLAGS_sync;

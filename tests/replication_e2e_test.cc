@@ -81,6 +81,22 @@ class ReplicationE2ETest : public testing::Test {
     extra.push_back("--replicaof=127.0.0.1:" + std::to_string(primary_port));
     return StartPrimary(s, name, std::move(extra));
   }
+  // Success once the replica's INFO says its link to the primary failed
+  // with `text` (within 10 s); else the last error it reported.
+  static testing::AssertionResult LinkFailsWith(int port,
+                                                const std::string& text) {
+    std::string last;
+    if (WaitUntil(
+            [&] {
+              last = Info(port)["master_last_error"];
+              return last.find(text) != std::string::npos;
+            },
+            10000)) {
+      return testing::AssertionSuccess();
+    }
+    return testing::AssertionFailure()
+           << "master_last_error never held '" << text << "': " << last;
+  }
   // True once the replica applied everything the primary has, and the
   // primary saw it acknowledged.
   static bool CaughtUp(int primary, int replica) {
@@ -456,13 +472,7 @@ TEST_F(ReplicationE2ETest, TheHandshakeRefusesAnotherFenceConfigurationOrPeer) {
     const std::string before = Digest(other.port());
     EXPECT_EQ("+OK", o.Call({"REPLICAOF", "127.0.0.1",
                              std::to_string(primary.port())}));
-    ASSERT_TRUE(WaitUntil(
-        [&] {
-          return Info(other.port())["master_last_error"].find(
-                     "fence configuration differs") != std::string::npos;
-        },
-        10000))
-        << Info(other.port())["master_last_error"];
+    ASSERT_TRUE(LinkFailsWith(other.port(), "fence configuration differs"));
     EXPECT_EQ("down", Info(other.port())["master_link_status"]);
     EXPECT_EQ(before, Digest(other.port()));
     EXPECT_EQ("$1", o.Call({"GET", "mine"}));
@@ -472,13 +482,7 @@ TEST_F(ReplicationE2ETest, TheHandshakeRefusesAnotherFenceConfigurationOrPeer) {
     Server other;
     ASSERT_TRUE(
         StartReplica(&other, "s", primary.port(), {"--fence_mode=strict"}));
-    ASSERT_TRUE(WaitUntil(
-        [&] {
-          return Info(other.port())["master_last_error"].find(
-                     "fence_mode=monotonic") != std::string::npos;
-        },
-        10000))
-        << Info(other.port())["master_last_error"];
+    ASSERT_TRUE(LinkFailsWith(other.port(), "fence_mode=monotonic"));
   }
   // A primary with --sync and a replica without: its acknowledgements
   // would not be as durable as the primary's writes.
@@ -486,13 +490,7 @@ TEST_F(ReplicationE2ETest, TheHandshakeRefusesAnotherFenceConfigurationOrPeer) {
     Server synced, other;
     ASSERT_TRUE(StartPrimary(&synced, "ps", {"--sync"}));
     ASSERT_TRUE(StartReplica(&other, "ns", synced.port()));
-    ASSERT_TRUE(WaitUntil(
-        [&] {
-          return Info(other.port())["master_last_error"].find(
-                     "durability differs") != std::string::npos;
-        },
-        10000))
-        << Info(other.port())["master_last_error"];
+    ASSERT_TRUE(LinkFailsWith(other.port(), "durability differs"));
     EXPECT_EQ("0", Info(synced.port())["connected_slaves"]);
     // With --sync on both it follows.
     Server both;
@@ -514,13 +512,7 @@ TEST_F(ReplicationE2ETest, TheHandshakeRefusesAnotherFenceConfigurationOrPeer) {
         WaitUntil([&] { return Client(port, 500).connected(); }, 10000));
     Server other;
     ASSERT_TRUE(StartReplica(&other, "n", port));
-    ASSERT_TRUE(WaitUntil(
-        [&] {
-          return Info(other.port())["master_last_error"].find(
-                     "is not a fencedkv server") != std::string::npos;
-        },
-        10000))
-        << Info(other.port())["master_last_error"];
+    ASSERT_TRUE(LinkFailsWith(other.port(), "is not a fencedkv server"));
     kill(redis, SIGKILL);
     waitpid(redis, nullptr, 0);
   }
@@ -552,13 +544,7 @@ TEST_F(ReplicationE2ETest, TheHandshakeRefusesAnotherFenceConfigurationOrPeer) {
         });
     Server other;
     ASSERT_TRUE(StartReplica(&other, "h", ntohs(a.sin_port)));
-    EXPECT_TRUE(WaitUntil(
-        [&] {
-          return Info(other.port())["master_last_error"].find(
-                     "is not a fencedkv server") != std::string::npos;
-        },
-        10000))
-        << Info(other.port())["master_last_error"];
+    EXPECT_TRUE(LinkFailsWith(other.port(), "is not a fencedkv server"));
     http.Join();
     close(lfd);
   }
