@@ -29,6 +29,7 @@ std::string ErrorLine(const Status& s, bool with_command_index) {
       {Status::Code::kShutdown, "SHUTDOWN"},
       {Status::Code::kIOError, "IOERR"},
       {Status::Code::kTokenSkew, "TOKENSKEW"},
+      {Status::Code::kReadOnly, "READONLY"},
       {Status::Code::kCorruption, "CORRUPTION"},
       {Status::Code::kNotSupported, "ERR"},
       {Status::Code::kNotFound, "ERR"},

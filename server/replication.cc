@@ -177,6 +177,7 @@ Status Replication::Start(const std::string& replicaof) {
     tracker_.SetPrimary(false,
                         "READONLY this server has not yet learnt its role "
                         "from etcd");
+    db_->SetFollowing(true);
     etcd_thread_ = std::thread([this] { EtcdLoop(); });
     return Status::OK();
   }
@@ -215,6 +216,7 @@ void Replication::Stop() {
 
 Status Replication::BecomePrimary(const ShardRecord* record) {
   StopReplicaThread();
+  db_->SetFollowing(false);  // (clients still get READONLY: read_only_)
   Status s = db_->ReloadFenceState();
   if (!s.ok()) return s;
   const uint64_t latest = db_->GetLatestSequenceNumber();
@@ -268,6 +270,12 @@ void Replication::BecomeReplica(const std::string& primary) {
   read_only_.store(true);
   tracker_.SetPrimary(false,
                       "READONLY You can't write against a read only replica.");
+  // A write admitted while this was a primary may still be on its way to
+  // the database (queued for the database thread behind an fsync, or in a
+  // loop's group): it must fail, not land after the position the replica
+  // thread is about to read, where it would take sequence numbers of the
+  // primary's log. This returns once none is in flight.
+  db_->SetFollowing(true);
   leases_->Close();
   StopLinks();
   StopReplicaThread();

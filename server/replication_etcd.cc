@@ -62,6 +62,7 @@ void Replication::StepDown(const std::string& why) {
   read_only_.store(true);
   tracker_.SetPrimary(
       false, "READONLY this server is no longer the primary (" + why + ")");
+  db_->SetFollowing(true);  // (see BecomeReplica)
   MutexLock role(&role_mu_);
   leases_->Close();
   StopLinks();

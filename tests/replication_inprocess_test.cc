@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <future>
 #include <memory>
 #include <string>
 #include <thread>
@@ -36,7 +37,9 @@ constexpr char kSilentReplica[] = "127.0.0.1:1";
 // on a free port, in this process; stopped in main.cc's order.
 class InProcessPrimary {
  public:
-  Status Start(const std::string& dir, int min_insync_replicas) {
+  // With `sync` (--sync), writes go through the database thread.
+  Status Start(const std::string& dir, int min_insync_replicas,
+               bool sync = false) {
     Options o;
     o.create_if_missing = true;
     Status s = DB::Open(o, dir + "/db", &db_);
@@ -45,6 +48,7 @@ class InProcessPrimary {
     server::ServerOptions so;
     so.port = 0;  // the kernel's choice, bound at once (the default, 7379,
                   // clashed when ctest ran two of these tests together)
+    so.sync = sync;
     server_ = std::make_unique<server::Server>(so);
     s = server_->Listen();
     if (!s.ok()) return s;
@@ -52,6 +56,7 @@ class InProcessPrimary {
     ro.db_path = dir + "/db";
     ro.self_addr = "127.0.0.1:" + std::to_string(server_->port());
     ro.min_insync_replicas = min_insync_replicas;
+    ro.sync = sync;
     repl_ = std::make_unique<server::Replication>(ro, db_.get(), leases_.get());
     s = repl_->Start("");
     if (s.ok()) s = server_->Start(db_.get(), leases_.get(), repl_.get());
@@ -200,6 +205,56 @@ TEST_F(ReplicationInProcessTest, WaitEndsWhenThePrimaryStepsDown) {
       reply);
   EXPECT_LT(ms, 5000) << "WAIT answered " << ms << " ms after the step-down";
   EXPECT_EQ("EOF", c.Read());  // closed after the reply, as Redis
+}
+
+// A primary with --sync becomes a replica while a client's write is still
+// queued for the database thread (behind another group's fsync). That write
+// must not reach the database: it would take sequence numbers of the new
+// primary's log after the position the replica thread reads, and a later
+// handshake could take the deposed primary's batch for the new primary's
+// (an acknowledged write of the new primary silently missing here). It is
+// refused with -READONLY and the database holds nothing of it. Before the
+// fix the queued write was applied after the role change.
+TEST_F(ReplicationInProcessTest,
+       AWriteQueuedWhenThePrimaryStepsDownIsNotApplied) {
+  InProcessPrimary p;
+  ASSERT_FENCEDKV_OK(p.Start(dir_.path(), /*min_insync_replicas=*/1,
+                             /*sync=*/true));
+  std::promise<void> parked_promise, release_promise;
+  std::shared_future<void> release = release_promise.get_future().share();
+  std::atomic<bool> armed{true};
+  std::atomic<int> flushes{0};
+  // The first group parks on the database thread after its write.
+  SyncPoint::Get()->SetCallback("Server::WriteGroup:Result", [&](void*) {
+    if (armed.exchange(false)) {
+      parked_promise.set_value();
+      release.wait();
+    }
+  });
+  SyncPoint::Get()->SetCallback("Server::Flush:Batches",
+                                [&](void*) { flushes.fetch_add(1); });
+  SyncPoint::Get()->EnableProcessing();
+  RespTestClient first(p.port(), 10000), queued(p.port(), 10000);
+  first.Send({"SET", "first", "v", "FENCE", "1"});
+  parked_promise.get_future().wait();
+  queued.Send({"SET", "queued", "v", "FENCE", "1"});
+  ASSERT_TRUE(test::WaitUntil([&] { return flushes.load() == 2; }, 5000))
+      << "the second write was not handed to the database thread";
+  const uint64_t before = p.db()->GetLatestSequenceNumber();
+  std::string line;
+  // Not a fencedkv server on port 1: the new role is what counts here.
+  ASSERT_FENCEDKV_OK(p.repl()->ReplicaOf("127.0.0.1:1", &line));
+  release_promise.set_value();
+  // The first write was in the database before the role changed; its
+  // client is told the primary stepped down (it may or may not survive).
+  EXPECT_EQ(0u, first.Read().rfind("-READONLY", 0));
+  const std::string reply = queued.Read();
+  EXPECT_EQ(0u, reply.rfind("-READONLY", 0)) << reply;
+  std::string v;
+  const Status s = p.db()->Get(ReadOptions(), "queued", &v);
+  EXPECT_TRUE(s.IsNotFound())
+      << "the queued write was applied: " << s.ToString() << " " << v;
+  EXPECT_EQ(before, p.db()->GetLatestSequenceNumber());
 }
 
 }  // namespace

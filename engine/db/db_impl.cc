@@ -224,6 +224,7 @@ Status DBImpl::WriteMetaSynced(
   rocksdb::WriteOptions wo;
   wo.sync = true;
   MutexLock lock(&meta_mu_);
+  if (following_.load(std::memory_order_acquire)) return FollowingStatus();
   return FromRocksDB(recovery_->Write(db_.get(), wo, &batch));
 }
 

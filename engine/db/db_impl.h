@@ -97,6 +97,7 @@ class DBImpl final : public DB {
   Status ApplyLogBatch(const WriteOptions& options, uint64_t first_sequence,
                        std::string_view data) override;
   Status ReloadFenceState() override;
+  void SetFollowing(bool following) override;
   // Copies (db_impl_backup.cc).
   Status Checkpoint(const std::string& dir) override;
   Status Backup(const std::string& backup_dir, const BackupOptions& options,
@@ -178,6 +179,7 @@ class DBImpl final : public DB {
                          std::string_view value, Token token) const;
   // TokenSkew if `token` is past the skew guard's ceiling (0 passes).
   Status CheckTokenSkew(Token token) const;
+  static Status FollowingStatus();
   // Validates batch's ops and appends them to *ops as group `group`. On a
   // bad op returns its error (naming the op) and appends nothing.
   Status AppendBatchOps(const WriteBatch& batch, uint32_t group,
@@ -250,7 +252,10 @@ class DBImpl final : public DB {
 
   std::unique_ptr<FenceTable> table_;
   std::atomic<Token> floor_{0};
-  std::atomic<Token> hwm_{0};     // the largest stripe mark
+  std::atomic<Token> hwm_{0};  // the largest stripe mark
+  // SetFollowing: set holding every stripe lock and meta_mu_, so a writer
+  // that holds one of them sees its latest value.
+  std::atomic<bool> following_{false};
   std::atomic<Token> issued_{0};  // NoteIssuedToken (the skew guard)
   std::atomic<bool> lease_service_open_{false};
   // Serializes the meta-only commits (the floor, lease records) with each

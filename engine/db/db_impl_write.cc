@@ -288,6 +288,17 @@ Status DBImpl::WriteOps(const WriteRequest& req) {
   sc.Reset();
   LocateDomains(req, &sc);
   StripeLocks locks(table_.get(), sc.stripes);
+  if (following_.load(std::memory_order_acquire)) {
+    // (Every op has a domain, so the write holds a stripe lock: SetFollowing
+    // either waited for it or set the flag before it was taken.)
+    Status s = FollowingStatus();
+    if (req.kind == WriteRequest::Kind::kGroup) {
+      for (size_t i = 0; i < req.n; ++i) {
+        if (!req.ops[i].skip) req.group_statuses[req.ops[i].group] = s;
+      }
+    }
+    return s;
+  }
   const Token floor = floor_.load(std::memory_order_acquire);
 
   Status s = CheckFences(req, floor, &sc);
@@ -677,6 +688,10 @@ Status DBImpl::SetFenceFloor(const WriteOptions& /*options*/, Token floor) {
   table_->LockAll();
   const Token current = floor_.load(std::memory_order_acquire);
   Status s;
+  if (following_.load(std::memory_order_acquire)) {
+    table_->UnlockAll();
+    return FollowingStatus();
+  }
   if (floor < current) {
     s = Status::InvalidArgument("fence floor cannot decrease: it is " +
                                 std::to_string(current) + ", asked " +
@@ -704,5 +719,25 @@ Status DBImpl::SetFenceFloor(const WriteOptions& /*options*/, Token floor) {
 }
 
 Token DBImpl::GetFenceFloor() { return floor_.load(std::memory_order_acquire); }
+
+// ---------------------------------------------------------------------------
+// Following a primary's log
+
+Status DBImpl::FollowingStatus() {
+  return Status::ReadOnly(
+      "this database follows a primary's log: the write was not applied");
+}
+
+void DBImpl::SetFollowing(bool following) {
+  // Every write of the database's own holds a stripe lock (fenced writes,
+  // the floor) or meta_mu_ (meta records) from its check until RocksDB's
+  // write returned: with all of them held, none is in between.
+  table_->LockAll();
+  {
+    MutexLock lock(&meta_mu_);
+    following_.store(following, std::memory_order_release);
+  }
+  table_->UnlockAll();
+}
 
 }  // namespace fencedkv

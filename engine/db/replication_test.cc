@@ -3,13 +3,19 @@
 // Log shipping on real databases: a replica started from a checkpoint that
 // applies the primary's batches verbatim holds exactly the primary's data
 // and fence state (same digest, same maxima, same floor and lease counter);
-// gaps and repeats are refused; a promoted replica fences like the primary.
+// gaps and repeats are refused; a promoted replica fences like the primary;
+// a database following a log refuses writes of its own.
+
+#include <chrono>
+#include <future>
+#include <thread>
 
 #include <gtest/gtest.h>
 
 #include "fencedkv/db.h"
 #include "fencedkv/lease.h"
 
+#include "util/sync_point.h"
 #include "util/testutil.h"
 
 namespace fencedkv {
@@ -213,6 +219,101 @@ TEST_F(ReplicationTest, APromotedReplicaFencesLikeThePrimary) {
   LeaseGrant c;
   ASSERT_FENCEDKV_OK(promoted->Acquire("t", "C", 60000, &c));
   EXPECT_GT(c.token, b.token);
+}
+
+// A database that follows a primary's log writes nothing of its own: every
+// write the API offers fails with ReadOnly and leaves the log where it was,
+// while the primary's batches still apply; off again, it writes.
+TEST_F(ReplicationTest, AFollowingDatabaseWritesOnlyThePrimarysLog) {
+  std::unique_ptr<DB> primary, replica;
+  ASSERT_FENCEDKV_OK(DB::Open(PrimaryOptions("hashtag", FenceMode::kMonotonic),
+                              dir_.Sub("p"), &primary));
+  ASSERT_FENCEDKV_OK(primary->SetFenceFloor(WriteOptions(), 3));
+  ASSERT_FENCEDKV_OK(primary->Checkpoint(dir_.Sub("r")));
+  Options ro;
+  ro.fence_domain = "hashtag";
+  ro.log_replica = true;
+  ASSERT_FENCEDKV_OK(DB::Open(ro, dir_.Sub("r"), &replica));
+  std::unique_ptr<LeaseService> leases;
+  ASSERT_FENCEDKV_OK(
+      LeaseService::Open(replica.get(), LeaseOptions(), &leases));
+  replica->SetFollowing(true);
+  const uint64_t at = replica->GetLatestSequenceNumber();
+  auto expect_refused = [&](const char* what, const Status& s) {
+    EXPECT_TRUE(s.IsReadOnly()) << what << ": " << s.ToString();
+    EXPECT_EQ(at, replica->GetLatestSequenceNumber()) << what;
+  };
+  expect_refused("Put", replica->Put(WriteOptions(), "{a}k", "v", 5));
+  expect_refused("Delete", replica->Delete(WriteOptions(), "{a}k", 5));
+  WriteBatch b;
+  b.Put("{a}x", "1", 6);
+  b.Delete("{b}y", 6);
+  expect_refused("Write", replica->Write(WriteOptions(), b));
+  const WriteBatch* group[] = {&b, &b};
+  Status statuses[2];
+  expect_refused("WriteGroup",
+                 replica->WriteGroup(WriteOptions(), group, 2, statuses));
+  EXPECT_TRUE(statuses[0].IsReadOnly()) << statuses[0].ToString();
+  EXPECT_TRUE(statuses[1].IsReadOnly()) << statuses[1].ToString();
+  expect_refused("AdvanceFence",
+                 replica->AdvanceFence(WriteOptions(), "{a}", 9, nullptr));
+  expect_refused("SetFenceFloor (raise)",
+                 replica->SetFenceFloor(WriteOptions(), 4));
+  expect_refused("SetFenceFloor (same)",
+                 replica->SetFenceFloor(WriteOptions(), 3));
+  LeaseGrant g;
+  expect_refused("lease Acquire", leases->Acquire("s", "h", 60000, &g));
+  leases.reset();
+
+  // The primary's log still applies, into an exact copy.
+  ASSERT_FENCEDKV_OK(primary->Put(WriteOptions(), "{a}k", "from primary", 7));
+  EXPECT_LE(1u, CatchUp(primary.get(), replica.get()));
+  EXPECT_EQ(Digest(primary.get()), Digest(replica.get()));
+  std::string v;
+  ASSERT_FENCEDKV_OK(replica->Get(ReadOptions(), "{a}k", &v));
+  EXPECT_EQ("from primary", v);
+
+  replica->SetFollowing(false);
+  ASSERT_FENCEDKV_OK(replica->ReloadFenceState());
+  ASSERT_FENCEDKV_OK(replica->Put(WriteOptions(), "{a}k", "own", 8));
+}
+
+// Turning following on waits for a write already past its check (it holds
+// its stripe until RocksDB's write returned): when SetFollowing returns, the
+// log ends after that write and nothing of the database's own follows it.
+TEST_F(ReplicationTest, FollowingWaitsForAWriteAlreadyPastItsCheck) {
+  std::unique_ptr<DB> db;
+  ASSERT_FENCEDKV_OK(DB::Open(PrimaryOptions("key", FenceMode::kMonotonic),
+                              dir_.Sub("p"), &db));
+  std::promise<void> parked_promise, release_promise;
+  std::shared_future<void> release = release_promise.get_future().share();
+  std::atomic<bool> armed{true};
+  SyncPoint::Get()->SetCallback("DBImpl::Write:AfterCheck", [&](void*) {
+    if (armed.exchange(false)) {
+      parked_promise.set_value();
+      release.wait();
+    }
+  });
+  SyncPoint::Get()->EnableProcessing();
+  auto writer = std::async(std::launch::async, [&] {
+    return db->Put(WriteOptions(), "k", "in flight", 5);
+  });
+  parked_promise.get_future().wait();
+  auto follow = std::async(std::launch::async, [&] { db->SetFollowing(true); });
+  // It cannot return while the write is between its check and its apply.
+  EXPECT_EQ(std::future_status::timeout,
+            follow.wait_for(std::chrono::milliseconds(200)));
+  release_promise.set_value();
+  ASSERT_FENCEDKV_OK(writer.get());
+  follow.get();
+  SyncPoint::Get()->DisableProcessing();
+  SyncPoint::Get()->ClearAllCallbacks();
+  const uint64_t at = db->GetLatestSequenceNumber();
+  std::string v;
+  ASSERT_FENCEDKV_OK(db->Get(ReadOptions(), "k", &v));
+  EXPECT_EQ("in flight", v);
+  EXPECT_TRUE(db->Put(WriteOptions(), "k2", "late", 6).IsReadOnly());
+  EXPECT_EQ(at, db->GetLatestSequenceNumber());
 }
 
 }  // namespace

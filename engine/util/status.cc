@@ -40,6 +40,8 @@ const char* CodeName(Status::Code code) {
       return "Shutdown";
     case Status::Code::kTokenSkew:
       return "Token skew";
+    case Status::Code::kReadOnly:
+      return "Read only";
   }
   return "Unknown code";
 }
@@ -89,6 +91,7 @@ FENCEDKV_STATUS_FACTORY(LeaseHeld)
 FENCEDKV_STATUS_FACTORY(LeaseLost)
 FENCEDKV_STATUS_FACTORY(Shutdown)
 FENCEDKV_STATUS_FACTORY(TokenSkew)
+FENCEDKV_STATUS_FACTORY(ReadOnly)
 #undef FENCEDKV_STATUS_FACTORY
 
 Status Status::StaleToken(StaleTokenInfo info) {

@@ -48,6 +48,8 @@ std::string StatusString(const Status& s) {
       return "SHUTDOWN";
     case Status::Code::kTokenSkew:
       return "TOKEN_SKEW";
+    case Status::Code::kReadOnly:
+      return "READ_ONLY";
     case Status::Code::kStaleToken: {
       const StaleTokenInfo* st = s.stale();
       std::string op = st->reason == StaleReason::kNotAboveMax ? "<=" : "<";

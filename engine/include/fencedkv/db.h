@@ -282,7 +282,8 @@ class DB {
   // Replica: applies one batch of a primary's log, verbatim (it passed the
   // primary's fence checks; none is made here). `first_sequence` must be
   // GetLatestSequenceNumber() + 1, else InvalidArgument (a gap or a repeat)
-  // and nothing is applied. The caller must be the only writer.
+  // and nothing is applied. The caller must be the only writer: see
+  // SetFollowing.
   virtual Status ApplyLogBatch(const WriteOptions& options,
                                uint64_t first_sequence,
                                std::string_view data) = 0;
@@ -291,6 +292,17 @@ class DB {
   // own (a promoted replica): re-reads the floor and high-water marks and
   // empties the fence cache, holding every stripe lock.
   virtual Status ReloadFenceState() = 0;
+
+  // Replica: while `following`, every write of the database's own (Put,
+  // Delete, Write, WriteGroup, AdvanceFence, SetFenceFloor, the lease
+  // service's records) fails with ReadOnly and writes nothing; only
+  // ApplyLogBatch writes. Turning it on waits for the writes already past
+  // their check, so when it returns the log ends where it will stay until
+  // the next ApplyLogBatch: a replica reads its position after this, and no
+  // write of its own can land behind it (a write of a deposed primary
+  // still queued would take sequence numbers of the new primary's log).
+  // Off at open.
+  virtual void SetFollowing(bool following) = 0;
 };
 
 }  // namespace fencedkv

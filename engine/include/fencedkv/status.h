@@ -56,6 +56,7 @@ class Status {
     kLeaseLost = 9,   // lease service: caller no longer holds the lease
     kShutdown = 10,   // the server or DB is shutting down
     kTokenSkew = 11,  // a token too far above what the token source issued
+    kReadOnly = 12,   // the database follows a primary (DB::SetFollowing)
   };
 
   // Creates a success status.
@@ -73,6 +74,7 @@ class Status {
   static Status LeaseLost(std::string_view msg, std::string_view msg2 = {});
   static Status Shutdown(std::string_view msg, std::string_view msg2 = {});
   static Status TokenSkew(std::string_view msg, std::string_view msg2 = {});
+  static Status ReadOnly(std::string_view msg, std::string_view msg2 = {});
   // A stale-token rejection. The message is derived from `info`.
   static Status StaleToken(StaleTokenInfo info);
 
@@ -88,6 +90,7 @@ class Status {
   bool IsLeaseLost() const { return code() == Code::kLeaseLost; }
   bool IsShutdown() const { return code() == Code::kShutdown; }
   bool IsTokenSkew() const { return code() == Code::kTokenSkew; }
+  bool IsReadOnly() const { return code() == Code::kReadOnly; }
 
   Code code() const;
 
