@@ -329,5 +329,17 @@ bool AdoptPrimaryState(const ReplState& mine, const std::string& history,
   return true;
 }
 
+bool KeepSeenEpoch(const ReplState& current, uint64_t stream_epoch,
+                   bool shard_epochs, ReplState* next, std::string* why) {
+  if (!shard_epochs) return true;
+  if (stream_epoch < current.max_epoch) {
+    *why = "this replica has seen epoch " + std::to_string(current.max_epoch) +
+           " since the handshake (the primary was deposed)";
+    return false;
+  }
+  next->max_epoch = std::max(next->max_epoch, current.max_epoch);
+  return true;
+}
+
 }  // namespace server
 }  // namespace fencedkv

@@ -78,6 +78,16 @@ bool AdoptPrimaryState(const ReplState& mine, const std::string& history,
                        uint64_t epoch, const EpochList& epochs,
                        bool shard_epochs, ReplState* next, std::string* why);
 
+// etcd mode (`shard_epochs`): `next` was made by AdoptPrimaryState from a
+// snapshot taken before the handshake's round trip, during which the etcd
+// thread may have seen a higher epoch (`current`, this server's state now).
+// False and *why if the stream's epoch is now below the highest seen (its
+// primary was deposed meanwhile); else true, with next->max_epoch at least
+// the current one, so storing `next` never lowers it. Manual mode: true,
+// nothing changed (only the replica thread changes the state there).
+bool KeepSeenEpoch(const ReplState& current, uint64_t stream_epoch,
+                   bool shard_epochs, ReplState* next, std::string* why);
+
 // <prefix>/shards/<shard> in etcd.
 struct ShardRecord {
   uint64_t epoch = 0;

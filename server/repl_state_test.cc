@@ -170,6 +170,43 @@ TEST(ReplStateTest, AReplicaNeverLowersItsMaxEpochInEtcdMode) {
   EXPECT_EQ(9u, next.max_epoch);
 }
 
+// The handshake takes the stream with a snapshot of the state; meanwhile
+// the etcd thread may see (and persist) a higher epoch. What the replica
+// stores must keep it, and a stream now below it is refused. (Before,
+// ReplicaSession stored its snapshot-based state over the etcd thread's:
+// the persisted max_epoch went from 6 back to 5, and the replica kept
+// applying the deposed primary's stream.)
+TEST(ReplStateTest, TheHandshakeKeepsAnEpochSeenMeanwhile) {
+  ReplState snapshot;
+  snapshot.history = "h1";
+  snapshot.max_epoch = 5;
+  ReplState next;
+  std::string why;
+  ASSERT_TRUE(
+      AdoptPrimaryState(snapshot, "h1", 5, {{5, 10}}, true, &next, &why));
+  ReplState now = snapshot;
+  now.max_epoch = 6;  // SeeEpoch(6) during the round trip
+  ReplState kept = next;
+  EXPECT_FALSE(KeepSeenEpoch(now, 5, /*shard_epochs=*/true, &kept, &why));
+  EXPECT_NE(std::string::npos, why.find("epoch 6")) << why;
+  // A stream of the newest epoch: taken, with the epoch seen kept.
+  ASSERT_TRUE(
+      AdoptPrimaryState(snapshot, "h1", 6, {{6, 10}}, true, &next, &why));
+  now.max_epoch = 7;  // ... and an even newer one seen meanwhile
+  kept = next;
+  EXPECT_FALSE(KeepSeenEpoch(now, 6, true, &kept, &why));
+  now.max_epoch = 6;
+  kept = next;
+  ASSERT_TRUE(KeepSeenEpoch(now, 6, true, &kept, &why)) << why;
+  EXPECT_EQ(6u, kept.max_epoch);
+  EXPECT_EQ(6u, kept.log_epoch);
+  // Manual mode: only the replica thread changes the state; nothing merged.
+  now.max_epoch = 9;
+  kept = next;
+  ASSERT_TRUE(KeepSeenEpoch(now, 6, /*shard_epochs=*/false, &kept, &why));
+  EXPECT_EQ(next.max_epoch, kept.max_epoch);
+}
+
 TEST(ReplStreamTest, FramesSplitAnywhereAndBadInputIsAnError) {
   std::string wire;
   AppendFrame(&wire, {"FENCEDKV.LOG", "1", "42", std::string("a\0b\r\n", 5)});

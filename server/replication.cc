@@ -859,10 +859,18 @@ Status Replication::ReplicaSession(const std::string& primary,
     if (options_.restart) options_.restart(primary);
     return Status::Shutdown("restarting on the full copy");
   }
-  s = next.Store(options_.db_path);
-  if (!s.ok()) return s;
   {
+    // Under mu_: SeeEpoch (the etcd thread) stores the file too, and may
+    // have raised the highest epoch seen since `st` was read.
     MutexLock lock(&mu_);
+    std::string why_not;
+    if (!KeepSeenEpoch(state_, epoch, etcd_mode(), &next, &why_not)) {
+      return Status::InvalidArgument("refusing the stream of epoch " +
+                                     std::to_string(epoch) + " from " +
+                                     primary + ": " + why_not);
+    }
+    s = next.Store(options_.db_path);
+    if (!s.ok()) return s;
     state_ = next;
     link_state_ = "connected";
     link_error_.clear();
@@ -1011,7 +1019,18 @@ Status Replication::ReceiveFullSync(ReplSocket* socket, FrameReader* in,
     Status s = SyncPath((fs::path(tmp) / name).string(), /*directory=*/false);
     if (!s.ok()) return s;
   }
-  Status s = adopted.Store(tmp);  // also syncs the directory
+  ReplState keep = adopted;
+  Status s;
+  {
+    // The highest epoch seen may have risen during the copy (SeeEpoch).
+    MutexLock lock(&mu_);
+    std::string why_not;
+    if (!KeepSeenEpoch(state_, adopted.log_epoch, etcd_mode(), &keep,
+                       &why_not)) {
+      return Status::InvalidArgument("dropping the full copy: " + why_not);
+    }
+  }
+  s = keep.Store(tmp);  // also syncs the directory
   if (!s.ok()) return s;
   fs::rename(tmp, ready, ec);
   if (ec) return Status::IOError("cannot rename " + tmp, ec.message());
