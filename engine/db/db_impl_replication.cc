@@ -8,6 +8,7 @@
 #include <rocksdb/write_batch.h>
 
 #include "db/db_impl.h"
+#include "db/fence_format.h"
 #include "db/rocksdb_options.h"
 #include "util/coding.h"
 
@@ -84,6 +85,113 @@ class LogReaderImpl final : public LogReader {
   Status status_;
 };
 
+// What ApplyLogBatch lets in: the records a fencedkv primary writes (Puts
+// and Deletes into the three column families), each well formed. A batch
+// RocksDB cannot insert into its memtables fails only after it is in the
+// WAL, and leaves a background error that stops every later write (and a
+// bad record that may break the next open); a record that parses in RocksDB
+// but not as fencedkv's (a meta record a reopen refuses) is no better. So a
+// bad frame is refused whole, before anything is written.
+class LogBatchCheck final : public rocksdb::WriteBatch::Handler {
+ public:
+  LogBatchCheck(uint32_t data, uint32_t fence, uint32_t meta,
+                std::string domain, char mode)
+      : data_(data),
+        fence_(fence),
+        meta_(meta),
+        domain_(std::move(domain)),
+        mode_(mode) {}
+
+  rocksdb::Status PutCF(uint32_t cf, const rocksdb::Slice& key,
+                        const rocksdb::Slice& value) override {
+    const std::string_view v(value.data(), value.size());
+    if (cf == data_) {
+      format::DataRecord rec;
+      if (!format::DecodeDataRecord(v, &rec)) {
+        return Bad("a data record that does not parse", key);
+      }
+      return rocksdb::Status::OK();
+    }
+    Token token;
+    if (cf == fence_) {
+      if (!format::DecodeToken(v, &token)) {
+        return Bad("a fence max that is not 8 bytes", key);
+      }
+      return rocksdb::Status::OK();
+    }
+    if (cf == meta_)
+      return CheckMeta(std::string_view(key.data(), key.size()), v);
+    return Bad("a record of an unknown column family " + std::to_string(cf),
+               key);
+  }
+  rocksdb::Status DeleteCF(uint32_t cf, const rocksdb::Slice& key) override {
+    if (cf == data_ || cf == fence_ || cf == meta_) {
+      return rocksdb::Status::OK();
+    }
+    return Bad("a delete in an unknown column family " + std::to_string(cf),
+               key);
+  }
+  rocksdb::Status SingleDeleteCF(uint32_t, const rocksdb::Slice& key) override {
+    return Bad("a single delete, which fencedkv never writes", key);
+  }
+  rocksdb::Status DeleteRangeCF(uint32_t, const rocksdb::Slice& begin,
+                                const rocksdb::Slice&) override {
+    return Bad("a range delete, which fencedkv never writes", begin);
+  }
+  rocksdb::Status MergeCF(uint32_t, const rocksdb::Slice& key,
+                          const rocksdb::Slice&) override {
+    return Bad("a merge, which fencedkv never writes", key);
+  }
+  rocksdb::Status PutBlobIndexCF(uint32_t, const rocksdb::Slice& key,
+                                 const rocksdb::Slice&) override {
+    return Bad("a blob index, which fencedkv never writes", key);
+  }
+  rocksdb::Status PutEntityCF(uint32_t, const rocksdb::Slice& key,
+                              const rocksdb::Slice&) override {
+    return Bad("a wide-column entity, which fencedkv never writes", key);
+  }
+
+ private:
+  rocksdb::Status CheckMeta(std::string_view key, std::string_view v) {
+    Token token;
+    format::LeaseRecord lease;
+    bool ok = false;
+    if (key == format::kMetaFenceFloor || key == format::kMetaLeaseCounter ||
+        (key.size() > format::kMetaHighWaterMarkPrefix.size() &&
+         key.substr(0, format::kMetaHighWaterMarkPrefix.size()) ==
+             format::kMetaHighWaterMarkPrefix)) {
+      ok = format::DecodeToken(v, &token);
+    } else if (key.size() > format::kMetaLeasePrefix.size() &&
+               key.substr(0, format::kMetaLeasePrefix.size()) ==
+                   format::kMetaLeasePrefix) {
+      ok = format::DecodeLeaseRecord(v, &lease);
+    } else if (key == format::kMetaFormatVersion) {
+      ok = v.size() == 4 && DecodeFixed32(v.data()) == format::kFormatVersion;
+    } else if (key == format::kMetaFenceDomain) {
+      ok = v == domain_;  // (the handshake compares them too)
+    } else if (key == format::kMetaFenceMode) {
+      ok = v.size() == 1 && v[0] == mode_;
+    }
+    if (!ok) {
+      return Bad("a meta record this database would not open with",
+                 rocksdb::Slice(key.data(), key.size()));
+    }
+    return rocksdb::Status::OK();
+  }
+  static rocksdb::Status Bad(const std::string& what,
+                             const rocksdb::Slice& key) {
+    return rocksdb::Status::Corruption(
+        what + " (key \"" +
+        EscapeBytes(
+            std::string_view(key.data(), std::min<size_t>(key.size(), 64))) +
+        "\")");
+  }
+
+  const uint32_t data_, fence_, meta_;
+  const std::string domain_;
+  const char mode_;
+};
+
 }  // namespace
 
 uint64_t DBImpl::GetLatestSequenceNumber() {
@@ -111,6 +219,16 @@ Status DBImpl::ApplyLogBatch(const WriteOptions& options,
                                   : "a repeat: already applied");
   }
   rocksdb::WriteBatch batch{std::string(data)};
+  // (Iterate also checks the batch's record count and framing.)
+  LogBatchCheck check(data_cf_->GetID(), fence_cf_->GetID(), meta_cf_->GetID(),
+                      spec_.ToString(), static_cast<char>(mode_));
+  rocksdb::Status checked = batch.Iterate(&check);
+  if (!checked.ok()) {
+    return Status::Corruption("log batch at sequence " +
+                                  std::to_string(first_sequence) +
+                                  " refused, nothing applied",
+                              checked.ToString());
+  }
   rocksdb::WriteOptions wo;
   wo.sync = options.sync;
   rocksdb::Status rs = db_->Write(wo, &batch);

@@ -15,6 +15,7 @@
 #include "fencedkv/db.h"
 #include "fencedkv/lease.h"
 
+#include "db/fence_format.h"
 #include "util/sync_point.h"
 #include "util/testutil.h"
 
@@ -156,6 +157,99 @@ TEST_F(ReplicationTest, GapsAndRepeatsAreRefused) {
   ASSERT_FENCEDKV_OK(replica->ApplyLogBatch(WriteOptions(), s2, second));
   CatchUp(primary.get(), replica.get());  // (the recovery sentinel, if any)
   EXPECT_EQ(Digest(primary.get()), Digest(replica.get()));
+}
+
+// A RocksDB batch in its wire form (as WriteBatch::Data() holds it):
+// sequence:fixed64 count:fixed32, then each record: a type byte, the column
+// family id for the *CF types, length-prefixed key and value.
+std::string RawBatch(uint64_t seq, const std::vector<std::string>& records,
+                     uint32_t count) {
+  std::string b(12, '\0');
+  for (int i = 0; i < 8; ++i) b[i] = static_cast<char>(seq >> (8 * i));
+  for (int i = 0; i < 4; ++i) b[8 + i] = static_cast<char>(count >> (8 * i));
+  for (const auto& r : records) b += r;
+  return b;
+}
+void PutVarint(std::string* dst, uint32_t v) {
+  while (v >= 0x80) {
+    dst->push_back(static_cast<char>(v | 0x80));
+    v >>= 7;
+  }
+  dst->push_back(static_cast<char>(v));
+}
+std::string Record(uint8_t type, int cf, const std::string& key,
+                   const std::string* value) {
+  std::string r(1, static_cast<char>(type));
+  if (cf >= 0) PutVarint(&r, static_cast<uint32_t>(cf));
+  PutVarint(&r, static_cast<uint32_t>(key.size()));
+  r += key;
+  if (value != nullptr) {
+    PutVarint(&r, static_cast<uint32_t>(value->size()));
+    r += *value;
+  }
+  return r;
+}
+
+// A frame that is not what a fencedkv primary writes is refused whole before
+// anything is written: the replica keeps applying the real log afterwards,
+// and reopens. (Before, RocksDB took the frame into its WAL, failed to
+// insert it into the memtables and stopped every later write with a
+// background error; a well-formed but foreign meta record broke the next
+// open.)
+TEST_F(ReplicationTest, AMalformedLogBatchIsRefusedAndChangesNothing) {
+  std::unique_ptr<DB> primary, replica;
+  ASSERT_FENCEDKV_OK(DB::Open(PrimaryOptions("key", FenceMode::kMonotonic),
+                              dir_.Sub("p"), &primary));
+  ASSERT_FENCEDKV_OK(primary->Checkpoint(dir_.Sub("r")));
+  ASSERT_FENCEDKV_OK(primary->Put(WriteOptions(), "a", "1", 5));
+  Options ro;
+  ro.log_replica = true;
+  ASSERT_FENCEDKV_OK(DB::Open(ro, dir_.Sub("r"), &replica));
+  const uint64_t next = replica->GetLatestSequenceNumber() + 1;
+  const std::string record_value = "\x01\x05value";  // kind 1, token 5
+  const std::string junk = "junk";
+  const std::string mode7 = "\x07";
+  const std::string eight = "12345678";
+  const struct {
+    const char* what;
+    std::string batch;
+  } bad[] = {
+      {"count 1, no record", RawBatch(next, {}, 1)},
+      {"count 2, one record",
+       RawBatch(next, {Record(0x1, -1, "k", &record_value)}, 2)},
+      {"a truncated record", RawBatch(next, {std::string("\x01\x05ke")}, 1)},
+      {"an unknown column family",
+       RawBatch(next, {Record(0x5, 7, "k", &record_value)}, 1)},
+      {"a merge", RawBatch(next, {Record(0x2, -1, "k", &record_value)}, 1)},
+      {"a data record that does not parse",
+       RawBatch(next, {Record(0x1, -1, "k", &junk)}, 1)},
+      {"a fence max of 4 bytes",
+       RawBatch(next, {Record(0x5, 1, "d", &junk)}, 1)},
+      {"fence_mode 7",
+       RawBatch(next, {Record(0x5, 2, "fence_mode", &mode7)}, 1)},
+      {"an unknown meta key",
+       RawBatch(next, {Record(0x5, 2, "zzz", &eight)}, 1)},
+  };
+  for (const auto& b : bad) {
+    SCOPED_TRACE(b.what);
+    const Status s = replica->ApplyLogBatch(WriteOptions(), next, b.batch);
+    EXPECT_TRUE(s.IsCorruption()) << s.ToString();
+    EXPECT_EQ(next - 1, replica->GetLatestSequenceNumber());
+  }
+  // A well-formed one of the same shape applies (the helper is right).
+  const std::string floor = format::EncodeToken(2);
+  ASSERT_FENCEDKV_OK(
+      replica->ApplyLogBatch(WriteOptions(), next,
+                             RawBatch(next,
+                                      {Record(0x1, -1, "own", &record_value),
+                                       Record(0x5, 2, "fence_floor", &floor)},
+                                      2)));
+  std::string v;
+  ASSERT_FENCEDKV_OK(replica->Get(ReadOptions(), "own", &v));
+  EXPECT_EQ("value", v);
+  replica.reset();
+  ASSERT_FENCEDKV_OK(DB::Open(ro, dir_.Sub("r"), &replica));
+  EXPECT_EQ(2u, replica->GetFenceFloor());
 }
 
 TEST_F(ReplicationTest, ALogNoLongerKeptIsReportedNotFound) {
