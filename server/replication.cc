@@ -8,6 +8,7 @@
 #include <deque>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 
 #include <fcntl.h>
 #include <glog/logging.h>
@@ -655,6 +656,14 @@ void Replication::StreamTo(ReplSocket* socket, const std::string& addr,
       uint64_t seq;
       if (words.size() == 2 && words[0] == "FENCEDKV.ACK" &&
           ParseU64Text(words[1], &seq)) {
+        if (seq > sent) {
+          // It cannot have what it was never sent: an acknowledgement past
+          // it would count writes as replicated that are not.
+          s = Status::InvalidArgument("the replica acknowledged sequence " +
+                                      std::to_string(seq) + ", past the " +
+                                      std::to_string(sent) + " it was sent");
+          break;
+        }
         int64_t caught_up = 0;
         while (!marks.empty() && marks.front().first <= seq) {
           caught_up = marks.front().second;
@@ -1054,10 +1063,14 @@ void Replication::WaitReplicas(size_t n, int64_t timeout_ms,
     MutexLock lock(&mu_);
     stopped = stopped_;
   }
-  // Once stopped nothing ticks: answer at once.
-  const int64_t deadline = stopped          ? 1
-                           : timeout_ms > 0 ? ReplNowMs() + timeout_ms
-                                            : 0;
+  // Once stopped nothing ticks: answer at once. A timeout past the end of
+  // the clock is no timeout (now + timeout would overflow).
+  const int64_t now = ReplNowMs();
+  const int64_t deadline =
+      stopped ? 1
+      : timeout_ms > 0 && timeout_ms < std::numeric_limits<int64_t>::max() - now
+          ? now + timeout_ms
+          : 0;
   tracker_.WaitReplicas(seq, n, deadline, std::move(done));
 }
 

@@ -17,6 +17,7 @@
 
 #include "fencedkv/db.h"
 
+#include "acl.h"
 #include "lease_slot.h"
 #include "replication.h"
 #include "server.h"
@@ -49,6 +50,10 @@ class InProcessPrimary {
     so.port = 0;  // the kernel's choice, bound at once (the default, 7379,
                   // clashed when ctest ran two of these tests together)
     so.sync = sync;
+    // Everything, admin commands included (a fake replica's handshake).
+    s = server::Acl::Parse("user default on nopass ~* &* +@all", "test", "",
+                           &so.acl);
+    if (!s.ok()) return s;
     server_ = std::make_unique<server::Server>(so);
     s = server_->Listen();
     if (!s.ok()) return s;
@@ -255,6 +260,48 @@ TEST_F(ReplicationInProcessTest,
   EXPECT_TRUE(s.IsNotFound())
       << "the queued write was applied: " << s.ToString() << " " << v;
   EXPECT_EQ(before, p.db()->GetLatestSequenceNumber());
+}
+
+// A replica's acknowledgement counts only up to what it was sent. A peer
+// that says it has everything (FENCEDKV.ACK 2^64-1) must not get a write
+// acknowledged that no replica has: its link is dropped instead. Before the
+// fix the write waiting for it was answered +OK at once.
+TEST_F(ReplicationInProcessTest, AnAckPastWhatWasSentIsRefused) {
+  InProcessPrimary p;
+  ASSERT_FENCEDKV_OK(p.Start(dir_.path(), /*min_insync_replicas=*/2));
+  auto info = test::InfoFields(p.port(), "replication");
+  const std::string fake_addr = "127.0.0.1:5555";
+  RespTestClient fake(p.port(), 10000);
+  const std::string epoch = info["repl_epoch"];
+  const std::string reply =
+      fake.Call({"FENCEDKV.SYNC", info["repl_history"], fake_addr, epoch, epoch,
+                 std::to_string(p.db()->GetLatestSequenceNumber()), "key",
+                 "monotonic", "nosync"});
+  ASSERT_EQ(0u, reply.rfind("+CONTINUE", 0)) << reply;
+  p.tracker().SetIsr({fake_addr}, 2);
+  RespTestClient c(p.port(), 1500);
+  c.Send({"SET", "k", "v", "FENCE", "1"});
+  fake.Send({"FENCEDKV.ACK", "18446744073709551615"});
+  EXPECT_NE("+OK", c.Read()) << "acknowledged on a replica's word alone";
+  EXPECT_EQ("EOF", fake.Read()) << "the lying link is still up";
+  p.tracker().SetIsr({}, 1);  // (lets the server stop without waiting)
+}
+
+// WAIT with the largest timeout waits (for ever, as with 0). Before, now +
+// timeout overflowed: undefined behaviour (signed overflow), which the
+// UBSan build (scripts/sanitize.sh address) stops at; in a plain build it
+// wrapped to a negative deadline, which the tracker happens to read as none.
+TEST_F(ReplicationInProcessTest, WaitWithTheLargestTimeoutWaits) {
+  InProcessPrimary p;
+  ASSERT_FENCEDKV_OK(p.Start(dir_.path(), /*min_insync_replicas=*/1));
+  RespTestClient c(p.port(), 10000);
+  ASSERT_EQ("+OK", c.Call({"SET", "k", "v", "FENCE", "1"}));
+  c.Send({"WAIT", "1", "9223372036854775807"});
+  ASSERT_TRUE(test::WaitUntil(
+      [&] { return p.server()->stats().executing() == 1; }, 5000))
+      << "WAIT is not waiting";
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_EQ(1, p.server()->stats().executing()) << "WAIT answered";
 }
 
 }  // namespace
