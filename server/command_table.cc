@@ -7,6 +7,7 @@
 #include <charconv>
 
 #include "error_mapping.h"
+#include "repl_commit.h"
 #include "replication.h"
 #include "resp_writer.h"
 
@@ -132,6 +133,7 @@ void StartSession(ServerState& server, ClientState* client) {
   client->user = server.acl().InitialUser();
   client->authed = client->user != nullptr;
   client->read_only = server.read_only;
+  client->lease_deadline = server.lease_deadline;
 }
 
 bool IsWriteCall(const CommandSpec& cmd, const ClientState& client,
@@ -185,22 +187,35 @@ Admission Admit(const ClientState& client, const Args& args) {
       return a;
     }
   }
-  if (client.read_only != nullptr &&
-      client.read_only->load(std::memory_order_relaxed)) {
+  const bool replica = client.read_only != nullptr &&
+                       client.read_only->load(std::memory_order_relaxed);
+  // A primary whose etcd lease may have expired may already have been
+  // replaced: until it renews the lease or steps down (which its etcd
+  // thread does only between two calls to etcd, each with its timeout), it
+  // answers nothing that only the primary may answer.
+  int64_t deadline = 0;
+  const bool lapsed =
+      !replica && client.lease_deadline != nullptr &&
+      (deadline = client.lease_deadline->load(std::memory_order_relaxed)) !=
+          0 &&
+      ReplNowMs() >= deadline;
+  if (replica || lapsed) {
     const std::string_view name(cmd.name);
+    Refusal refusal = Refusal::kNone;
     if (IsWriteCall(cmd, client, args)) {
-      a.refusal = Refusal::kReadOnly;
-      return a;
+      refusal = Refusal::kReadOnly;
+    } else if ((cmd.categories & kCatLease) != 0) {
+      refusal = Refusal::kReadOnlyLease;
+    } else if ((name == "get" && args.size() > 2) ||
+               ((cmd.categories & kCatFencing) != 0 &&
+                name != "fence.domain")) {
+      // The fence state a replica keeps in memory (the floor, cached
+      // maxima) is not refreshed by the batches it applies: only the
+      // primary answers.
+      refusal = Refusal::kReadOnlyFencedRead;
     }
-    if ((cmd.categories & kCatLease) != 0) {
-      a.refusal = Refusal::kReadOnlyLease;
-      return a;
-    }
-    // The fence state a replica keeps in memory (the floor, cached maxima)
-    // is not refreshed by the batches it applies: only the primary answers.
-    if ((name == "get" && args.size() > 2) ||
-        ((cmd.categories & kCatFencing) != 0 && name != "fence.domain")) {
-      a.refusal = Refusal::kReadOnlyFencedRead;
+    if (refusal != Refusal::kNone) {
+      a.refusal = lapsed ? Refusal::kLeaseLapsed : refusal;
       return a;
     }
   }
@@ -259,6 +274,10 @@ std::string RefusalLine(const Admission& a, const Args& args) {
              "may lag";
     case Refusal::kReadOnlyLease:
       return "READONLY the lease service runs on the primary";
+    case Refusal::kLeaseLapsed:
+      return "READONLY this server's etcd lease may have expired, so it may "
+             "no longer be the primary: no write, fenced read or lease "
+             "command until it renews the lease or steps down";
     case Refusal::kNone:
       break;
   }

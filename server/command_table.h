@@ -113,6 +113,9 @@ struct Admission {
     kReadOnly,
     kReadOnlyFencedRead,
     kReadOnlyLease,
+    // The same commands on a primary past its etcd lease deadline
+    // (ClientState::lease_deadline).
+    kLeaseLapsed,
   };
   Verdict verdict = Verdict::kRefuse;
   Refusal refusal = Refusal::kUnknownCommand;

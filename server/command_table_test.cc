@@ -5,6 +5,7 @@
 
 #include "command_table.h"
 
+#include <atomic>
 #include <functional>
 #include <set>
 #include <string>
@@ -13,6 +14,7 @@
 
 #include <gtest/gtest.h>
 
+#include "repl_commit.h"
 #include "util/testutil.h"
 
 namespace fencedkv {
@@ -416,6 +418,32 @@ TEST_F(CommandTest, Leases) {
             Run({"LEASE.ACQUIRE", "x", "C", "0"}));
   EXPECT_EQ("-ERR value is not an integer or out of range\r\n",
             Run({"LEASE.ACQUIRE", "x", "C", "soon"}));
+}
+
+// A primary past its etcd lease deadline may already have been replaced:
+// it answers no write, fenced read or lease command (a deposed primary's
+// GET k FENCE t would confirm a holder the new primary has fenced out),
+// while plain reads go on. Before, only the step-down (which the etcd
+// thread makes between two calls to etcd, each with its timeout) stopped
+// fenced reads, seconds after the deadline.
+TEST_F(CommandTest, APrimaryPastItsLeaseDeadlineAnswersOnlyPlainReads) {
+  ASSERT_EQ("+OK\r\n", Run({"SET", "k", "v", "FENCE", "5"}));
+  std::atomic<int64_t> deadline{ReplNowMs() + 60000};
+  client_.lease_deadline = &deadline;
+  EXPECT_EQ("$1\r\nv\r\n", Run({"GET", "k", "FENCE", "5"}));
+  deadline = ReplNowMs() - 1;
+  const std::string lapsed =
+      "-READONLY this server's etcd lease may have expired, so it may no "
+      "longer be the primary: no write, fenced read or lease command until "
+      "it renews the lease or steps down\r\n";
+  EXPECT_EQ(lapsed, Run({"GET", "k", "FENCE", "5"}));
+  EXPECT_EQ(lapsed, Run({"SET", "k", "w", "FENCE", "6"}));
+  EXPECT_EQ(lapsed, Run({"FENCE.GET", "k"}));
+  EXPECT_EQ(lapsed, Run({"LEASE.INFO", "shard1"}));
+  EXPECT_EQ("$1\r\nv\r\n", Run({"GET", "k"}));
+  EXPECT_EQ("+PONG\r\n", Run({"PING"}));
+  deadline = 0;  // no lease (manual mode)
+  EXPECT_EQ("+OK\r\n", Run({"SET", "k", "w", "FENCE", "6"}));
 }
 
 TEST_F(CommandTest, FenceDomainFloorAndHashtags) {

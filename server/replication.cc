@@ -255,7 +255,7 @@ Status Replication::BecomePrimary(const ShardRecord* record) {
   if (etcd_mode()) {
     // Writes stop when the etcd lease may have expired: until the first
     // keep-alive after this, one TTL from now.
-    tracker_.SetLeaseDeadline(ReplNowMs() + options_.etcd_lease_ttl_ms);
+    SetLeaseDeadline(ReplNowMs() + options_.etcd_lease_ttl_ms);
   }
   tracker_.SetPrimary(true, "");
   read_only_.store(false);

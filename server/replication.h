@@ -115,6 +115,12 @@ class Replication {
 
   // True while this server must refuse writes (a replica). Admit reads it.
   const std::atomic<bool>* read_only() const { return &read_only_; }
+  // etcd mode, as primary: the ReplNowMs from which its etcd lease may have
+  // expired (0: none). Admission refuses writes, fenced reads and lease
+  // commands from then on, as the commit tracker refuses acknowledgements.
+  const std::atomic<int64_t>* lease_deadline() const {
+    return &lease_deadline_ms_;
+  }
   bool is_replica() const { return read_only_.load(); }
 
   // REPLICAOF host port (primary = "host:port") / REPLICAOF NO ONE
@@ -197,6 +203,8 @@ class Replication {
   void StepDown(const std::string& why) LOCKS_EXCLUDED(mu_);
   // Raises the highest epoch seen (persisted) to `epoch`.
   void SeeEpoch(uint64_t epoch) LOCKS_EXCLUDED(mu_);
+  // The etcd lease's deadline, for the commit tracker and for admission.
+  void SetLeaseDeadline(int64_t deadline_ms);
 
   // ---- Replica side (on replica_thread_) ----
   void ReplicaLoop(const std::string& primary, uint64_t generation);
@@ -215,6 +223,7 @@ class Replication {
   LeaseSlot* const leases_;
   CommitTracker tracker_;
   std::atomic<bool> read_only_{false};
+  std::atomic<int64_t> lease_deadline_ms_{0};  // lease_deadline()
 
   // Serializes role changes (REPLICAOF, Start, Stop).
   Mutex role_mu_;  // before mu_

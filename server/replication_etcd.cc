@@ -56,6 +56,11 @@ void Replication::SeeEpoch(uint64_t epoch) {
   state_ = next;
 }
 
+void Replication::SetLeaseDeadline(int64_t deadline_ms) {
+  lease_deadline_ms_.store(deadline_ms, std::memory_order_relaxed);
+  tracker_.SetLeaseDeadline(deadline_ms);
+}
+
 void Replication::StepDown(const std::string& why) {
   if (read_only_.load()) return;
   LOG(WARNING) << "replication: stepping down: " << why;
@@ -144,8 +149,9 @@ void Replication::EtcdLoop() {
       }
     }
     if (!read_only_.load()) {
-      tracker_.SetLeaseDeadline(lease_deadline);
-      if (now >= lease_deadline)
+      SetLeaseDeadline(lease_deadline);
+      // (Not `now`: the calls above may have taken their timeouts.)
+      if (ReplNowMs() >= lease_deadline)
         StepDown("the etcd lease could not be renewed");
     }
     // 2. The member key, with what ranks candidates (never again, once

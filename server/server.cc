@@ -195,7 +195,10 @@ Status Server::Impl::Start(DB* db, LeaseService* leases, Replication* repl) {
   state_.db = db;
   state_.leases = leases;
   state_.repl = repl;
-  if (repl != nullptr) state_.read_only = repl->read_only();
+  if (repl != nullptr) {
+    state_.read_only = repl->read_only();
+    state_.lease_deadline = repl->lease_deadline();
+  }
   state_.port = port_;
   state_.started = std::chrono::steady_clock::now();
   state_.list_clients = [this](std::string* out) { ListClients(out); };

@@ -55,6 +55,9 @@ struct ClientState {
   // The server's "refuse writes" flag while it is a replica (Admit reads
   // it); null: never.
   const std::atomic<bool>* read_only = nullptr;
+  // etcd mode: the ReplNowMs after which this primary's etcd lease may have
+  // expired (0: none); null: never (see Replication::lease_deadline).
+  const std::atomic<int64_t>* lease_deadline = nullptr;
   // FENCEDKV.SYNC: the connection becomes a replication link; its socket
   // goes to ServerState::repl with these words (Connection::HandOff).
   bool handoff = false;
@@ -86,6 +89,8 @@ struct ServerState {
   Replication* repl = nullptr;
   // repl's read-only flag (each connection's ClientState::read_only).
   const std::atomic<bool>* read_only = nullptr;
+  // repl's lease deadline (each connection's ClientState::lease_deadline).
+  const std::atomic<int64_t>* lease_deadline = nullptr;
   const ServerOptions* options = nullptr;
   ServerStats* stats = nullptr;
   CursorTable cursors;

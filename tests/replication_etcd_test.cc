@@ -535,19 +535,38 @@ TEST_F(EtcdReplicationTest,
   ASSERT_EQ("+OK", c.Call({"SET", "e", "1", "FENCE", "1"}));
   etcd_.Pause();
   const auto paused = Clock::now();
-  std::string refused;
+  auto since = [&] {
+    return std::chrono::duration<double, std::milli>(Clock::now() - paused)
+        .count();
+  };
+  // Writes, and fenced reads (a replaced primary's GET k FENCE t would
+  // confirm a holder the new primary may have fenced out): both refused
+  // from the lease's deadline on. Before, fenced reads were answered until
+  // the etcd thread stepped down, up to three etcd timeouts later.
+  std::string refused, read_refused;
+  double write_ms = -1, read_ms = -1;
   ASSERT_TRUE(WaitUntil(
       [&] {
-        refused = c.Call({"SET", "e", "2", "FENCE", "2"});
-        return refused != "+OK";
+        if (write_ms < 0) {
+          refused = c.Call({"SET", "e", "2", "FENCE", "2"});
+          if (refused != "+OK") write_ms = since();
+        }
+        if (read_ms < 0) {
+          read_refused = c.Call({"GET", "e", "FENCE", "2"});
+          if (read_refused[0] == '-') read_ms = since();
+        }
+        return write_ms >= 0 && read_ms >= 0;
       },
       10000));
-  const double ms =
-      std::chrono::duration<double, std::milli>(Clock::now() - paused).count();
-  std::printf("etcd paused: writes refused after %.0f ms (%s)\n", ms,
-              refused.c_str());
-  EXPECT_LE(ms, 2000 + 1000);  // the lease TTL, plus a write's timeout
+  std::printf(
+      "etcd paused: writes refused after %.0f ms (%s), fenced reads after "
+      "%.0f ms\n",
+      write_ms, refused.c_str(), read_ms);
+  EXPECT_LE(write_ms, 2000 + 1000);  // the lease TTL, plus a write's timeout
   EXPECT_EQ(0u, refused.find("-READONLY")) << refused;
+  EXPECT_LE(read_ms, 2000 + 300);  // the lease TTL (the deadline is at most
+                                   // one TTL after the last keep-alive)
+  EXPECT_EQ(0u, read_refused.find("-READONLY")) << read_refused;
   etcd_.Resume();
   // etcd back: a primary again (the same or another), writes acknowledged.
   ASSERT_TRUE(WaitUntil(
