@@ -54,6 +54,14 @@ class ReplicationTest : public testing::Test {
     EXPECT_FENCEDKV_OK(reader->status());
     return n;
   }
+  // A primary (key, monotonic) in "p", copied to "r" (a replica's starting
+  // point), then written once: a=1 with token 5.
+  void PrimaryCopiedThenWritten(std::unique_ptr<DB>* primary) {
+    ASSERT_FENCEDKV_OK(DB::Open(PrimaryOptions("key", FenceMode::kMonotonic),
+                                dir_.Sub("p"), primary));
+    ASSERT_FENCEDKV_OK((*primary)->Checkpoint(dir_.Sub("r")));
+    ASSERT_FENCEDKV_OK((*primary)->Put(WriteOptions(), "a", "1", 5));
+  }
   // A workload touching every kind of record: values, deletes, batches
   // over several domains, advances, the floor, lease grants.
   static void Write(DB* db, LeaseService* leases, int round) {
@@ -130,10 +138,7 @@ TEST_F(ReplicationTest, AReplicaAppliesTheLogIntoAnExactCopy) {
 
 TEST_F(ReplicationTest, GapsAndRepeatsAreRefused) {
   std::unique_ptr<DB> primary, replica;
-  ASSERT_FENCEDKV_OK(DB::Open(PrimaryOptions("key", FenceMode::kMonotonic),
-                              dir_.Sub("p"), &primary));
-  ASSERT_FENCEDKV_OK(primary->Checkpoint(dir_.Sub("r")));
-  ASSERT_FENCEDKV_OK(primary->Put(WriteOptions(), "a", "1", 5));
+  PrimaryCopiedThenWritten(&primary);
   ASSERT_FENCEDKV_OK(primary->Put(WriteOptions(), "b", "2", 6));
   Options ro;
   ro.log_replica = true;
@@ -198,10 +203,7 @@ std::string Record(uint8_t type, int cf, const std::string& key,
 // open.)
 TEST_F(ReplicationTest, AMalformedLogBatchIsRefusedAndChangesNothing) {
   std::unique_ptr<DB> primary, replica;
-  ASSERT_FENCEDKV_OK(DB::Open(PrimaryOptions("key", FenceMode::kMonotonic),
-                              dir_.Sub("p"), &primary));
-  ASSERT_FENCEDKV_OK(primary->Checkpoint(dir_.Sub("r")));
-  ASSERT_FENCEDKV_OK(primary->Put(WriteOptions(), "a", "1", 5));
+  PrimaryCopiedThenWritten(&primary);
   Options ro;
   ro.log_replica = true;
   ASSERT_FENCEDKV_OK(DB::Open(ro, dir_.Sub("r"), &replica));
