@@ -1031,15 +1031,16 @@ Status Replication::ReceiveFullSync(ReplSocket* socket, FrameReader* in,
   ReplState keep = adopted;
   Status s;
   {
-    // The highest epoch seen may have risen during the copy (SeeEpoch).
+    // The highest epoch seen may have risen during the copy (SeeEpoch):
+    // merged and stored under the lock SeeEpoch takes.
     MutexLock lock(&mu_);
     std::string why_not;
     if (!KeepSeenEpoch(state_, adopted.log_epoch, etcd_mode(), &keep,
                        &why_not)) {
       return Status::InvalidArgument("dropping the full copy: " + why_not);
     }
+    s = keep.Store(tmp);  // also syncs the directory
   }
-  s = keep.Store(tmp);  // also syncs the directory
   if (!s.ok()) return s;
   fs::rename(tmp, ready, ec);
   if (ec) return Status::IOError("cannot rename " + tmp, ec.message());

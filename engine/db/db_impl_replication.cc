@@ -95,12 +95,13 @@ class LogReaderImpl final : public LogReader {
 class LogBatchCheck final : public rocksdb::WriteBatch::Handler {
  public:
   LogBatchCheck(uint32_t data, uint32_t fence, uint32_t meta,
-                std::string domain, char mode)
+                std::string domain, char mode, bool per_key)
       : data_(data),
         fence_(fence),
         meta_(meta),
         domain_(std::move(domain)),
-        mode_(mode) {}
+        mode_(mode),
+        per_key_(per_key) {}
 
   rocksdb::Status PutCF(uint32_t cf, const rocksdb::Slice& key,
                         const rocksdb::Slice& value) override {
@@ -124,11 +125,29 @@ class LogBatchCheck final : public rocksdb::WriteBatch::Handler {
     return Bad("a record of an unknown column family " + std::to_string(cf),
                key);
   }
+  // The deletes a primary writes: data keys, with a domain function other
+  // than `key` (there a delete is a tombstone record that keeps the max);
+  // meta lease records (release, reclaim); the meta empty key (the recovery
+  // sentinel, the sync marker); the version-1 mark (the upgrade). Deleting
+  // a max, the floor, the lease counter or the configuration would undo a
+  // fence or break the next open.
   rocksdb::Status DeleteCF(uint32_t cf, const rocksdb::Slice& key) override {
-    if (cf == data_ || cf == fence_ || cf == meta_) {
+    const std::string_view k(key.data(), key.size());
+    if (cf == data_) {
+      if (!per_key_) return rocksdb::Status::OK();
+      return Bad(
+          "a data delete, which drops a key's max (the key domain "
+          "writes a tombstone record instead)",
+          key);
+    }
+    if (cf == meta_ && (k.empty() || k == format::kMetaLegacyHighWaterMark ||
+                        (k.size() > format::kMetaLeasePrefix.size() &&
+                         k.substr(0, format::kMetaLeasePrefix.size()) ==
+                             format::kMetaLeasePrefix))) {
       return rocksdb::Status::OK();
     }
-    return Bad("a delete in an unknown column family " + std::to_string(cf),
+    return Bad("a delete fencedkv never writes (column family " +
+                   std::to_string(cf) + ")",
                key);
   }
   rocksdb::Status SingleDeleteCF(uint32_t, const rocksdb::Slice& key) override {
@@ -190,6 +209,7 @@ class LogBatchCheck final : public rocksdb::WriteBatch::Handler {
   const uint32_t data_, fence_, meta_;
   const std::string domain_;
   const char mode_;
+  const bool per_key_;
 };
 
 }  // namespace
@@ -221,7 +241,8 @@ Status DBImpl::ApplyLogBatch(const WriteOptions& options,
   rocksdb::WriteBatch batch{std::string(data)};
   // (Iterate also checks the batch's record count and framing.)
   LogBatchCheck check(data_cf_->GetID(), fence_cf_->GetID(), meta_cf_->GetID(),
-                      spec_.ToString(), static_cast<char>(mode_));
+                      spec_.ToString(), static_cast<char>(mode_),
+                      spec_.is_per_key());
   rocksdb::Status checked = batch.Iterate(&check);
   if (!checked.ok()) {
     return Status::Corruption("log batch at sequence " +

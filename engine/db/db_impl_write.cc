@@ -657,6 +657,13 @@ rocksdb::Status DBImpl::SyncWalBarrier() {
     rs = marker.Delete(meta_cf_, rocksdb::Slice());
     rocksdb::WriteOptions wo;
     wo.sync = true;
+    // A record of its own: not once the database follows a log (meta_mu_
+    // orders this with SetFollowing).
+    MutexLock lock(&meta_mu_);
+    if (following_.load(std::memory_order_acquire)) {
+      return rocksdb::Status::NotSupported(
+          "this database follows a primary's log");
+    }
     if (rs.ok()) rs = recovery_->Write(db_.get(), wo, &marker);
   }
   return rs;

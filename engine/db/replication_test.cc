@@ -229,6 +229,14 @@ TEST_F(ReplicationTest, AMalformedLogBatchIsRefusedAndChangesNothing) {
        RawBatch(next, {Record(0x5, 1, "d", &junk)}, 1)},
       {"fence_mode 7",
        RawBatch(next, {Record(0x5, 2, "fence_mode", &mode7)}, 1)},
+      {"a delete of the floor",
+       RawBatch(next, {Record(0x4, 2, "fence_floor", nullptr)}, 1)},
+      {"a delete of the lease counter",
+       RawBatch(next, {Record(0x4, 2, "lease_counter", nullptr)}, 1)},
+      {"a data delete in the key domain (drops the max)",
+       RawBatch(next, {Record(0x0, -1, "a", nullptr)}, 1)},
+      {"a delete of a fence max",
+       RawBatch(next, {Record(0x4, 1, "d", nullptr)}, 1)},
       {"an unknown meta key",
        RawBatch(next, {Record(0x5, 2, "zzz", &eight)}, 1)},
   };
@@ -238,14 +246,17 @@ TEST_F(ReplicationTest, AMalformedLogBatchIsRefusedAndChangesNothing) {
     EXPECT_TRUE(s.IsCorruption()) << s.ToString();
     EXPECT_EQ(next - 1, replica->GetLatestSequenceNumber());
   }
-  // A well-formed one of the same shape applies (the helper is right).
+  // A well-formed one of the same shape applies (the helper is right),
+  // with the deletes a primary does write (a lease record, the sentinel).
   const std::string floor = format::EncodeToken(2);
-  ASSERT_FENCEDKV_OK(
-      replica->ApplyLogBatch(WriteOptions(), next,
-                             RawBatch(next,
-                                      {Record(0x1, -1, "own", &record_value),
-                                       Record(0x5, 2, "fence_floor", &floor)},
-                                      2)));
+  ASSERT_FENCEDKV_OK(replica->ApplyLogBatch(
+      WriteOptions(), next,
+      RawBatch(
+          next,
+          {Record(0x1, -1, "own", &record_value),
+           Record(0x5, 2, "fence_floor", &floor),
+           Record(0x4, 2, "lease/gone", nullptr), Record(0x4, 2, "", nullptr)},
+          4)));
   std::string v;
   ASSERT_FENCEDKV_OK(replica->Get(ReadOptions(), "own", &v));
   EXPECT_EQ("value", v);

@@ -301,7 +301,8 @@ class DB {
   // the next ApplyLogBatch: a replica reads its position after this, and no
   // write of its own can land behind it (a write of a deposed primary
   // still queued would take sequence numbers of the new primary's log).
-  // Off at open.
+  // Off at open. Not covered: the I/O-error recovery's sentinel, which only
+  // Options::log_replica turns off (a replica must be opened with it).
   virtual void SetFollowing(bool following) = 0;
 };
 
