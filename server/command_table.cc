@@ -193,12 +193,12 @@ Admission Admit(const ClientState& client, const Args& args) {
   // replaced: until it renews the lease or steps down (which its etcd
   // thread does only between two calls to etcd, each with its timeout), it
   // answers nothing that only the primary may answer.
-  int64_t deadline = 0;
-  const bool lapsed =
-      !replica && client.lease_deadline != nullptr &&
-      (deadline = client.lease_deadline->load(std::memory_order_relaxed)) !=
-          0 &&
-      ReplNowMs() >= deadline;
+  bool lapsed = false;
+  if (!replica && client.lease_deadline != nullptr) {
+    const int64_t deadline =
+        client.lease_deadline->load(std::memory_order_relaxed);
+    lapsed = deadline != 0 && ReplNowMs() >= deadline;
+  }
   if (replica || lapsed) {
     const std::string_view name(cmd.name);
     Refusal refusal = Refusal::kNone;

@@ -189,6 +189,9 @@ class DBImpl final : public DB {
   // checks, builds one rocksdb::WriteBatch, commits, publishes the new
   // maxima. Its phases, in order, each below:
   Status WriteOps(const WriteRequest& req);
+  // The whole request failed before anything was written: each batch of a
+  // group still in it gets `s`.
+  static void FailGroups(const WriteRequest& req, const Status& s);
   // 1. Which domain each op belongs to, and the sorted, de-duplicated
   //    stripes to lock.
   void LocateDomains(const WriteRequest& req, Scratch* sc);

@@ -85,6 +85,12 @@ class LogReaderImpl final : public LogReader {
   Status status_;
 };
 
+// A meta key made of `prefix` and a non-empty name (hwm/<stripe>,
+// lease/<name>).
+bool IsNamedUnder(std::string_view key, std::string_view prefix) {
+  return key.size() > prefix.size() && key.substr(0, prefix.size()) == prefix;
+}
+
 // What ApplyLogBatch lets in: the records a fencedkv primary writes (Puts
 // and Deletes into the three column families), each well formed. A batch
 // RocksDB cannot insert into its memtables fails only after it is in the
@@ -141,9 +147,7 @@ class LogBatchCheck final : public rocksdb::WriteBatch::Handler {
           key);
     }
     if (cf == meta_ && (k.empty() || k == format::kMetaLegacyHighWaterMark ||
-                        (k.size() > format::kMetaLeasePrefix.size() &&
-                         k.substr(0, format::kMetaLeasePrefix.size()) ==
-                             format::kMetaLeasePrefix))) {
+                        IsNamedUnder(k, format::kMetaLeasePrefix))) {
       return rocksdb::Status::OK();
     }
     return Bad("a delete fencedkv never writes (column family " +
@@ -176,13 +180,9 @@ class LogBatchCheck final : public rocksdb::WriteBatch::Handler {
     format::LeaseRecord lease;
     bool ok = false;
     if (key == format::kMetaFenceFloor || key == format::kMetaLeaseCounter ||
-        (key.size() > format::kMetaHighWaterMarkPrefix.size() &&
-         key.substr(0, format::kMetaHighWaterMarkPrefix.size()) ==
-             format::kMetaHighWaterMarkPrefix)) {
+        IsNamedUnder(key, format::kMetaHighWaterMarkPrefix)) {
       ok = format::DecodeToken(v, &token);
-    } else if (key.size() > format::kMetaLeasePrefix.size() &&
-               key.substr(0, format::kMetaLeasePrefix.size()) ==
-                   format::kMetaLeasePrefix) {
+    } else if (IsNamedUnder(key, format::kMetaLeasePrefix)) {
       ok = format::DecodeLeaseRecord(v, &lease);
     } else if (key == format::kMetaFormatVersion) {
       ok = v.size() == 4 && DecodeFixed32(v.data()) == format::kFormatVersion;

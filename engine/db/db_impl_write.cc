@@ -279,6 +279,13 @@ Status DBImpl::WriteGroup(const WriteOptions& options,
 // ---------------------------------------------------------------------------
 // WriteOps and its phases
 
+void DBImpl::FailGroups(const WriteRequest& req, const Status& s) {
+  if (req.kind != WriteRequest::Kind::kGroup) return;
+  for (size_t i = 0; i < req.n; ++i) {
+    if (!req.ops[i].skip) req.group_statuses[req.ops[i].group] = s;
+  }
+}
+
 Status DBImpl::WriteOps(const WriteRequest& req) {
   // A holder paused here (GC, SIGSTOP) has not been checked yet: whatever
   // lands meanwhile is what it will be checked against.
@@ -292,11 +299,7 @@ Status DBImpl::WriteOps(const WriteRequest& req) {
     // (Every op has a domain, so the write holds a stripe lock: SetFollowing
     // either waited for it or set the flag before it was taken.)
     Status s = FollowingStatus();
-    if (req.kind == WriteRequest::Kind::kGroup) {
-      for (size_t i = 0; i < req.n; ++i) {
-        if (!req.ops[i].skip) req.group_statuses[req.ops[i].group] = s;
-      }
-    }
+    FailGroups(req, s);
     return s;
   }
   const Token floor = floor_.load(std::memory_order_acquire);
@@ -320,11 +323,7 @@ Status DBImpl::WriteOps(const WriteRequest& req) {
   if (s.ok()) s = Commit(req, &sc);
   if (!s.ok()) {
     // Nothing was written and nothing published: the cache is still exact.
-    if (req.kind == WriteRequest::Kind::kGroup) {
-      for (size_t i = 0; i < req.n; ++i) {
-        if (!req.ops[i].skip) req.group_statuses[req.ops[i].group] = s;
-      }
-    }
+    FailGroups(req, s);
     return s;
   }
   Publish(sc);
