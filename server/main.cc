@@ -167,8 +167,9 @@ int main(int argc, char** argv) {
   options.wal_retention_seconds =
       static_cast<uint64_t>(FLAGS_wal_retention_seconds);
   // A server that starts as a replica (or in etcd mode, where it may be
-  // one) writes nothing of its own into the log: its sequence numbers are
-  // the primary's (the I/O-error recovery sentinel is left out).
+  // one) writes nothing of its own into the log, from the open on (not even
+  // the I/O-error recovery's sentinel): its sequence numbers are the
+  // primary's. Promoted, it writes (Replication::BecomePrimary).
   options.log_replica = !FLAGS_replicaof.empty() || !FLAGS_shard.empty();
   options.allow_unfenced = FLAGS_allow_unfenced;
   options.max_token_skew = FLAGS_max_token_skew < 0
@@ -233,7 +234,6 @@ int main(int argc, char** argv) {
   ro.masteruser = FLAGS_masteruser;
   ro.masterauth = FLAGS_masterauth;
   ro.sync = FLAGS_sync;
-  ro.log_replica = options.log_replica;
   ro.min_insync_replicas = FLAGS_min_insync_replicas;
   ro.timeout_ms = FLAGS_repl_timeout_ms;
   ro.replica_lag_ms = FLAGS_replica_lag_ms;

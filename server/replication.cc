@@ -811,17 +811,12 @@ Status Replication::ReplicaSession(const std::string& primary,
   }
   const uint64_t seq = db_->GetLatestSequenceNumber();
   req.clear();
-  // A database that may write its own recovery sentinel cannot follow a
-  // log: asking as another history gets a full copy, and the restart on it
-  // opens the database as a replica's.
-  const bool own_log = !options_.log_replica;
-  AppendFrame(
-      &req,
-      {"FENCEDKV.SYNC", st.history.empty() || own_log ? "-" : st.history,
-       options_.self_addr, std::to_string(st.max_epoch),
-       std::to_string(st.log_epoch), std::to_string(seq),
-       db_->GetFenceDomain().ToString(), FenceModeName(db_->GetFenceMode()),
-       options_.sync ? "sync" : "nosync"});
+  AppendFrame(&req, {"FENCEDKV.SYNC", st.history.empty() ? "-" : st.history,
+                     options_.self_addr, std::to_string(st.max_epoch),
+                     std::to_string(st.log_epoch), std::to_string(seq),
+                     db_->GetFenceDomain().ToString(),
+                     FenceModeName(db_->GetFenceMode()),
+                     options_.sync ? "sync" : "nosync"});
   s = socket->SendAll(req, timeout);
   if (s.ok()) s = ReadReplyLine(socket.get(), &buf, &line, timeout);
   if (!s.ok()) {

@@ -57,10 +57,6 @@ struct ReplicationOptions {
   std::string masteruser;
   std::string masterauth;
   bool sync = false;  // apply replicated batches with fsync (--sync)
-  // The database was opened with Options::log_replica (it writes nothing of
-  // its own). Without it, a replica first takes a full copy and restarts
-  // on it with --replicaof, which opens it so (docs/replication.md).
-  bool log_replica = false;
   int min_insync_replicas = 1;
   // A replica of the in-sync set that has not acknowledged what the primary
   // had this long ago leaves it (writes stop waiting for it); one that

@@ -289,6 +289,7 @@ class FaultDB {
   void Close() { db_.reset(); }
 
   DB* db() { return db_.get(); }
+  Options* options() { return &options_; }  // for the next Open()
   FaultInjectionFS* fs() { return fs_.get(); }
   ErrorRecovery* recovery() {
     return static_cast<DBImpl*>(db_.get())->TEST_error_recovery();
@@ -713,6 +714,63 @@ TEST(WalFaultTest, RightAfterFlush) {
     ASSERT_GT(fdb.recovery()->GetStats().sentinels, sentinels);
     ExpectWalFaultRecovers(&fdb, e);
   }
+}
+
+// Waits (at most `ms`) until the recovery has written more than `than`
+// sentinels; returns how many it has written.
+uint64_t WaitForSentinels(FaultDB* fdb, uint64_t than, int ms = 2000) {
+  for (int i = 0; i < ms && fdb->recovery()->GetStats().sentinels <= than;
+       ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return fdb->recovery()->GetStats().sentinels;
+}
+
+// A replica's database (Options::log_replica) writes no sentinel: its
+// sequence numbers are the primary's. Promoted (SetFollowing(false)), it is
+// a primary like any other and needs rule 4 again: before, the sentinel
+// stayed off for the life of the process, and a WAL fault right after the
+// promotion (every memtable empty) failed every write until a restart.
+TEST(WalFaultTest, APromotedReplicaRecoversRightAfterItsPromotion) {
+  for (FaultError e : {FaultError::kEIO, FaultError::kNoSpace}) {
+    FaultDB fdb("key", FenceMode::kMonotonic, false);
+    ASSERT_FENCEDKV_OK(fdb.Open());
+    fdb.options()->log_replica = true;
+    ASSERT_FENCEDKV_OK(fdb.Open());  // a reopen flushes the WAL: all empty
+    const uint64_t at = fdb.db()->GetLatestSequenceNumber();
+    EXPECT_EQ(0u, fdb.recovery()->GetStats().sentinels);
+    // Following from the open: nothing of its own.
+    Status s = fdb.db()->Put(WriteOptions(), "k", "v", 5);
+    EXPECT_TRUE(s.IsReadOnly()) << s.ToString();
+    EXPECT_EQ(at, fdb.db()->GetLatestSequenceNumber());
+    fdb.db()->SetFollowing(false);
+    EXPECT_EQ(1u, fdb.recovery()->GetStats().sentinels);
+    EXPECT_EQ(at + 1, fdb.db()->GetLatestSequenceNumber());
+    ExpectWalFaultRecovers(&fdb, e);
+  }
+}
+
+// The other way: a primary that starts following a log (made a replica at
+// run time) writes no sentinel from then on, not even after a flush leaves
+// every memtable empty; its log stays the primary's, sequence for sequence.
+TEST(WalFaultTest, AFollowingDatabaseWritesNoSentinel) {
+  FaultDB fdb("key", FenceMode::kMonotonic, false);
+  ASSERT_FENCEDKV_OK(fdb.Open());
+  ASSERT_FENCEDKV_OK(fdb.db()->Put(WriteOptions(), "k", "v", 5));
+  // A flush while it is a primary: the sentinel follows.
+  uint64_t sentinels = fdb.recovery()->GetStats().sentinels;
+  ASSERT_FENCEDKV_OK(fdb.db()->Flush());
+  sentinels = WaitForSentinels(&fdb, sentinels);
+  ASSERT_FENCEDKV_OK(fdb.db()->Put(WriteOptions(), "k", "w", 6));
+  fdb.db()->SetFollowing(true);
+  const uint64_t at = fdb.db()->GetLatestSequenceNumber();
+  ASSERT_FENCEDKV_OK(fdb.db()->Flush());
+  EXPECT_EQ(sentinels, WaitForSentinels(&fdb, sentinels, 300));
+  EXPECT_EQ(at, fdb.db()->GetLatestSequenceNumber());
+  // Promoted again: rule 4 is back at once (every memtable is empty).
+  fdb.db()->SetFollowing(false);
+  EXPECT_EQ(sentinels + 1, fdb.recovery()->GetStats().sentinels);
+  EXPECT_EQ(at + 1, fdb.db()->GetLatestSequenceNumber());
 }
 
 // An I/O error is an IOError whatever the path says: FromRocksDB took any

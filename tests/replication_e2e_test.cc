@@ -373,6 +373,60 @@ TEST_F(ReplicationE2ETest, AFullCopyWhenTheLogIsGoneAndAfterAFailover) {
   EXPECT_EQ("2", Info(replica.port())["repl_epoch"]);
 }
 
+size_t Count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos;
+       at = text.find(what, at + 1)) {
+    ++n;
+  }
+  return n;
+}
+
+// A clean manual switchover, both ways: the promoted replica begins a new
+// epoch, and the old primary, which wrote nothing after it, follows it from
+// its own log, with no full copy and no restart. (Before, a server made a
+// replica at run time always took a full copy and restarted: a database
+// that had been a primary could still write its I/O-error recovery
+// sentinel, so it asked as another history.)
+TEST_F(ReplicationE2ETest, ASwitchoverFollowsFromTheLogBothWays) {
+  Server a, b;
+  ASSERT_TRUE(StartPrimary(&a, "a"));
+  Write(a.port(), 0);
+  ASSERT_TRUE(StartReplica(&b, "b", a.port()));
+  ASSERT_TRUE(WaitUntil([&] { return CaughtUp(a.port(), b.port()); }, 15000));
+  // A primary logs each full copy it serves (a replica's log of one it
+  // received ends with its restart, in a file of its own).
+  const std::string kFull = "replication: full sync of";
+  const size_t a_served = Count(a.Log(), kFull);  // b's first copy
+  ASSERT_EQ(1u, a_served) << a.Log();
+  struct Turn {
+    Server* from;  // the primary, which becomes a replica
+    Server* to;    // the replica, which is promoted
+  };
+  int round = 1;
+  for (const Turn& t : {Turn{&a, &b}, Turn{&b, &a}}) {
+    Client to(t.to->port()), from(t.from->port());
+    EXPECT_EQ("+OK", to.Call({"REPLICAOF", "NO", "ONE"}));
+    Write(t.to->port(), round);
+    EXPECT_EQ("+OK", from.Call({"REPLICAOF", "127.0.0.1",
+                                std::to_string(t.to->port())}));
+    ASSERT_TRUE(WaitUntil(
+        [&] { return CaughtUp(t.to->port(), t.from->port()); }, 15000))
+        << t.from->Log();
+    EXPECT_EQ(Digest(t.to->port()), Digest(t.from->port()));
+    ++round;
+  }
+  // a, primary again, holds the fences b took as primary: they came with
+  // the log.
+  Client c(a.port());
+  EXPECT_EQ("3", Info(a.port())["repl_epoch"]);
+  EXPECT_EQ("$260", c.Call({"FENCE.GET", "adv1"}));
+  EXPECT_EQ("$360", c.Call({"FENCE.GET", "adv2"}));
+  EXPECT_EQ(0u, c.Call({"SET", "k0", "x", "FENCE", "250"}).find("-STALE"));
+  EXPECT_EQ(a_served, Count(a.Log(), kFull)) << a.Log();
+  EXPECT_EQ(0u, Count(b.Log(), kFull)) << b.Log();
+}
+
 // The name a replica gives in its handshake is printed in INFO and ROLE and
 // keys its acknowledgements: one that is not host:port is refused (before,
 // "x\r\nrole:master:1" was taken and broke INFO's lines), 0.0.0.0 is

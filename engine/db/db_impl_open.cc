@@ -154,7 +154,12 @@ Status DB::Open(const Options& options, const std::string& path,
   if (!s.ok()) return s;
   auto impl = std::make_unique<DBImpl>(options, spec, path);
   s = impl->OpenImpl();
-  if (s.ok()) *db = std::move(impl);
+  if (!s.ok()) return s;
+  // A replica's database follows its primary's log from the start (its
+  // own setup, above, wrote the meta records a new database needs; a
+  // replica's first batch is then a full copy's).
+  if (options.log_replica) impl->SetFollowing(true);
+  *db = std::move(impl);
   return s;
 }
 
@@ -284,7 +289,7 @@ Status DBImpl::OpenImpl() {
   meta_cf_ = handles[2];
   // The sentinel goes in the meta column family, where it cannot touch the
   // data's key count estimate; a replica writes none (its sequence numbers
-  // are the primary's).
+  // are the primary's) until it is promoted (SetFollowing(false)).
   recovery_->Attach(db_.get(), handles,
                     options_.log_replica ? nullptr : meta_cf_);
 

@@ -744,6 +744,10 @@ void DBImpl::SetFollowing(bool following) {
     following_.store(following, std::memory_order_release);
   }
   table_->UnlockAll();
+  // The recovery's sentinel is the one write of the database's own that
+  // holds neither: off, this waits for one being written; on (a promoted
+  // replica), it is written at once if every memtable is empty.
+  recovery_->SetSentinel(following ? nullptr : meta_cf_);
 }
 
 }  // namespace fencedkv

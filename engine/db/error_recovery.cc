@@ -265,10 +265,20 @@ void ErrorRecovery::Attach(rocksdb::DB* db,
     MutexLock lock(&mu_);
     db_ = db;
     cfs_ = cfs;
-    sentinel_cf_ = sentinel_cf;
     cv_.notify_all();  // errors noted while opening are handled now
   }
-  MaybeWriteSentinel(db);
+  SetSentinel(sentinel_cf);
+}
+
+void ErrorRecovery::SetSentinel(rocksdb::ColumnFamilyHandle* sentinel_cf) {
+  rocksdb::DB* db;
+  {
+    MutexLock sentinel(&sentinel_mu_);
+    sentinel_cf_ = sentinel_cf;
+    MutexLock lock(&mu_);
+    db = db_;
+  }
+  if (db != nullptr) MaybeWriteSentinel(db);
 }
 
 void ErrorRecovery::Stop() {
@@ -398,11 +408,11 @@ bool ErrorRecovery::SomeMemtableHoldsData(rocksdb::DB* db) const {
 }
 
 void ErrorRecovery::MaybeWriteSentinel(rocksdb::DB* db) {
-  rocksdb::ColumnFamilyHandle* cf;
+  MutexLock sentinel(&sentinel_mu_);  // SetSentinel(nullptr) waits for it
+  rocksdb::ColumnFamilyHandle* const cf = sentinel_cf_;
   bool troubled;
   {
     MutexLock lock(&mu_);
-    cf = sentinel_cf_;
     troubled = pending_ || retrying_ || resuming_ ||
                (stats_.errors > 0 &&
                 std::chrono::steady_clock::now() - last_error_at_ < kTroubled);

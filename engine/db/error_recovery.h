@@ -63,8 +63,9 @@
 //     last), when it is written without the WAL so that no WAL fault can
 //     fail it (a replica then meets the gap and must sync in full). If the
 //     logged sentinel itself meets the first WAL fault, (b) applies. A
-//     replica (Options::log_replica) writes none: its sequence numbers must
-//     stay the primary's. And
+//     database following a primary's log writes none (SetSentinel(nullptr);
+//     Options::log_replica from the open): its sequence numbers must stay
+//     the primary's. And
 //     (b) after a WAL error with every active memtable empty anyway (in the
 //     moment between such a flush and the sentinel), it does not call
 //     Resume(): writes keep failing with the IOError until a reopen.
@@ -138,6 +139,13 @@ class ErrorRecovery {
   void Attach(rocksdb::DB* db,
               const std::vector<rocksdb::ColumnFamilyHandle*>& cfs,
               rocksdb::ColumnFamilyHandle* sentinel_cf);
+  // After Attach: turns the sentinel of rule 4 on, in `sentinel_cf` (and
+  // writes it at once if no active memtable holds anything), or off
+  // (nullptr): then it returns once no sentinel is being written, and none
+  // is written after it (a database that starts following a primary's log,
+  // DB::SetFollowing).
+  void SetSentinel(rocksdb::ColumnFamilyHandle* sentinel_cf)
+      LOCKS_EXCLUDED(sentinel_mu_, mu_);
   // Before the DB is closed: no Resume() is started after this returns (one
   // in progress is waited for). Idempotent.
   void Stop();
@@ -185,7 +193,7 @@ class ErrorRecovery {
   // Rule 4: true if some active memtable holds an entry.
   bool SomeMemtableHoldsData(rocksdb::DB* db) const;
   // Rule 4(a): writes the sentinel if no active memtable holds anything.
-  void MaybeWriteSentinel(rocksdb::DB* db) LOCKS_EXCLUDED(mu_);
+  void MaybeWriteSentinel(rocksdb::DB* db) LOCKS_EXCLUDED(sentinel_mu_, mu_);
 
   // Rule 3: closed by a failed write, opened by a successful Resume().
   std::atomic<bool> closed_{false};
@@ -193,11 +201,14 @@ class ErrorRecovery {
   std::unique_ptr<rocksdb::Env> env_;  // what the DB does its I/O through
   std::shared_ptr<rocksdb::Logger> info_log_;  // RocksDB's LOG
 
+  // Held while a sentinel is written (and when it is turned on or off), so
+  // that turning it off waits for one being written.
+  Mutex sentinel_mu_ ACQUIRED_BEFORE(mu_);
+  rocksdb::ColumnFamilyHandle* sentinel_cf_ GUARDED_BY(sentinel_mu_) = nullptr;
   mutable Mutex mu_;
   std::condition_variable_any cv_;
   rocksdb::DB* db_ GUARDED_BY(mu_) = nullptr;
   std::vector<rocksdb::ColumnFamilyHandle*> cfs_ GUARDED_BY(mu_);
-  rocksdb::ColumnFamilyHandle* sentinel_cf_ GUARDED_BY(mu_) = nullptr;
   bool stopped_ GUARDED_BY(mu_) = false;
   // An error was noted that no Resume() has been tried for yet; since when.
   bool pending_ GUARDED_BY(mu_) = false;

@@ -313,6 +313,7 @@ TEST_F(ReplicationTest, APromotedReplicaFencesLikeThePrimary) {
   EXPECT_EQ(Digest(primary.get()), Digest(replica.get()));
   // Applied batches bypass the in-memory state; promotion re-reads it.
   EXPECT_EQ(0u, replica->GetFenceFloor());
+  replica->SetFollowing(false);  // opened following (log_replica)
   ASSERT_FENCEDKV_OK(replica->ReloadFenceState());
   EXPECT_EQ(a.token, replica->GetFenceFloor());
   EXPECT_TRUE(
@@ -344,7 +345,7 @@ TEST_F(ReplicationTest, AFollowingDatabaseWritesOnlyThePrimarysLog) {
   std::unique_ptr<LeaseService> leases;
   ASSERT_FENCEDKV_OK(
       LeaseService::Open(replica.get(), LeaseOptions(), &leases));
-  replica->SetFollowing(true);
+  // Following from the open (log_replica).
   const uint64_t at = replica->GetLatestSequenceNumber();
   auto expect_refused = [&](const char* what, const Status& s) {
     EXPECT_TRUE(s.IsReadOnly()) << what << ": " << s.ToString();

@@ -23,6 +23,8 @@
 #define SCOPED_CAPABILITY FENCEDKV_THREAD_ANNOTATION(scoped_lockable)
 #define GUARDED_BY(x) FENCEDKV_THREAD_ANNOTATION(guarded_by(x))
 #define PT_GUARDED_BY(x) FENCEDKV_THREAD_ANNOTATION(pt_guarded_by(x))
+#define ACQUIRED_BEFORE(...) \
+  FENCEDKV_THREAD_ANNOTATION(acquired_before(__VA_ARGS__))
 #define ACQUIRE(...) FENCEDKV_THREAD_ANNOTATION(acquire_capability(__VA_ARGS__))
 #define RELEASE(...) FENCEDKV_THREAD_ANNOTATION(release_capability(__VA_ARGS__))
 #define ASSERT_CAPABILITY(x) FENCEDKV_THREAD_ANNOTATION(assert_capability(x))

@@ -301,8 +301,11 @@ class DB {
   // the next ApplyLogBatch: a replica reads its position after this, and no
   // write of its own can land behind it (a write of a deposed primary
   // still queued would take sequence numbers of the new primary's log).
-  // Off at open. Not covered: the I/O-error recovery's sentinel, which only
-  // Options::log_replica turns off (a replica must be opened with it).
+  // Following also stops the I/O-error recovery's empty-memtable sentinel
+  // (docs/faults.md; one being written is waited for), and turning it off
+  // writes that sentinel at once if every memtable is empty. Off at open,
+  // unless Options::log_replica (which a replica must be opened with, or
+  // the open's sentinel takes a sequence number of its own).
   virtual void SetFollowing(bool following) = 0;
 };
 

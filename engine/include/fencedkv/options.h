@@ -142,11 +142,12 @@ struct Options {
   uint64_t wal_retention_seconds = 0;
   uint64_t wal_retention_mb = 0;
 
-  // Set on a replica, a database fed only by DB::ApplyLogBatch: the engine
-  // then writes nothing of its own (the I/O-error recovery's empty-memtable
-  // sentinel, docs/faults.md), so the replica's sequence numbers stay
-  // exactly the primary's. Its cost: after a WAL error while every memtable
-  // is empty, writes fail until a reopen. Default: false. Not persisted.
+  // Set on a replica, a database fed only by DB::ApplyLogBatch: it opens
+  // following (DB::SetFollowing(true)), so that from the open on the
+  // engine writes nothing of its own (not even the I/O-error recovery's
+  // empty-memtable sentinel, docs/faults.md) and the replica's sequence
+  // numbers stay exactly the primary's. SetFollowing(false) promotes it.
+  // Default: false. Not persisted.
   bool log_replica = false;
 
   // Advanced: the RocksDB Env the database does its I/O through (it must
