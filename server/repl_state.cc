@@ -155,8 +155,9 @@ Status ReplState::Store(const std::string& dir) const {
 std::string ShardRecord::ToJson() const {
   json e = json::array();
   for (const auto& [epoch, start] : epochs) e.push_back({epoch, start});
-  return json{{"epoch", epoch}, {"primary", primary}, {"isr", isr},
-              {"epochs", e},    {"history", history}, {"lease", lease}}
+  return json{{"epoch", epoch},      {"primary", primary}, {"isr", isr},
+              {"epochs", e},         {"history", history}, {"lease", lease},
+              {"nodes", json(nodes)}}
       .dump();
 }
 
@@ -204,7 +205,23 @@ Status ShardRecord::Parse(std::string_view text, ShardRecord* record) {
       record->epochs.emplace_back(e[0].get<uint64_t>(), e[1].get<uint64_t>());
     }
   }
+  auto nodes = j.find("nodes");
+  if (nodes != j.end()) {
+    if (!nodes->is_object()) return Status::InvalidArgument("nodes");
+    for (const auto& [addr, node] : nodes->items()) {
+      if (!node.is_string() || !IsNodeId(node.get_ref<const std::string&>())) {
+        return Status::InvalidArgument("a nodes entry");
+      }
+      record->nodes[NormalizeHostPort(addr)] = node.get<std::string>();
+    }
+  }
   return Status::OK();
+}
+
+bool ShardRecord::NodeMatches(const std::string& addr,
+                              std::string_view node) const {
+  auto it = nodes.find(addr);
+  return it == nodes.end() || it->second == node;
 }
 
 bool ShardRecord::InIsr(std::string_view addr) const {

@@ -19,6 +19,7 @@
 #define FENCEDKV_SERVER_REPL_STATE_H_
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -98,11 +99,20 @@ struct ShardRecord {
   // The primary's etcd lease: the primary is alive while its member key
   // exists with this lease.
   int64_t lease = 0;
+  // host:port -> node id (NODE_ID, kept in the data directory) of the ISR
+  // members, the primary included: the data that holds every acknowledged
+  // write is that node's. A server back under a member's address with
+  // another node id (its data wiped or replaced) is not that member. Empty
+  // in a record of an older build.
+  std::map<std::string, std::string> nodes;
 
   std::string ToJson() const;
   // InvalidArgument naming what is wrong.
   static Status Parse(std::string_view json, ShardRecord* record);
   bool InIsr(std::string_view addr) const;
+  // False if the record names another node at `addr` than `node`; true if
+  // it names `node` or none (a record of an older build).
+  bool NodeMatches(const std::string& addr, std::string_view node) const;
 };
 
 // A member's liveness key, <prefix>/members/<shard>/<addr>, attached to its

@@ -98,6 +98,38 @@ TEST(ReplStateTest, AFullCopyKeepsTheNodeId) {
   EXPECT_EQ(id, after);
 }
 
+// The record names its ISR members' node ids; a record of an older build
+// names none and matches any node; a malformed entry is refused.
+TEST(ReplStateTest, TheShardRecordKeepsEachMembersNode) {
+  const std::string a(32, 'a'), b(32, 'b');
+  ShardRecord r;
+  r.epoch = 3;
+  r.primary = "127.0.0.1:1";
+  r.isr = {"127.0.0.1:1", "127.0.0.1:2"};
+  r.nodes = {{"127.0.0.1:1", a}, {"127.0.0.1:2", b}};
+  ShardRecord back;
+  ASSERT_FENCEDKV_OK(ShardRecord::Parse(r.ToJson(), &back));
+  EXPECT_EQ(r.nodes, back.nodes);
+  EXPECT_TRUE(back.NodeMatches("127.0.0.1:2", b));
+  EXPECT_FALSE(back.NodeMatches("127.0.0.1:2", a));
+  EXPECT_TRUE(back.NodeMatches("127.0.0.1:3", a));  // not named
+  ShardRecord old;
+  ASSERT_FENCEDKV_OK(ShardRecord::Parse(
+      R"({"epoch":2,"primary":"127.0.0.1:1","isr":["127.0.0.1:1"]})", &old));
+  EXPECT_TRUE(old.nodes.empty());
+  EXPECT_TRUE(old.NodeMatches("127.0.0.1:1", a));
+  for (const char* bad : {R"("nodes":[])", R"("nodes":{"127.0.0.1:1":7})",
+                          R"("nodes":{"127.0.0.1:1":"not a node"})"}) {
+    ShardRecord x;
+    EXPECT_FALSE(
+        ShardRecord::Parse(std::string(R"({"epoch":2,"primary":"h:1",)") +
+                               R"("isr":["h:1"],)" + bad + "}",
+                           &x)
+            .ok())
+        << bad;
+  }
+}
+
 TEST(ReplStateTest, EpochsParseOnlyIncreasing) {
   EpochList l;
   EXPECT_TRUE(ParseEpochs("1:0,2:10", &l));

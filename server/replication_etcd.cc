@@ -259,6 +259,7 @@ void Replication::EtcdLoop() {
       }
       r.primary = me;
       r.isr = {me};
+      r.nodes = {{me, node_id_}};
       r.lease = lease;
       AppendEpoch(&r.epochs, r.epoch, db_->GetLatestSequenceNumber());
       bool ok = false;
@@ -287,6 +288,8 @@ void Replication::EtcdLoop() {
         std::vector<std::pair<std::string, std::string>> alive;
         bool primary_alive = false;
         std::map<std::string, uint64_t> seqs;
+        // The node each live member's key names, where it names one.
+        std::map<std::string, std::string> live_nodes;
         for (const auto& m : member_kvs) {
           const std::string addr =
               NormalizeHostPort(m.key.substr(members_prefix.size()));
@@ -294,6 +297,7 @@ void Replication::EtcdLoop() {
           if (!MemberRecord::Parse(m.value, &mr)) continue;
           alive.emplace_back(addr, mr.role);
           seqs[addr] = mr.seq;
+          if (IsNodeId(mr.node)) live_nodes[addr] = mr.node;
           if (addr == r.primary && m.lease == r.lease && addr != me) {
             primary_alive = true;
           }
@@ -312,6 +316,13 @@ void Replication::EtcdLoop() {
           my_epoch = epoch_;
         }
         const bool leading = !read_only_.load();
+        // An ISR member back under its address as another node (its data
+        // directory wiped or replaced) is not that member: it lacks what
+        // the record's member acknowledged.
+        auto impostor = [&](const std::string& addr) {
+          auto it = live_nodes.find(addr);
+          return it != live_nodes.end() && !r.NodeMatches(addr, it->second);
+        };
         if (r.primary == me && r.lease == lease && leading &&
             my_epoch == r.epoch) {
           primary_dead_since = 0;
@@ -323,9 +334,13 @@ void Replication::EtcdLoop() {
             MutexLock lock(&mu_);
             desired = isr_;
           }
-          std::vector<std::string> record_replicas;
+          // The record's replicas; one back as another node joins again
+          // like any replica (from its floor), under its new node id.
+          std::vector<std::string> record_replicas, record_isr;
           for (const auto& a : r.isr) {
-            if (a != me) record_replicas.push_back(a);
+            if (a == me) continue;
+            record_isr.push_back(a);
+            if (!impostor(a)) record_replicas.push_back(a);
           }
           std::vector<std::string> required = record_replicas;
           for (const auto& a : desired) {
@@ -356,13 +371,24 @@ void Replication::EtcdLoop() {
           tracker_.SetIsr(required, r.isr.size());
           const uint64_t floor = db_->GetLatestSequenceNumber();
           for (const auto& a : joiners) join_floor.emplace(a, floor);
-          std::vector<std::string> t_sorted = target,
-                                   r_sorted = record_replicas;
+          std::vector<std::string> t_sorted = target, r_sorted = record_isr;
           std::sort(t_sorted.begin(), t_sorted.end());
           std::sort(r_sorted.begin(), r_sorted.end());
-          if (t_sorted != r_sorted) {
+          // Each member's node: as its key names it now, else as recorded.
+          std::map<std::string, std::string> nodes = {{me, node_id_}};
+          for (const auto& a : target) {
+            auto live = live_nodes.find(a);
+            auto recorded = r.nodes.find(a);
+            if (live != live_nodes.end()) {
+              nodes[a] = live->second;
+            } else if (recorded != r.nodes.end()) {
+              nodes[a] = recorded->second;
+            }
+          }
+          if (t_sorted != r_sorted || nodes != r.nodes) {
             ShardRecord next = r;
             next.isr = {me};
+            next.nodes = nodes;
             for (const auto& a : target) next.isr.push_back(a);
             bool ok = false;
             s = etcd.Txn(
@@ -396,21 +422,33 @@ void Replication::EtcdLoop() {
           const uint64_t mine = db_->GetLatestSequenceNumber();
           bool best = true;
           for (const auto& a : r.isr) {
-            if (a == me || a == r.primary) continue;
+            if (a == me || a == r.primary || impostor(a)) continue;
             auto it = seqs.find(a);
             if (it != seqs.end() &&
                 (it->second > mine || (it->second == mine && a < me))) {
               best = false;
             }
           }
+          const bool member = r.InIsr(me) && r.NodeMatches(me, node_id_);
+          if (r.InIsr(me) && !member) {
+            MutexLock lock(&mu_);
+            etcd_error_ =
+                "takeover: the record's ISR names another node at " + me +
+                " (" + r.nodes.at(me) + "; this server is node " + node_id_ +
+                "): this data directory is not that member's (wiped or "
+                "replaced) and lacks what it acknowledged, so this server "
+                "takes no part in a takeover; it rejoins the ISR once a "
+                "primary has copied it everything";
+          }
           const bool may =
-              r.InIsr(me) && (best || now - primary_dead_since >
-                                          2 * options_.etcd_lease_ttl_ms);
+              member && (best || now - primary_dead_since >
+                                     2 * options_.etcd_lease_ttl_ms);
           if (may) {
             ShardRecord next = r;
             next.epoch = r.epoch + 1;
             next.primary = me;
             next.isr = {me};
+            next.nodes = {{me, node_id_}};
             next.lease = lease;
             if (next.history.empty()) {
               MutexLock lock(&mu_);

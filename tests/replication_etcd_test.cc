@@ -13,6 +13,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -163,6 +164,35 @@ class EtcdReplicationTest : public testing::Test {
     const int p = PrimaryIndex(100);
     if (p < 0) return 0;
     return std::atoi(Info(ports_[p])["isr_size"].c_str());
+  }
+
+  // Whether the record, as server p last read it, names server i in the
+  // ISR.
+  bool InRecordIsr(int p, int i) {
+    return Info(ports_[p])["shard_isr"].find(
+               "127.0.0.1:" + std::to_string(ports_[i])) != std::string::npos;
+  }
+
+  // n fenced SETs, k0 .. k<n-1> = v, one at a time on server p: true if
+  // each was acknowledged.
+  testing::AssertionResult SetKeys(int p, int n) {
+    Client c(ports_[p], 20000);
+    for (int i = 0; i < n; ++i) {
+      const std::string reply =
+          c.Call({"SET", "k" + std::to_string(i), "v", "FENCE", "1"});
+      if (reply != "+OK") {
+        return testing::AssertionFailure() << "SET k" << i << ": " << reply;
+      }
+    }
+    return testing::AssertionSuccess();
+  }
+
+  // kill -9 of server i, and its database directory deleted (its NODE_ID
+  // with it): back, it is another node.
+  void KillAndWipe(int i) {
+    servers_[i].Kill9();
+    const std::string db = dir_.Sub("s" + std::to_string(i)) + "/db";
+    ASSERT_EQ(0, std::system(("rm -rf '" + db + "'").c_str()));
   }
 
   // Every live server applied what the primary has.
@@ -380,34 +410,16 @@ TEST_F(EtcdReplicationTest, AReplicaJoinsTheIsrOnlyWithEveryAcknowledgedWrite) {
   ASSERT_GE(primary, 0);
   const int late = (primary + 1) % kServers;
   const int other = (primary + 2) % kServers;
-  const std::string late_addr = "127.0.0.1:" + std::to_string(ports_[late]);
   servers_[late].Kill9();
-  ASSERT_TRUE(WaitUntil(
-      [&] {
-        return Info(ports_[primary])["shard_isr"].find(late_addr) ==
-               std::string::npos;
-      },
-      15000));
+  ASSERT_TRUE(WaitUntil([&] { return !InRecordIsr(primary, late); }, 15000));
   // Acknowledged while `late` is away (the ISR is the other two); one at a
   // time, so each is a batch of its own that `late` must apply (and sync).
   constexpr int kWrites = 5000;
-  {
-    Client c(ports_[primary], 20000);
-    for (int i = 0; i < kWrites; ++i) {
-      ASSERT_EQ("+OK",
-                c.Call({"SET", "k" + std::to_string(i), "v", "FENCE", "1"}))
-          << i;
-    }
-  }
+  ASSERT_TRUE(SetKeys(primary, kWrites));
   // (--sync: it applies slowly, so it is far behind for a while.)
   ASSERT_TRUE(StartServer(late, {"--sync"}));
   // Kill the two that have the writes as soon as the record names `late`.
-  ASSERT_TRUE(WaitUntil(
-      [&] {
-        return Info(ports_[primary])["shard_isr"].find(late_addr) !=
-               std::string::npos;
-      },
-      40000));
+  ASSERT_TRUE(WaitUntil([&] { return InRecordIsr(primary, late); }, 40000));
   const std::string had = Info(ports_[primary])["master_repl_offset"];
   const std::string has = Info(ports_[late])["slave_repl_offset"];
   servers_[primary].Kill9();
@@ -424,6 +436,89 @@ TEST_F(EtcdReplicationTest, AReplicaJoinsTheIsrOnlyWithEveryAcknowledgedWrite) {
         << "the new primary lacks acknowledged writes";
     EXPECT_EQ("$v", c.Call({"GET", "k" + std::to_string(kWrites - 1)}));
   }
+}
+
+// A shard with kWrites acknowledged keys, whose member `wiped` is about to
+// lose its data directory.
+class EtcdWipedMemberTest : public EtcdReplicationTest {
+ protected:
+  static constexpr int kWrites = 200;
+  void SetUp() override {
+    EtcdReplicationTest::SetUp();
+    if (HasFatalFailure()) return;
+    primary = PrimaryIndex(15000);
+    ASSERT_GE(primary, 0);
+    wiped = (primary + 1) % kServers;
+    other = (primary + 2) % kServers;
+    ASSERT_TRUE(SetKeys(primary, kWrites));
+  }
+  int primary = -1, wiped = -1, other = -1;
+};
+
+// The record names each ISR member's node id (NODE_ID, which lives in the
+// data directory). A member that comes back under its address with its data
+// gone is another node: it has none of the acknowledged writes, so it must
+// not take over, though its address is in the ISR. Before, it did (the
+// record held addresses only): the shard's new primary was empty, and the
+// old primary, back, followed it and lost every write.
+TEST_F(EtcdWipedMemberTest, AMemberBackWithItsDataWipedTakesNoPartInATakeover) {
+  const std::string epoch = Info(ports_[primary])["shard_epoch"];
+  // All three at once, before the primary could change the ISR.
+  KillAndWipe(wiped);
+  servers_[primary].Kill9();
+  servers_[other].Kill9();
+  // Its old member key goes with its etcd lease (TTL 2 s): then the name
+  // is free and the wiped server holds it (not shut out as another node
+  // still holding it).
+  std::this_thread::sleep_for(milliseconds(3500));
+  ASSERT_TRUE(StartServer(wiped));
+  const int port = ports_[wiped];
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        return Info(port)["etcd_last_error"].find("node") != std::string::npos;
+      },
+      10000))
+      << Info(port)["etcd_last_error"];
+  // Three TTLs: it would have taken over by now (the others are gone).
+  const auto until = Clock::now() + milliseconds(6000);
+  while (Clock::now() < until) {
+    auto info = Info(port);
+    ASSERT_NE("master", info["role"]) << "a wiped member took over";
+    ASSERT_EQ(epoch, info["shard_epoch"]);
+    std::this_thread::sleep_for(milliseconds(100));
+  }
+  // The old primary, back with its data, takes over; the wiped server
+  // follows it with a full copy and rejoins the ISR.
+  ASSERT_TRUE(StartServer(primary));
+  ASSERT_EQ(primary, PrimaryIndex(15000));
+  ASSERT_TRUE(WaitUntil([&] { return Converged(primary); }, 20000));
+  {
+    Client c(ports_[primary], 5000);
+    EXPECT_EQ(":" + std::to_string(kWrites), c.Call({"DBSIZE"}));
+  }
+  EXPECT_EQ(Digest(primary), Digest(wiped));
+  EXPECT_TRUE(WaitUntil([&] { return InRecordIsr(primary, wiped); }, 15000))
+      << Info(ports_[primary])["shard_isr"];
+}
+
+// The other half: a member back with its data wiped while the primary runs
+// is copied everything, rejoins the ISR under its new node id, and may then
+// take over like any member (it has every acknowledged write).
+TEST_F(EtcdWipedMemberTest, AWipedMemberRejoinsUnderItsNewNodeAndMayTakeOver) {
+  KillAndWipe(wiped);
+  ASSERT_TRUE(WaitUntil([&] { return !InRecordIsr(primary, wiped); }, 15000));
+  std::this_thread::sleep_for(milliseconds(2500));  // its member key ends
+  ASSERT_TRUE(StartServer(wiped));
+  ASSERT_TRUE(WaitUntil(
+      [&] { return InRecordIsr(primary, wiped) && Converged(primary); }, 30000))
+      << Info(ports_[primary])["shard_isr"];
+  servers_[primary].Kill9();
+  servers_[other].Kill9();
+  ASSERT_TRUE(
+      WaitUntil([&] { return Info(ports_[wiped])["role"] == "master"; }, 15000))
+      << Info(ports_[wiped])["etcd_last_error"];
+  Client c(ports_[wiped], 5000);
+  EXPECT_EQ(":" + std::to_string(kWrites), c.Call({"DBSIZE"}));
 }
 
 TEST_F(EtcdReplicationTest, APausedPrimaryGetsNothingAcknowledgedAndRejoins) {
