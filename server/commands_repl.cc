@@ -237,7 +237,7 @@ void AppendReplicationCommands(std::vector<CommandSpec>* t) {
   t->push_back({"wait", CmdWait, 3, 0, {}, kCatConnection});
   t->push_back({"sentinel", CmdSentinel, -2, 0, {}, kCatConnection});
   t->push_back(
-      {"fencedkv.sync", CmdSync, 9, kCmdAdmin, {}, kCatAdmin | kCatDangerous});
+      {"fencedkv.sync", CmdSync, -9, kCmdAdmin, {}, kCatAdmin | kCatDangerous});
   t->push_back({"fencedkv.digest",
                 CmdDigest,
                 1,

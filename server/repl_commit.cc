@@ -245,10 +245,31 @@ uint64_t CommitTracker::committed() {
   return CommittedLocked();
 }
 
-uint64_t CommitTracker::Attach(const std::string& addr) {
+bool CommitTracker::OtherNodeConnected(const Progress& p,
+                                       const std::string& node,
+                                       std::string* holder) {
+  if (p.link == 0 || p.node.empty() || node.empty() || p.node == node) {
+    return false;
+  }
+  *holder = p.node;
+  return true;
+}
+
+bool CommitTracker::HeldByAnotherNode(const std::string& addr,
+                                      const std::string& node,
+                                      std::string* holder) {
+  MutexLock lock(&mu_);
+  auto it = replicas_.find(addr);
+  return it != replicas_.end() && OtherNodeConnected(it->second, node, holder);
+}
+
+uint64_t CommitTracker::Attach(const std::string& addr, const std::string& node,
+                               std::string* holder) {
   MutexLock lock(&mu_);
   Progress& p = replicas_[addr];
+  if (OtherNodeConnected(p, node, holder)) return 0;
   p.link = next_link_++;
+  p.node = node;
   p.state = "connected";
   p.acked = 0;  // a new link: what it has is what it says (OnAck)
   // A member of the in-sync set that reconnects gets replica_lag_ms from

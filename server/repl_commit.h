@@ -124,8 +124,15 @@ class CommitTracker {
 
   // ---- Replica links (one per connected replica) ----
   // A replica connected: returns the link's id (an older link of the same
-  // replica stops counting).
-  uint64_t Attach(const std::string& addr) LOCKS_EXCLUDED(mu_);
+  // replica stops counting). `node` is the replica's node id ("" if it sent
+  // none): 0, and *holder set, if a link of another node is connected
+  // under the same name (two replicas announcing one address).
+  uint64_t Attach(const std::string& addr, const std::string& node,
+                  std::string* holder) LOCKS_EXCLUDED(mu_);
+  // The node of another link connected as `addr`, if one is (true: Attach
+  // would refuse `node`).
+  bool HeldByAnotherNode(const std::string& addr, const std::string& node,
+                         std::string* holder) LOCKS_EXCLUDED(mu_);
   void Detach(const std::string& addr, uint64_t link) LOCKS_EXCLUDED(mu_);
   // The replica acknowledged `seq`; caught_up_ms (if > 0): at that time it
   // had been sent everything the primary had.
@@ -154,10 +161,15 @@ class CommitTracker {
  private:
   struct Progress {
     uint64_t link = 0;  // the current link; 0 if none
+    std::string node;   // the current link's node id ("": none sent)
     uint64_t acked = 0;
     int64_t caught_up_ms = 0;
     std::string state = "disconnected";
   };
+  // A link of a node other than `node` (both known) is connected: *holder
+  // is its node.
+  static bool OtherNodeConnected(const Progress& p, const std::string& node,
+                                 std::string* holder);
   struct ReplicaWaiter {
     uint64_t seq;
     size_t n;

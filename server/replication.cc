@@ -42,6 +42,14 @@ std::string NormalizeDir(const std::string& path) {
   return p;
 }
 
+std::string HeldByAnotherNodeError(const std::string& addr,
+                                   const std::string& holder) {
+  return "ERR another replica (node " + holder + ") is connected as " + addr +
+         ": two replicas announce one address (give each its own "
+         "--announce_addr); if that replica is gone, this one is accepted "
+         "once its link times out (--repl_timeout_ms). Nothing was changed";
+}
+
 // A word a peer sent, fit for a log line or INFO's master_last_error: bytes
 // outside printable ASCII as \xHH, at most 64 of them.
 std::string PrintableWord(std::string_view word) {
@@ -170,9 +178,9 @@ Status Replication::Start(const std::string& replicaof) {
     Status s = ReplState::Load(options_.db_path, &state_);
     if (!s.ok()) return s;
   }
+  Status s = LoadOrCreateNodeId(options_.db_path, &node_id_);
+  if (!s.ok()) return s;
   if (etcd_mode()) {
-    Status s = LoadOrCreateNodeId(options_.db_path, &node_id_);
-    if (!s.ok()) return s;
     // Read-only until etcd's record says which role to take.
     read_only_.store(true);
     tracker_.SetPrimary(false,
@@ -397,12 +405,16 @@ void Replication::ServeReplica(Link* link, std::vector<std::string> args) {
     socket->SendAll("-" + line + "\r\n", timeout);
   };
   // FENCEDKV.SYNC history addr max_epoch log_epoch seq domain mode sync
-  if (args.size() != 9 || (args[8] != "sync" && args[8] != "nosync")) {
+  // [node] (a replica of an older build sends no node id)
+  if ((args.size() != 9 && args.size() != 10) ||
+      (args[8] != "sync" && args[8] != "nosync") ||
+      (args.size() == 10 && !IsNodeId(args[9]))) {
     refuse(
         "ERR FENCEDKV.SYNC takes history addr max_epoch log_epoch seq "
-        "domain mode sync|nosync");
+        "domain mode sync|nosync [node]");
     return;
   }
+  link->node = args.size() == 10 ? args[9] : "";
   const std::string history = args[1] == "-" ? "" : args[1];
   std::string addr;
   if (!ReplicaAddress(args[2], socket->fd(), &addr)) {
@@ -439,6 +451,13 @@ void Replication::ServeReplica(Link* link, std::vector<std::string> args) {
     refuse(
         "ERR this server is a replica, not a primary (no chained "
         "replication)");
+    return;
+  }
+  // Two replicas announcing one address would take each other's place,
+  // acknowledgements and ISR membership: the one connected keeps it.
+  std::string holder;
+  if (tracker_.HeldByAnotherNode(addr, link->node, &holder)) {
+    refuse(HeldByAnotherNodeError(addr, holder));
     return;
   }
   uint64_t epoch;
@@ -580,7 +599,13 @@ void Replication::StreamTo(ReplSocket* socket, const std::string& addr,
           r->wake_fds_.end());
     }
   } unregister{this, link->wake_fd};
-  const uint64_t id = tracker_.Attach(addr);
+  std::string holder;
+  const uint64_t id = tracker_.Attach(addr, link->node, &holder);
+  if (id == 0) {  // another node connected meanwhile
+    LOG(WARNING) << "replication: refused a replica: "
+                 << HeldByAnotherNodeError(addr, holder);
+    return;
+  }
   tracker_.SetLinkState(addr, id, "online");
   tracker_.OnAck(addr, id, after, 0);  // it has what it asked to follow
   const milliseconds timeout(options_.timeout_ms);
@@ -816,7 +841,7 @@ Status Replication::ReplicaSession(const std::string& primary,
                      std::to_string(st.log_epoch), std::to_string(seq),
                      db_->GetFenceDomain().ToString(),
                      FenceModeName(db_->GetFenceMode()),
-                     options_.sync ? "sync" : "nosync"});
+                     options_.sync ? "sync" : "nosync", node_id_});
   s = socket->SendAll(req, timeout);
   if (s.ok()) s = ReadReplyLine(socket.get(), &buf, &line, timeout);
   if (!s.ok()) {

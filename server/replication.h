@@ -164,6 +164,7 @@ class Replication {
     std::shared_ptr<ReplSocket> socket;
     std::atomic<bool> done{false};
     int wake_fd = -1;  // an eventfd: NotifyLinks wakes the link with it
+    std::string node;  // the replica's node id, from its handshake ("": none)
   };
 
   // Role changes. REQUIRES: mu_ not held; role_mu_ held. `record` (etcd
@@ -259,8 +260,9 @@ class Replication {
   std::vector<std::pair<std::string, std::string>> view_members_
       GUARDED_BY(mu_);
   std::string etcd_error_ GUARDED_BY(mu_);
-  // etcd mode: this server's node id (repl_state.h), read by Start before
-  // the etcd thread starts, constant after.
+  // This server's node id (repl_state.h), read by Start before any thread
+  // starts, constant after: in a replica's handshake, and in etcd mode its
+  // member key and the record's ISR.
   std::string node_id_;
 };
 

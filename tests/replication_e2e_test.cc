@@ -476,6 +476,39 @@ TEST_F(ReplicationE2ETest, AReplicasNameIsHostPortAndCanBeAnnounced) {
       WaitUntil([&] { return listed("ip=localhost,port=4243,"); }, 10000));
 }
 
+// Two replicas announcing one address (a copied configuration): the one
+// connected keeps the name; the other is refused with a clear error (its
+// node id, sent in the handshake, is another) and is accepted only once the
+// first is gone. Before, each connection took the name from the other: the
+// second got a full copy and the first's acknowledgements stopped counting,
+// in turn, for ever.
+TEST_F(ReplicationE2ETest, TwoReplicasAnnouncingOneAddressDoNotTakeTurns) {
+  Server primary, first, second;
+  ASSERT_TRUE(StartPrimary(&primary, "p"));
+  Write(primary.port(), 0);
+  const std::string name = "--announce_addr=127.0.0.1:4301";
+  ASSERT_TRUE(StartReplica(&first, "r1", primary.port(), {name}));
+  ASSERT_TRUE(
+      WaitUntil([&] { return CaughtUp(primary.port(), first.port()); }, 15000));
+  const std::string kFull = "replication: full sync of";
+  const size_t copies = Count(primary.Log(), kFull);  // the first's
+  ASSERT_TRUE(StartReplica(&second, "r2", primary.port(), {name}));
+  EXPECT_TRUE(LinkFailsWith(second.port(), "another replica (node "));
+  EXPECT_EQ(copies, Count(primary.Log(), kFull)) << primary.Log();
+  // The first keeps its link: it has every later write.
+  Write(primary.port(), 1);
+  EXPECT_TRUE(
+      WaitUntil([&] { return CaughtUp(primary.port(), first.port()); }, 15000));
+  EXPECT_EQ(Digest(primary.port()), Digest(first.port()));
+  EXPECT_NE("up", Info(second.port())["master_link_status"]);
+  // Gone (a clean stop ends its link at once), it leaves the name free.
+  EXPECT_EQ(0, first.Stop());
+  EXPECT_TRUE(
+      WaitUntil([&] { return CaughtUp(primary.port(), second.port()); }, 30000))
+      << Info(second.port())["master_last_error"];
+  EXPECT_EQ(Digest(primary.port()), Digest(second.port()));
+}
+
 // In etcd mode the announced address goes into the shard's record, where
 // replicas and Sentinel clients look for the primary: a wildcard there
 // would send each of them to its own machine. Refused before the server
