@@ -307,14 +307,25 @@ void ReplSocket::Close() {
   if (fd >= 0) close(fd);
 }
 
-void AppendFrame(std::string* out,
-                 std::initializer_list<std::string_view> words) {
+namespace {
+template <typename Words>
+void AppendWords(std::string* out, const Words& words) {
   out->append("*" + std::to_string(words.size()) + "\r\n");
   for (std::string_view w : words) {
     out->append("$" + std::to_string(w.size()) + "\r\n");
     out->append(w.data(), w.size());
     out->append("\r\n");
   }
+}
+}  // namespace
+
+void AppendFrame(std::string* out,
+                 std::initializer_list<std::string_view> words) {
+  AppendWords(out, words);
+}
+
+void AppendFrame(std::string* out, const std::vector<std::string>& words) {
+  AppendWords(out, words);
 }
 
 namespace {

@@ -98,6 +98,7 @@ bool ReplicaAddress(std::string_view announced, int fd, std::string* addr);
 // Appends a RESP array of bulk strings.
 void AppendFrame(std::string* out,
                  std::initializer_list<std::string_view> words);
+void AppendFrame(std::string* out, const std::vector<std::string>& words);
 
 // Reads frames (RESP arrays of bulk strings) from a byte stream.
 // Not thread-safe.

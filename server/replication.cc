@@ -225,10 +225,15 @@ void Replication::Stop() {
 
 Status Replication::BecomePrimary(const ShardRecord* record) {
   StopReplicaThread();
+  // Where the log stops being the old epoch's: read while nothing of this
+  // server's own can write (following), as SetFollowing(false) may write
+  // the recovery's sentinel at once, the new epoch's first batch. (Read
+  // after it, the sentinel counted in the old epoch: an old primary's
+  // one-sequence suffix then passed for a prefix.)
+  const uint64_t latest = db_->GetLatestSequenceNumber();
   db_->SetFollowing(false);  // (clients still get READONLY: read_only_)
   Status s = db_->ReloadFenceState();
   if (!s.ok()) return s;
-  const uint64_t latest = db_->GetLatestSequenceNumber();
   {
     MutexLock lock(&mu_);
     ReplState next = state_;
@@ -835,15 +840,30 @@ Status Replication::ReplicaSession(const std::string& primary,
     st = state_;
   }
   const uint64_t seq = db_->GetLatestSequenceNumber();
-  req.clear();
-  AppendFrame(&req, {"FENCEDKV.SYNC", st.history.empty() ? "-" : st.history,
-                     options_.self_addr, std::to_string(st.max_epoch),
-                     std::to_string(st.log_epoch), std::to_string(seq),
-                     db_->GetFenceDomain().ToString(),
-                     FenceModeName(db_->GetFenceMode()),
-                     options_.sync ? "sync" : "nosync", node_id_});
-  s = socket->SendAll(req, timeout);
-  if (s.ok()) s = ReadReplyLine(socket.get(), &buf, &line, timeout);
+  std::vector<std::string> handshake = {"FENCEDKV.SYNC",
+                                        st.history.empty() ? "-" : st.history,
+                                        options_.self_addr,
+                                        std::to_string(st.max_epoch),
+                                        std::to_string(st.log_epoch),
+                                        std::to_string(seq),
+                                        db_->GetFenceDomain().ToString(),
+                                        FenceModeName(db_->GetFenceMode()),
+                                        options_.sync ? "sync" : "nosync",
+                                        node_id_};
+  auto ask = [&] {
+    req.clear();
+    AppendFrame(&req, handshake);
+    Status sent = socket->SendAll(req, timeout);
+    if (sent.ok()) sent = ReadReplyLine(socket.get(), &buf, &line, timeout);
+    return sent;
+  };
+  s = ask();
+  // A primary of an older build takes the handshake without the node id
+  // (its FENCEDKV.SYNC has a fixed arity): asked again without it.
+  if (s.ok() && line.rfind("-ERR wrong number of arguments", 0) == 0) {
+    handshake.pop_back();
+    s = ask();
+  }
   if (!s.ok()) {
     return Status::IOError(
         "no handshake answer from " + primary + " (is it a fencedkv server?)",

@@ -340,7 +340,14 @@ void Replication::EtcdLoop() {
           for (const auto& a : r.isr) {
             if (a == me) continue;
             record_isr.push_back(a);
-            if (!impostor(a)) record_replicas.push_back(a);
+            if (!impostor(a)) {
+              record_replicas.push_back(a);
+            } else {
+              LOG_EVERY_N(WARNING, 50)
+                  << "replication: " << a << " is back as another node ("
+                  << live_nodes[a] << ", the record names " << r.nodes.at(a)
+                  << "): it leaves the ISR and rejoins as a new replica";
+            }
           }
           std::vector<std::string> required = record_replicas;
           for (const auto& a : desired) {
@@ -368,7 +375,10 @@ void Replication::EtcdLoop() {
               target.push_back(a);
             }
           }
-          tracker_.SetIsr(required, r.isr.size());
+          // (An impostor does not count towards the minimum: it is not
+          // required, so counted it would let a write be acknowledged by
+          // fewer members than --min_insync_replicas.)
+          tracker_.SetIsr(required, record_replicas.size() + 1);
           const uint64_t floor = db_->GetLatestSequenceNumber();
           for (const auto& a : joiners) join_floor.emplace(a, floor);
           std::vector<std::string> t_sorted = target, r_sorted = record_isr;

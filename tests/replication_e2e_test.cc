@@ -17,6 +17,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <memory>
 #include <sstream>
 #include <thread>
 
@@ -58,6 +59,50 @@ std::string Digest(int port) {
   Client c(port, 20000);
   return c.Call({"FENCEDKV.DIGEST"});
 }
+
+// A peer on 127.0.0.1 (a free port) that runs `serve` on each connection
+// it accepts, one at a time, and closes it: a stand-in for a server that is
+// not this build's fencedkv. Stopped and joined on every way out.
+class FakePeer {
+ public:
+  explicit FakePeer(const std::function<void(int fd)>& serve)
+      : fd_(socket(AF_INET, SOCK_STREAM, 0)) {
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    socklen_t len = sizeof(a);
+    if (bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 ||
+        listen(fd_, 4) != 0 ||
+        getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+      return;
+    }
+    port_ = ntohs(a.sin_port);
+    thread_ = std::make_unique<test::ScopedThread>(
+        [this, serve] {
+          while (!done_) {
+            const int c = accept(fd_, nullptr, nullptr);
+            if (c < 0) break;
+            serve(c);
+            close(c);
+          }
+        },
+        [this] {
+          done_ = true;
+          shutdown(fd_, SHUT_RDWR);
+        });
+  }
+  ~FakePeer() {
+    thread_.reset();
+    close(fd_);
+  }
+  int port() const { return port_; }  // 0 if it could not listen
+
+ private:
+  const int fd_;
+  int port_ = 0;
+  std::atomic<bool> done_{false};
+  std::unique_ptr<test::ScopedThread> thread_;
+};
 
 class ReplicationE2ETest : public testing::Test {
  protected:
@@ -107,6 +152,15 @@ class ReplicationE2ETest : public testing::Test {
            r["slave_repl_offset"] == p["master_repl_offset"] &&
            p["slave0"].find("offset=" + p["master_repl_offset"] + ",") !=
                std::string::npos;
+  }
+  // a: a primary with Write's round 0; b: its replica, caught up (after
+  // its first full copy).
+  void StartCaughtUpPair(Server* a, Server* b) {
+    ASSERT_TRUE(StartPrimary(a, "a"));
+    Write(a->port(), 0);
+    ASSERT_TRUE(StartReplica(b, "b", a->port()));
+    ASSERT_TRUE(
+        WaitUntil([&] { return CaughtUp(a->port(), b->port()); }, 15000));
   }
   // A workload touching every kind of record: values, deletes, MSET,
   // advances, the floor, leases.
@@ -373,6 +427,10 @@ TEST_F(ReplicationE2ETest, AFullCopyWhenTheLogIsGoneAndAfterAFailover) {
   EXPECT_EQ("2", Info(replica.port())["repl_epoch"]);
 }
 
+// What a primary logs for each full copy it serves (a replica's log of one
+// it received ends with its restart, in a file of its own).
+const char kFull[] = "replication: full sync of";
+
 size_t Count(const std::string& text, const std::string& what) {
   size_t n = 0;
   for (size_t at = text.find(what); at != std::string::npos;
@@ -390,13 +448,8 @@ size_t Count(const std::string& text, const std::string& what) {
 // sentinel, so it asked as another history.)
 TEST_F(ReplicationE2ETest, ASwitchoverFollowsFromTheLogBothWays) {
   Server a, b;
-  ASSERT_TRUE(StartPrimary(&a, "a"));
-  Write(a.port(), 0);
-  ASSERT_TRUE(StartReplica(&b, "b", a.port()));
-  ASSERT_TRUE(WaitUntil([&] { return CaughtUp(a.port(), b.port()); }, 15000));
-  // A primary logs each full copy it serves (a replica's log of one it
-  // received ends with its restart, in a file of its own).
-  const std::string kFull = "replication: full sync of";
+  StartCaughtUpPair(&a, &b);
+  if (HasFatalFailure()) return;
   const size_t a_served = Count(a.Log(), kFull);  // b's first copy
   ASSERT_EQ(1u, a_served) << a.Log();
   struct Turn {
@@ -425,6 +478,31 @@ TEST_F(ReplicationE2ETest, ASwitchoverFollowsFromTheLogBothWays) {
   EXPECT_EQ(0u, c.Call({"SET", "k0", "x", "FENCE", "250"}).find("-STALE"));
   EXPECT_EQ(a_served, Count(a.Log(), kFull)) << a.Log();
   EXPECT_EQ(0u, Count(b.Log(), kFull)) << b.Log();
+}
+
+// The other case: the old primary wrote one sequence of its own (a floor)
+// after the new one was promoted. That suffix was never the new primary's:
+// the old primary gets a full copy and loses it. The promoted server's own
+// first write (its recovery sentinel, written at once on promotion when
+// every memtable is empty, as here after its first full copy) belongs to
+// its new epoch: before, it was counted in the old one, the epoch list
+// said the new epoch began one sequence later, and the old primary's
+// one-sequence suffix passed for a prefix (it kept its floor; the digests
+// differed).
+TEST_F(ReplicationE2ETest, AnOldPrimaryWithAWriteOfItsOwnGetsAFullCopy) {
+  Server a, b;
+  StartCaughtUpPair(&a, &b);
+  if (HasFatalFailure()) return;
+  Client ca(a.port()), cb(b.port());
+  EXPECT_EQ("+OK", cb.Call({"REPLICAOF", "NO", "ONE"}));
+  EXPECT_EQ("$70", ca.Call({"FENCE.FLOOR", "70"}));  // one sequence
+  EXPECT_EQ("+OK",
+            ca.Call({"REPLICAOF", "127.0.0.1", std::to_string(b.port())}));
+  ASSERT_TRUE(WaitUntil([&] { return CaughtUp(b.port(), a.port()); }, 20000))
+      << a.Log();
+  EXPECT_EQ(1u, Count(b.Log(), kFull)) << b.Log();
+  EXPECT_EQ(Digest(b.port()), Digest(a.port()));
+  EXPECT_EQ("$50", cb.Call({"FENCE.FLOOR"}));
 }
 
 // The name a replica gives in its handshake is printed in INFO and ROLE and
@@ -490,7 +568,6 @@ TEST_F(ReplicationE2ETest, TwoReplicasAnnouncingOneAddressDoNotTakeTurns) {
   ASSERT_TRUE(StartReplica(&first, "r1", primary.port(), {name}));
   ASSERT_TRUE(
       WaitUntil([&] { return CaughtUp(primary.port(), first.port()); }, 15000));
-  const std::string kFull = "replication: full sync of";
   const size_t copies = Count(primary.Log(), kFull);  // the first's
   ASSERT_TRUE(StartReplica(&second, "r2", primary.port(), {name}));
   EXPECT_TRUE(LinkFailsWith(second.port(), "another replica (node "));
@@ -605,36 +682,48 @@ TEST_F(ReplicationE2ETest, TheHandshakeRefusesAnotherFenceConfigurationOrPeer) {
   }
   // Nor is a peer that answers something else (here: HTTP).
   {
-    const int lfd = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-    socklen_t len = sizeof(a);
-    ASSERT_EQ(0, bind(lfd, reinterpret_cast<sockaddr*>(&a), sizeof(a)));
-    ASSERT_EQ(0, listen(lfd, 4));
-    getsockname(lfd, reinterpret_cast<sockaddr*>(&a), &len);
-    std::atomic<bool> done{false};
-    // Stopped and joined on every way out (an ASSERT's return included).
-    test::ScopedThread http(
-        [&] {
-          while (!done) {
-            const int c = accept(lfd, nullptr, nullptr);
-            if (c < 0) break;
-            const char reply[] = "HTTP/1.1 400 Bad Request\r\n\r\n";
-            send(c, reply, sizeof(reply) - 1, MSG_NOSIGNAL);
-            close(c);
-          }
-        },
-        [&] {
-          done = true;
-          shutdown(lfd, SHUT_RDWR);
-        });
+    FakePeer http([](int c) {
+      const char reply[] = "HTTP/1.1 400 Bad Request\r\n\r\n";
+      send(c, reply, sizeof(reply) - 1, MSG_NOSIGNAL);
+    });
+    ASSERT_NE(0, http.port());
     Server other;
-    ASSERT_TRUE(StartReplica(&other, "h", ntohs(a.sin_port)));
+    ASSERT_TRUE(StartReplica(&other, "h", http.port()));
     EXPECT_TRUE(LinkFailsWith(other.port(), "is not a fencedkv server"));
-    http.Join();
-    close(lfd);
   }
+}
+
+// A primary of an older build knows FENCEDKV.SYNC with nine words, without
+// the node id: a replica of this build asks again without it (before, it
+// retried the ten-word handshake for ever, "wrong number of arguments").
+// The peer here answers as such a primary would.
+TEST_F(ReplicationE2ETest, AReplicaFollowsAPrimaryOfAnOlderBuild) {
+  FakePeer old_primary([](int c) {
+    std::string in;
+    char buf[4096];
+    bool answered_ten = false;
+    for (;;) {
+      const ssize_t n = recv(c, buf, sizeof(buf), 0);
+      if (n <= 0) return;
+      in.append(buf, static_cast<size_t>(n));
+      if (in.find("*9\r\n$13\r\nFENCEDKV.SYNC") != std::string::npos) {
+        const std::string reply = "-ERR the older build saw nine words\r\n";
+        send(c, reply.data(), reply.size(), MSG_NOSIGNAL);
+        return;
+      }
+      if (!answered_ten &&
+          in.find("*10\r\n$13\r\nFENCEDKV.SYNC") != std::string::npos) {
+        answered_ten = true;
+        const std::string reply =
+            "-ERR wrong number of arguments for 'fencedkv.sync' command\r\n";
+        send(c, reply.data(), reply.size(), MSG_NOSIGNAL);
+      }
+    }
+  });
+  ASSERT_NE(0, old_primary.port());
+  Server replica;
+  ASSERT_TRUE(StartReplica(&replica, "r", old_primary.port()));
+  EXPECT_TRUE(LinkFailsWith(replica.port(), "the older build saw nine words"));
 }
 
 TEST_F(ReplicationE2ETest,

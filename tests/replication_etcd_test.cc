@@ -191,6 +191,10 @@ class EtcdReplicationTest : public testing::Test {
   // with it): back, it is another node.
   void KillAndWipe(int i) {
     servers_[i].Kill9();
+    Wipe(i);
+  }
+  // Server i's database directory deleted (it is not running).
+  void Wipe(int i) {
     const std::string db = dir_.Sub("s" + std::to_string(i)) + "/db";
     ASSERT_EQ(0, std::system(("rm -rf '" + db + "'").c_str()));
   }
@@ -464,15 +468,19 @@ class EtcdWipedMemberTest : public EtcdReplicationTest {
 TEST_F(EtcdWipedMemberTest, AMemberBackWithItsDataWipedTakesNoPartInATakeover) {
   const std::string epoch = Info(ports_[primary])["shard_epoch"];
   // All three at once, before the primary could change the ISR.
-  KillAndWipe(wiped);
+  servers_[wiped].Kill9();
   servers_[primary].Kill9();
   servers_[other].Kill9();
+  Wipe(wiped);
   // Its old member key goes with its etcd lease (TTL 2 s): then the name
   // is free and the wiped server holds it (not shut out as another node
   // still holding it).
   std::this_thread::sleep_for(milliseconds(3500));
   ASSERT_TRUE(StartServer(wiped));
   const int port = ports_[wiped];
+  // The record still names it in the ISR (with its previous node id).
+  ASSERT_TRUE(WaitUntil([&] { return InRecordIsr(wiped, wiped); }, 10000))
+      << Info(port)["shard_isr"];
   EXPECT_TRUE(WaitUntil(
       [&] {
         return Info(port)["etcd_last_error"].find("node") != std::string::npos;
@@ -506,6 +514,9 @@ TEST_F(EtcdWipedMemberTest, AMemberBackWithItsDataWipedTakesNoPartInATakeover) {
 // take over like any member (it has every acknowledged write).
 TEST_F(EtcdWipedMemberTest, AWipedMemberRejoinsUnderItsNewNodeAndMayTakeOver) {
   KillAndWipe(wiped);
+  // Disconnected, it leaves the ISR at once (the primary's path for a
+  // member still in the record when it comes back as another node is not
+  // reached here).
   ASSERT_TRUE(WaitUntil([&] { return !InRecordIsr(primary, wiped); }, 15000));
   std::this_thread::sleep_for(milliseconds(2500));  // its member key ends
   ASSERT_TRUE(StartServer(wiped));

@@ -259,6 +259,9 @@ class DBImpl final : public DB {
   // SetFollowing: set holding every stripe lock and meta_mu_, so a writer
   // that holds one of them sees its latest value.
   std::atomic<bool> following_{false};
+  // Held for the whole of SetFollowing: following_ and the recovery's
+  // sentinel change together, whatever the callers.
+  Mutex follow_mu_ ACQUIRED_BEFORE(meta_mu_);
   std::atomic<Token> issued_{0};  // NoteIssuedToken (the skew guard)
   std::atomic<bool> lease_service_open_{false};
   // Serializes the meta-only commits (the floor, lease records) with each

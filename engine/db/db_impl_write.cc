@@ -735,6 +735,7 @@ Status DBImpl::FollowingStatus() {
 }
 
 void DBImpl::SetFollowing(bool following) {
+  MutexLock follow(&follow_mu_);
   // Every write of the database's own holds a stripe lock (fenced writes,
   // the floor) or meta_mu_ (meta records) from its check until RocksDB's
   // write returned: with all of them held, none is in between.

@@ -276,7 +276,7 @@ void ErrorRecovery::SetSentinel(rocksdb::ColumnFamilyHandle* sentinel_cf) {
     MutexLock sentinel(&sentinel_mu_);
     sentinel_cf_ = sentinel_cf;
     MutexLock lock(&mu_);
-    db = db_;
+    db = stopped_ ? nullptr : db_;  // (a closing database writes none)
   }
   if (db != nullptr) MaybeWriteSentinel(db);
 }
