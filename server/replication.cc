@@ -520,11 +520,21 @@ void Replication::ServeReplica(Link* link, std::vector<std::string> args) {
     }
     return;  // the replica restarts on the copy and reconnects
   }
+  // The name is taken before the answer: of two nodes that passed the
+  // check above at once, the second is refused here with the error.
+  const uint64_t id = tracker_.Attach(addr, link->node, &holder);
+  if (id == 0) {
+    refuse(HeldByAnotherNodeError(addr, holder));
+    return;
+  }
   Status s = socket->SendAll("+CONTINUE " + head + "\r\n", timeout);
-  if (!s.ok()) return;
+  if (!s.ok()) {
+    tracker_.Detach(addr, id);
+    return;
+  }
   LOG(INFO) << "replication: streaming to " << addr << " from sequence " << seq
             << " (epoch " << epoch << ")";
-  StreamTo(socket, addr, epoch, seq, first, first_batch, std::move(reader),
+  StreamTo(socket, addr, id, epoch, seq, first, first_batch, std::move(reader),
            link);
 }
 
@@ -587,8 +597,8 @@ Status Replication::SendFullSync(ReplSocket* socket,
 }
 
 void Replication::StreamTo(ReplSocket* socket, const std::string& addr,
-                           uint64_t epoch, uint64_t after, uint64_t first_seq,
-                           std::string first_batch,
+                           uint64_t id, uint64_t epoch, uint64_t after,
+                           uint64_t first_seq, std::string first_batch,
                            std::unique_ptr<LogReader> reader, Link* link) {
   if (link->wake_fd >= 0) {
     MutexLock lock(&wake_mu_);
@@ -604,13 +614,6 @@ void Replication::StreamTo(ReplSocket* socket, const std::string& addr,
           r->wake_fds_.end());
     }
   } unregister{this, link->wake_fd};
-  std::string holder;
-  const uint64_t id = tracker_.Attach(addr, link->node, &holder);
-  if (id == 0) {  // another node connected meanwhile
-    LOG(WARNING) << "replication: refused a replica: "
-                 << HeldByAnotherNodeError(addr, holder);
-    return;
-  }
   tracker_.SetLinkState(addr, id, "online");
   tracker_.OnAck(addr, id, after, 0);  // it has what it asked to follow
   const milliseconds timeout(options_.timeout_ms);

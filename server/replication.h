@@ -183,9 +183,11 @@ class Replication {
   Status SendFullSync(ReplSocket* socket, const std::string& header);
   // Ships the batches after `after` (the first one, read by the handshake,
   // in first_seq / first_batch unless empty) until the link ends.
-  void StreamTo(ReplSocket* socket, const std::string& addr, uint64_t epoch,
-                uint64_t after, uint64_t first_seq, std::string first_batch,
-                std::unique_ptr<LogReader> reader, Link* link);
+  // `id`: the link's, from CommitTracker::Attach (detached on return).
+  void StreamTo(ReplSocket* socket, const std::string& addr, uint64_t id,
+                uint64_t epoch, uint64_t after, uint64_t first_seq,
+                std::string first_batch, std::unique_ptr<LogReader> reader,
+                Link* link);
 
   // Every tick as a primary: replicas that lag past replica_lag_ms leave
   // the in-sync set, caught-up ones join it (CommitTracker::SetIsr).
