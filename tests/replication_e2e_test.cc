@@ -505,6 +505,63 @@ TEST_F(ReplicationE2ETest, AnOldPrimaryWithAWriteOfItsOwnGetsAFullCopy) {
   EXPECT_EQ("$50", cb.Call({"FENCE.FLOOR"}));
 }
 
+// Switchovers under load: writers keep sending fenced SETs to whichever
+// server they started on while the two swap roles, three times. Whatever
+// each old primary took after the promotion is its own suffix: it must be
+// discarded (a full copy), never kept; after each swap the two converge to
+// the new primary's digest, and every write the new primary acknowledged
+// is on both.
+TEST_F(ReplicationE2ETest, SwitchoversUnderLoadConverge) {
+  Server a, b;
+  StartCaughtUpPair(&a, &b);
+  if (HasFatalFailure()) return;
+  Server* primary = &a;
+  Server* replica = &b;
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> token{1000};
+  std::vector<test::ScopedThread> writers;
+  writers.reserve(4);
+  for (int w = 0; w < 4; ++w) {
+    Server* target = w % 2 == 0 ? &a : &b;
+    writers.emplace_back(
+        [&, w, target] {
+          Client c(target->port(), 5000);
+          for (int i = 0; !stop; ++i) {
+            c.Call({"SET",
+                    "w" + std::to_string(w) + "." + std::to_string(i % 50), "v",
+                    "FENCE", std::to_string(token.fetch_add(1))});
+          }
+        },
+        [&] { stop = true; });
+  }
+  for (int round = 0; round < 3; ++round) {
+    std::this_thread::sleep_for(milliseconds(300));
+    Client to(replica->port()), from(primary->port());
+    ASSERT_EQ("+OK", to.Call({"REPLICAOF", "NO", "ONE"}));
+    std::this_thread::sleep_for(milliseconds(100));  // both take writes
+    ASSERT_EQ("+OK", from.Call({"REPLICAOF", "127.0.0.1",
+                                std::to_string(replica->port())}));
+    std::swap(primary, replica);
+    // The new primary's own write, acknowledged: on both once caught up.
+    const std::string key = "mark" + std::to_string(round);
+    ASSERT_EQ("+OK", to.Call({"SET", key, "1", "FENCE",
+                              std::to_string(token.fetch_add(1))}));
+    ASSERT_TRUE(WaitUntil(
+        [&] { return CaughtUp(primary->port(), replica->port()); }, 30000))
+        << "round " << round << ": "
+        << Info(replica->port())["master_last_error"];
+    EXPECT_EQ("$1", Client(replica->port()).Call({"GET", key}));
+  }
+  for (auto& t : writers) t.Join();
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        return CaughtUp(primary->port(), replica->port()) &&
+               Digest(primary->port()) == Digest(replica->port());
+      },
+      30000))
+      << Digest(primary->port()) << " " << Digest(replica->port());
+}
+
 // The name a replica gives in its handshake is printed in INFO and ROLE and
 // keys its acknowledgements: one that is not host:port is refused (before,
 // "x\r\nrole:master:1" was taken and broke INFO's lines), 0.0.0.0 is
