@@ -690,6 +690,16 @@ void ExpectWalFaultRecovers(FaultDB* fdb, FaultError error) {
   EXPECT_FALSE(fdb->recovery()->GetStats().needs_reopen);
 }
 
+// Waits (at most `ms`) until the recovery has written more than `than`
+// sentinels; returns how many it has written.
+uint64_t WaitForSentinels(FaultDB* fdb, uint64_t than, int ms = 2000) {
+  for (int i = 0; i < ms && fdb->recovery()->GetStats().sentinels <= than;
+       ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return fdb->recovery()->GetStats().sentinels;
+}
+
 TEST(WalFaultTest, RightAfterOpen) {
   for (FaultError e : {FaultError::kEIO, FaultError::kNoSpace}) {
     FaultDB fdb("key", FenceMode::kMonotonic, false);
@@ -707,23 +717,9 @@ TEST(WalFaultTest, RightAfterFlush) {
     const uint64_t sentinels = fdb.recovery()->GetStats().sentinels;
     ASSERT_FENCEDKV_OK(fdb.db()->Flush());
     // The sentinel follows the flush on the recovery thread.
-    for (int i = 0;
-         i < 1000 && fdb.recovery()->GetStats().sentinels == sentinels; ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-    ASSERT_GT(fdb.recovery()->GetStats().sentinels, sentinels);
+    ASSERT_GT(WaitForSentinels(&fdb, sentinels, 1000), sentinels);
     ExpectWalFaultRecovers(&fdb, e);
   }
-}
-
-// Waits (at most `ms`) until the recovery has written more than `than`
-// sentinels; returns how many it has written.
-uint64_t WaitForSentinels(FaultDB* fdb, uint64_t than, int ms = 2000) {
-  for (int i = 0; i < ms && fdb->recovery()->GetStats().sentinels <= than;
-       ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  return fdb->recovery()->GetStats().sentinels;
 }
 
 // A replica's database (Options::log_replica) writes no sentinel: its
