@@ -77,6 +77,11 @@ Status DBImpl::Get(const ReadOptions& options, std::string_view key,
                    std::string* value) {
   Status s = ValidateKey(key);
   if (!s.ok()) return s;
+  ValueCache::Ticket ticket;
+  if (values_ != nullptr) {
+    if (values_->Lookup(key, value)) return Status::OK();
+    ticket = values_->BeginFill(key);
+  }
   rocksdb::PinnableSlice raw;
   format::DataRecord rec;
   s = ReadDataRecord(ToRocks(options), key, &raw, &rec);
@@ -85,6 +90,9 @@ Status DBImpl::Get(const ReadOptions& options, std::string_view key,
     return Status::NotFound(std::string_view());
   }
   value->assign(rec.value.data(), rec.value.size());
+  if (values_ != nullptr && options.fill_cache) {
+    values_->Fill(key, ticket, rec.value);
+  }
   return Status::OK();
 }
 
@@ -93,11 +101,18 @@ void DBImpl::MultiGet(const ReadOptions& options, size_t n,
                       Status* statuses) {
   thread_local std::vector<rocksdb::Slice> slices;
   thread_local std::vector<size_t> index;  // slices[j] is keys[index[j]]
+  thread_local std::vector<ValueCache::Ticket>
+      tickets;  // tickets[j]: slices[j]
   slices.clear();
   index.clear();
+  tickets.clear();
   for (size_t i = 0; i < n; ++i) {
     statuses[i] = ValidateKey(keys[i]);
     if (!statuses[i].ok()) continue;
+    if (values_ != nullptr) {
+      if (values_->Lookup(keys[i], &values[i])) continue;  // (status OK)
+      tickets.push_back(values_->BeginFill(keys[i]));
+    }
     slices.push_back(ToSlice(keys[i]));
     index.push_back(i);
   }
@@ -124,6 +139,9 @@ void DBImpl::MultiGet(const ReadOptions& options, size_t n,
       statuses[i] = Status::NotFound(std::string_view());
     } else {
       values[i].assign(rec.value.data(), rec.value.size());
+      if (values_ != nullptr && options.fill_cache) {
+        values_->Fill(keys[i], tickets[j], rec.value);
+      }
     }
   }
 }
@@ -305,6 +323,14 @@ bool DBImpl::GetProperty(std::string_view property, std::string* value) {
              "\nhigh_water_mark: " + std::to_string(hwm_.load()) +
              "\nfence_cache_bytes: " +
              std::to_string(table_->ApproximateMemoryUsage()) + "\n";
+    return true;
+  }
+  if (property == "fencedkv.value-cache-bytes") {
+    *value = std::to_string(values_ == nullptr ? 0 : values_->Usage());
+    return true;
+  }
+  if (property == "fencedkv.value-cache-capacity") {
+    *value = std::to_string(values_ == nullptr ? 0 : values_->Capacity());
     return true;
   }
   if (property == "fencedkv.fence-cache-bytes") {

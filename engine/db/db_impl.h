@@ -37,6 +37,7 @@
 #include "db/fence_format.h"
 #include "db/fence_gc_filter.h"
 #include "db/fence_table.h"
+#include "db/value_cache.h"
 #include "util/mutexlock.h"
 #include "util/thread_annotations.h"
 
@@ -195,6 +196,9 @@ class DBImpl final : public DB {
   // 1. Which domain each op belongs to, and the sorted, de-duplicated
   //    stripes to lock.
   void LocateDomains(const WriteRequest& req, Scratch* sc);
+  // Around Commit, with values_: the value cache's side of each op's key.
+  void BeginValueWrites(const WriteRequest& req);
+  void EndValueWrites(const WriteRequest& req, bool written);
   // 2. The fence check of every op against its domain's current max (the
   //    rule itself is CheckWrite in fence_check.h). Raises the domain states
   //    and fills each op's record_token. kGroup: a refused batch gets its
@@ -254,6 +258,9 @@ class DBImpl final : public DB {
   FenceMode mode_;
 
   std::unique_ptr<FenceTable> table_;
+  // Null without Options::value_cache_size. Every write of a data record
+  // goes through it (WriteOps, ApplyLogBatch).
+  std::unique_ptr<ValueCache> values_;
   std::atomic<Token> floor_{0};
   std::atomic<Token> hwm_{0};  // the largest stripe mark
   // SetFollowing: set holding every stripe lock and meta_mu_, so a writer

@@ -80,6 +80,9 @@ DBImpl::DBImpl(const Options& options, const FenceDomainSpec& spec,
       spec_(spec),
       mode_(options.fence_mode),
       table_(new FenceTable(kNumStripes, options.fence_cache_bytes)),
+      values_(options.value_cache_size > 0
+                  ? new ValueCache(options.value_cache_size)
+                  : nullptr),
       data_gc_(new FenceGcFilter(&floor_, FenceGcFilter::Target::kDataRecords)),
       fence_gc_(
           new FenceGcFilter(&floor_, FenceGcFilter::Target::kFenceRecords)),

@@ -4,6 +4,9 @@
 // RocksDB's WAL (GetUpdatesSince), applying them verbatim on a replica, and
 // re-reading the fence state a replica's applied batches changed.
 
+#include <string_view>
+#include <vector>
+
 #include <rocksdb/transaction_log.h>
 #include <rocksdb/write_batch.h>
 
@@ -109,6 +112,9 @@ class LogBatchCheck final : public rocksdb::WriteBatch::Handler {
         mode_(mode),
         per_key_(per_key) {}
 
+  // The user keys the batch writes (views into it), for the value cache.
+  const std::vector<std::string_view>& data_keys() const { return data_keys_; }
+
   rocksdb::Status PutCF(uint32_t cf, const rocksdb::Slice& key,
                         const rocksdb::Slice& value) override {
     const std::string_view v(value.data(), value.size());
@@ -117,6 +123,7 @@ class LogBatchCheck final : public rocksdb::WriteBatch::Handler {
       if (!format::DecodeDataRecord(v, &rec)) {
         return Bad("a data record that does not parse", key);
       }
+      data_keys_.emplace_back(key.data(), key.size());
       return rocksdb::Status::OK();
     }
     Token token;
@@ -140,7 +147,10 @@ class LogBatchCheck final : public rocksdb::WriteBatch::Handler {
   rocksdb::Status DeleteCF(uint32_t cf, const rocksdb::Slice& key) override {
     const std::string_view k(key.data(), key.size());
     if (cf == data_) {
-      if (!per_key_) return rocksdb::Status::OK();
+      if (!per_key_) {
+        data_keys_.emplace_back(key.data(), key.size());
+        return rocksdb::Status::OK();
+      }
       return Bad(
           "a data delete, which drops a key's max (the key domain "
           "writes a tombstone record instead)",
@@ -210,6 +220,7 @@ class LogBatchCheck final : public rocksdb::WriteBatch::Handler {
   const std::string domain_;
   const char mode_;
   const bool per_key_;
+  std::vector<std::string_view> data_keys_;
 };
 
 }  // namespace
@@ -252,7 +263,18 @@ Status DBImpl::ApplyLogBatch(const WriteOptions& options,
   }
   rocksdb::WriteOptions wo;
   wo.sync = options.sync;
+  // The value cache's keys out before the batch is visible (a replica has
+  // no other writer: nothing else writes these keys meanwhile). Their new
+  // values are left to the next reads.
+  if (values_ != nullptr) {
+    for (std::string_view key : check.data_keys()) values_->BeginWrite(key);
+  }
   rocksdb::Status rs = db_->Write(wo, &batch);
+  if (values_ != nullptr) {
+    for (std::string_view key : check.data_keys()) {
+      values_->EndWrite(key, nullptr);
+    }
+  }
   if (!rs.ok()) return FromRocksDB(rs);
   // (A concurrent writer would have broken the numbering: say so.)
   const uint64_t now = db_->GetLatestSequenceNumber();

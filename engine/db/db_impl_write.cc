@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <unordered_map>
+#include <unordered_set>
 
 #include <rocksdb/write_batch.h>
 
@@ -320,7 +321,14 @@ Status DBImpl::WriteOps(const WriteRequest& req) {
     if (!all_hold) return Status::OK();  // nothing written, nothing raised
   }
   s = BuildBatch(req, &sc);
-  if (s.ok()) s = Commit(req, &sc);
+  if (s.ok()) {
+    // The value cache: each key out before its write becomes visible, its
+    // new value in after (value_cache.h); the stripe locks keep every other
+    // writer of these keys out meanwhile.
+    if (values_ != nullptr) BeginValueWrites(req);
+    s = Commit(req, &sc);
+    if (values_ != nullptr) EndValueWrites(req, s.ok());
+  }
   if (!s.ok()) {
     // Nothing was written and nothing published: the cache is still exact.
     FailGroups(req, s);
@@ -342,6 +350,28 @@ Status DBImpl::WriteOps(const WriteRequest& req) {
     if (sc.unfenced) shard.unfenced.fetch_add(1, std::memory_order_relaxed);
   }
   return Status::OK();
+}
+
+void DBImpl::BeginValueWrites(const WriteRequest& req) {
+  for (size_t i = 0; i < req.n; ++i) {
+    const PendingOp& op = req.ops[i];
+    // (An advance re-stamps a record with its value unchanged.)
+    if (!op.skip && op.kind != OpKind::kAdvance) values_->BeginWrite(op.key);
+  }
+}
+
+void DBImpl::EndValueWrites(const WriteRequest& req, bool written) {
+  // Only a key's last op in the batch leaves its value: the earlier ones
+  // were never visible on their own.
+  thread_local std::unordered_set<std::string_view> later;
+  later.clear();
+  for (size_t i = req.n; i-- > 0;) {
+    const PendingOp& op = req.ops[i];
+    if (op.skip || op.kind == OpKind::kAdvance) continue;
+    const bool last = req.n == 1 || later.insert(op.key).second;
+    const bool stored = written && last && op.kind == OpKind::kPut;
+    values_->EndWrite(op.key, stored ? &op.value : nullptr);
+  }
 }
 
 void DBImpl::LocateDomains(const WriteRequest& req, Scratch* sc) {

@@ -29,11 +29,12 @@ struct ModelCase {
   FenceMode mode;
   size_t cache_bytes;
   const char* memtable = "skiplist";
+  size_t value_cache = 0;  // Options::value_cache_size
 };
 
 void PrintTo(const ModelCase& c, std::ostream* os) {
   *os << c.domain << "/" << FenceModeName(c.mode) << "/cache=" << c.cache_bytes
-      << "/" << c.memtable;
+      << "/" << c.memtable << "/values=" << c.value_cache;
 }
 
 class ModelDBTest : public testing::TestWithParam<ModelCase> {};
@@ -57,6 +58,7 @@ TEST_P(ModelDBTest, RandomizedAgainstModel) {
   options.fence_mode = c.mode;
   options.fence_cache_bytes = c.cache_bytes;
   options.memtable = c.memtable;
+  options.value_cache_size = c.value_cache;
   std::unique_ptr<DB> db;
   ASSERT_FENCEDKV_OK(DB::Open(options, dir.path(), &db));
   FenceDomainSpec spec;
@@ -279,23 +281,31 @@ TEST(ModelDBOverflowTest, AnOverflowingCacheRefusesEveryStaleWrite) {
 
 INSTANTIATE_TEST_SUITE_P(
     AllDomains, ModelDBTest,
-    testing::Values(ModelCase{"key", FenceMode::kMonotonic, 64 << 20},
-                    ModelCase{"key", FenceMode::kStrict, 64 << 20},
-                    ModelCase{"key", FenceMode::kMonotonic, 256 << 10},
-                    ModelCase{"prefix:2", FenceMode::kMonotonic, 64 << 20},
-                    ModelCase{"prefix:2", FenceMode::kStrict, 256 << 10},
-                    ModelCase{"delimiter::", FenceMode::kMonotonic, 0},
-                    ModelCase{"hashtag", FenceMode::kMonotonic, 64 << 20},
-                    ModelCase{"hashtag", FenceMode::kStrict, 0},
-                    // Iterators over the hash memtable must still see every
-                    // key in order (and the fence records of prefix domains).
-                    ModelCase{"key", FenceMode::kMonotonic, 64 << 20, "hash"},
-                    ModelCase{"prefix:2", FenceMode::kStrict, 0, "hash"}),
+    testing::Values(
+        ModelCase{"key", FenceMode::kMonotonic, 64 << 20},
+        ModelCase{"key", FenceMode::kStrict, 64 << 20},
+        ModelCase{"key", FenceMode::kMonotonic, 256 << 10},
+        ModelCase{"prefix:2", FenceMode::kMonotonic, 64 << 20},
+        ModelCase{"prefix:2", FenceMode::kStrict, 256 << 10},
+        ModelCase{"delimiter::", FenceMode::kMonotonic, 0},
+        ModelCase{"hashtag", FenceMode::kMonotonic, 64 << 20},
+        ModelCase{"hashtag", FenceMode::kStrict, 0},
+        // Iterators over the hash memtable must still see every
+        // key in order (and the fence records of prefix domains).
+        ModelCase{"key", FenceMode::kMonotonic, 64 << 20, "hash"},
+        ModelCase{"prefix:2", FenceMode::kStrict, 0, "hash"},
+        // Reads through the value cache: roomy, and so small
+        // that it evicts all the time.
+        ModelCase{"key", FenceMode::kMonotonic, 64 << 20, "hash", 8 << 20},
+        ModelCase{"prefix:2", FenceMode::kMonotonic, 0, "skiplist", 16 << 10}),
     [](const testing::TestParamInfo<ModelCase>& info) {
-      std::string name = std::string(info.param.domain) + "_" +
-                         FenceModeName(info.param.mode) + "_cache" +
-                         std::to_string(info.param.cache_bytes) + "_" +
-                         info.param.memtable;
+      std::string name =
+          std::string(info.param.domain) + "_" +
+          FenceModeName(info.param.mode) + "_cache" +
+          std::to_string(info.param.cache_bytes) + "_" + info.param.memtable +
+          (info.param.value_cache > 0
+               ? "_values" + std::to_string(info.param.value_cache)
+               : "");
       for (char& ch : name) {
         if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
       }

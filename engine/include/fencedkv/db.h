@@ -213,6 +213,8 @@ class DB {
   // family: two databases with the same records have the same digest; it
   // reads everything),
   // "fencedkv.fence-cache-bytes" (the fence cache's memory),
+  // "fencedkv.value-cache-bytes" / "fencedkv.value-cache-capacity" (the
+  // value cache's memory and budget, Options::value_cache_size; 0 if off),
   // "fencedkv.tickers" (every RocksDB statistics ticker, "name value" per
   // line; only with Options::statistics),
   // "fencedkv.aggregated.<rocksdb int property>" (summed over every column

@@ -106,6 +106,12 @@ struct Options {
   // Bytes of block cache shared by all column families; 0 = no block cache.
   // Default: 32 MiB.
   size_t block_cache_size = 32 << 20;
+  // Bytes of the value cache: the latest values of recently read or written
+  // keys, so Get / MultiGet of a hot key skip RocksDB's lookups. Exact: a
+  // read never returns an older value than RocksDB's latest (every write
+  // updates or erases its keys first). Counts keys, values and metadata;
+  // a value larger than 1/256 of it is not kept. 0 = off. Default: 0.
+  size_t value_cache_size = 0;
   // Bloom filter bits per key; <= 0 disables filters. Default: 10.
   int bloom_bits_per_key = 10;
   // "none" | "snappy" | "zlib" | "bzip2" | "lz4" | "lz4hc" | "zstd".

@@ -1,0 +1,342 @@
+// Copyright (c) fencedkv authors.
+//
+// The value cache (Options::value_cache_size, db/value_cache.h) against a
+// real RocksDB: every interleaving of a read's fill with a write that the
+// cache's rules exist for, forced with sync points, and a randomized race
+// of readers and writers. The rule under test: a read never returns a value
+// older than RocksDB's latest visible one.
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <future>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <rocksdb/status.h>
+
+#include "fencedkv/db.h"
+
+#include "util/sync_point.h"
+#include "util/testutil.h"
+
+namespace fencedkv {
+namespace {
+
+class ValueCacheTest : public testing::Test {
+ protected:
+  void TearDown() override {
+    SyncPoint::Get()->DisableProcessing();
+    SyncPoint::Get()->ClearAllCallbacks();
+  }
+  Options CacheOptions(size_t bytes = 4 << 20) {
+    Options o;
+    o.create_if_missing = true;
+    o.value_cache_size = bytes;
+    o.wal_retention_mb = 64;
+    return o;
+  }
+  void Open(const Options& o) {
+    db_.reset();
+    ASSERT_FENCEDKV_OK(DB::Open(o, path_, &db_));
+  }
+  std::string Get(std::string_view key) {
+    std::string v;
+    Status s = db_->Get(ReadOptions(), key, &v);
+    return s.ok() ? v : test::StatusString(s);
+  }
+  std::string MultiGetOne(std::string_view key) {
+    std::string v;
+    Status s;
+    db_->MultiGet(ReadOptions(), 1, &key, &v, &s);
+    return s.ok() ? v : test::StatusString(s);
+  }
+  uint64_t CacheBytes() {
+    std::string v;
+    EXPECT_TRUE(db_->GetProperty("fencedkv.value-cache-bytes", &v));
+    return std::stoull(v);
+  }
+  // Parks the first thread reaching `point` until Release().
+  void ParkAt(const char* point) {
+    SyncPoint::Get()->SetCallback(point, [this](void*) {
+      if (armed_.exchange(false)) {
+        parked_.set_value();
+        release_.wait();
+      }
+    });
+    SyncPoint::Get()->EnableProcessing();
+  }
+  void WaitParked() { parked_.get_future().wait(); }
+  void Release() { release_promise_.set_value(); }
+
+  test::TempDir dir_;
+  std::string path_ = dir_.path() + "/db";
+  std::unique_ptr<DB> db_;
+  std::atomic<bool> armed_{true};
+  std::promise<void> parked_;
+  std::promise<void> release_promise_;
+  std::shared_future<void> release_ = release_promise_.get_future().share();
+};
+
+TEST_F(ValueCacheTest, ReadsAndWritesGoThroughIt) {
+  Open(CacheOptions());
+  EXPECT_EQ(0u, CacheBytes());
+  ASSERT_FENCEDKV_OK(db_->Put(WriteOptions(), "k", "v1", 1));
+  EXPECT_GT(CacheBytes(), 0u);  // the write left its value
+  EXPECT_EQ("v1", Get("k"));
+  ASSERT_FENCEDKV_OK(db_->Put(WriteOptions(), "k", "v2", 2));
+  EXPECT_EQ("v2", Get("k"));
+  EXPECT_EQ("v2", MultiGetOne("k"));
+  ASSERT_FENCEDKV_OK(db_->Delete(WriteOptions(), "k", 3));
+  EXPECT_EQ("NOT_FOUND", Get("k"));
+  EXPECT_EQ("NOT_FOUND", MultiGetOne("k"));
+  // A stale write changes nothing, in the cache either.
+  EXPECT_TRUE(db_->Put(WriteOptions(), "k", "old", 2).IsStaleToken());
+  EXPECT_EQ("NOT_FOUND", Get("k"));
+  // Filled by reads after a reopen (an empty cache).
+  ASSERT_FENCEDKV_OK(db_->Put(WriteOptions(), "r", "x", 4));
+  Open(CacheOptions());
+  EXPECT_EQ(0u, CacheBytes());
+  EXPECT_EQ("x", Get("r"));
+  EXPECT_GT(CacheBytes(), 0u);
+  std::string off;
+  ASSERT_TRUE(db_->GetProperty("fencedkv.value-cache-capacity", &off));
+  EXPECT_EQ(std::to_string(4 << 20), off);
+}
+
+// A reader that missed and read v1, paused before its fill while a write of
+// v2 returns: its fill must keep nothing (it would answer v1 for ever).
+TEST_F(ValueCacheTest, AFillAfterAWriteThatEndedKeepsNothing) {
+  for (bool multi : {false, true}) {
+    SCOPED_TRACE(multi ? "MultiGet" : "Get");
+    armed_ = true;
+    parked_ = std::promise<void>();
+    release_promise_ = std::promise<void>();
+    release_ = release_promise_.get_future().share();
+    Open(CacheOptions());
+    const Token t = multi ? 10 : 1;
+    ASSERT_FENCEDKV_OK(db_->Put(WriteOptions(), "k", "v1", t));
+    Open(CacheOptions());  // "k" is only in RocksDB now
+    ParkAt("ValueCache::Fill:BeforeLock");
+    auto reader = std::async(std::launch::async, [&] {
+      return multi ? MultiGetOne("k") : Get("k");
+    });
+    WaitParked();
+    ASSERT_FENCEDKV_OK(db_->Put(WriteOptions(), "k", "v2", t + 1));
+    Release();
+    EXPECT_EQ("v1", reader.get());  // it read before the write: fine
+    SyncPoint::Get()->DisableProcessing();
+    SyncPoint::Get()->ClearAllCallbacks();
+    EXPECT_EQ("v2", Get("k"));
+    EXPECT_EQ("v2", MultiGetOne("k"));
+  }
+}
+
+// A reader that missed while a delete was in flight (out of the cache, not
+// yet in RocksDB) reads the old value; it must not put it back, or the
+// delete would be undone in the cache once it lands.
+TEST_F(ValueCacheTest, AReadDuringADeleteDoesNotBringTheValueBack) {
+  Open(CacheOptions());
+  ASSERT_FENCEDKV_OK(db_->Put(WriteOptions(), "k", "v1", 1));
+  ParkAt("DBImpl::Write:RocksDBWrite");
+  auto deleter = std::async(
+      std::launch::async, [&] { return db_->Delete(WriteOptions(), "k", 2); });
+  WaitParked();
+  EXPECT_EQ("v1", Get("k"));  // not visible yet: the old value is right
+  Release();
+  ASSERT_FENCEDKV_OK(deleter.get());
+  EXPECT_EQ("NOT_FOUND", Get("k"));
+  EXPECT_EQ("NOT_FOUND", MultiGetOne("k"));
+}
+
+// A batch writing one key twice: only the last value was ever visible.
+TEST_F(ValueCacheTest, TheLastOpOfABatchOnAKeyWins) {
+  Open(CacheOptions());
+  WriteBatch b;
+  b.Put("k", "first", 1);
+  b.Put("j", "other", 1);
+  b.Put("k", "second", 1);
+  ASSERT_FENCEDKV_OK(db_->Write(WriteOptions(), b));
+  EXPECT_EQ("second", Get("k"));
+  WriteBatch d;
+  d.Put("k", "third", 2);
+  d.Delete("k", 2);
+  ASSERT_FENCEDKV_OK(db_->Write(WriteOptions(), d));
+  EXPECT_EQ("NOT_FOUND", Get("k"));
+  // Batches of one group: each refused or accepted on its own.
+  WriteBatch g1, g2, g3;
+  g1.Put("k", "g1", 3);
+  g2.Put("k", "refused", 1);  // stale: below 3
+  g3.Put("j", "g3", 4);
+  const WriteBatch* batches[] = {&g1, &g2, &g3};
+  Status statuses[3];
+  ASSERT_FENCEDKV_OK(db_->WriteGroup(WriteOptions(), batches, 3, statuses));
+  EXPECT_TRUE(statuses[1].IsStaleToken());
+  EXPECT_EQ("g1", Get("k"));
+  EXPECT_EQ("g3", Get("j"));
+}
+
+// A write RocksDB failed leaves the old value (and its own is nowhere).
+TEST_F(ValueCacheTest, AFailedWriteLeavesTheOldValue) {
+  Open(CacheOptions());
+  ASSERT_FENCEDKV_OK(db_->Put(WriteOptions(), "k", "v1", 1));
+  SyncPoint::Get()->SetCallback("DBImpl::Write:RocksDBWrite", [](void* arg) {
+    *static_cast<rocksdb::Status*>(arg) = rocksdb::Status::IOError("injected");
+  });
+  SyncPoint::Get()->EnableProcessing();
+  EXPECT_TRUE(db_->Put(WriteOptions(), "k", "lost", 2).IsIOError());
+  SyncPoint::Get()->DisableProcessing();
+  SyncPoint::Get()->ClearAllCallbacks();
+  EXPECT_EQ("v1", Get("k"));
+}
+
+// The memory bound: entries past the capacity are evicted, and a value
+// over 1/256 of it is never kept.
+TEST_F(ValueCacheTest, ItStaysWithinItsCapacity) {
+  const size_t cap = 1 << 20;
+  Open(CacheOptions(cap));
+  const std::string value(1000, 'v');
+  for (int i = 0; i < 4000; ++i) {  // 4 MB of values
+    ASSERT_FENCEDKV_OK(
+        db_->Put(WriteOptions(), "key" + std::to_string(i), value, 1));
+  }
+  EXPECT_LE(CacheBytes(), cap);
+  EXPECT_GT(CacheBytes(), cap / 2);
+  for (int i = 0; i < 4000; i += 97) {
+    EXPECT_EQ(value, Get("key" + std::to_string(i)));
+  }
+  Open(CacheOptions(cap));
+  const std::string big(cap / 256, 'b');
+  ASSERT_FENCEDKV_OK(db_->Put(WriteOptions(), "big", big, 2));
+  EXPECT_EQ(big, Get("big"));
+  EXPECT_EQ(0u, CacheBytes());
+}
+
+// A replica's applied batches go through it too: a value read before a
+// batch is not answered after it.
+TEST_F(ValueCacheTest, AReplicasAppliedBatchesReplaceWhatItRead) {
+  test::TempDir primary_dir;
+  std::unique_ptr<DB> primary;
+  Options po = CacheOptions();
+  ASSERT_FENCEDKV_OK(DB::Open(po, primary_dir.path(), &primary));
+  ASSERT_FENCEDKV_OK(primary->Put(WriteOptions(), "k", "v1", 1));
+  ASSERT_FENCEDKV_OK(primary->Put(WriteOptions(), "gone", "x", 1));
+  ASSERT_FENCEDKV_OK(primary->Checkpoint(dir_.path() + "/r"));
+  std::unique_ptr<DB> replica;
+  Options ro = CacheOptions();
+  ro.log_replica = true;
+  ASSERT_FENCEDKV_OK(DB::Open(ro, dir_.path() + "/r", &replica));
+  std::string v;
+  ASSERT_FENCEDKV_OK(replica->Get(ReadOptions(), "k", &v));  // filled
+  EXPECT_EQ("v1", v);
+  ASSERT_FENCEDKV_OK(replica->Get(ReadOptions(), "gone", &v));
+  ASSERT_FENCEDKV_OK(primary->Put(WriteOptions(), "k", "v2", 2));
+  ASSERT_FENCEDKV_OK(primary->Delete(WriteOptions(), "gone", 2));
+  std::unique_ptr<LogReader> reader;
+  ASSERT_FENCEDKV_OK(
+      primary->NewLogReader(replica->GetLatestSequenceNumber(), &reader));
+  uint64_t seq;
+  std::string_view data;
+  int n = 0;
+  while (reader->Next(&seq, &data)) {
+    ASSERT_FENCEDKV_OK(replica->ApplyLogBatch(WriteOptions(), seq, data));
+    ++n;
+  }
+  ASSERT_FENCEDKV_OK(reader->status());
+  EXPECT_EQ(2, n);
+  ASSERT_FENCEDKV_OK(replica->Get(ReadOptions(), "k", &v));
+  EXPECT_EQ("v2", v);
+  EXPECT_TRUE(replica->Get(ReadOptions(), "gone", &v).IsNotFound());
+}
+
+// Writers raise each key's value (a counter) while readers read: no reader
+// may ever see a key's counter go down, and once the writers are done
+// every read gives the last value. Small caches evict all the time.
+TEST_F(ValueCacheTest, ReadersNeverSeeAValueGoBackUnderRacingWriters) {
+  for (size_t cap : {size_t{64} << 10, size_t{8} << 20}) {
+    SCOPED_TRACE("capacity " + std::to_string(cap));
+    db_.reset();
+    path_ = dir_.path() + "/race" + std::to_string(cap);
+    Open(CacheOptions(cap));
+    constexpr int kKeys = 64;
+    constexpr int kWriters = 2;
+    constexpr int kReaders = 2;
+    constexpr int kRounds = 3000;
+    auto key = [](int k) { return "k" + std::to_string(k); };
+    auto value = [](int n) {
+      char buf[16];
+      std::snprintf(buf, sizeof(buf), "%010d", n);
+      return std::string(buf) + std::string(200, 'p');
+    };
+    std::atomic<bool> done{false};
+    std::atomic<int> violations{0};
+    std::vector<std::thread> threads;
+    // Writer w owns keys k with k % kWriters == w, so each key's counter
+    // only rises; batches write several keys, sometimes one twice.
+    for (int w = 0; w < kWriters; ++w) {
+      threads.emplace_back([&, w] {
+        std::mt19937 rng(static_cast<uint32_t>(w + 1));
+        for (int n = 1; n <= kRounds; ++n) {
+          const int k =
+              static_cast<int>(rng() % (kKeys / kWriters)) * kWriters + w;
+          if (n % 5 == 0) {
+            WriteBatch b;
+            b.Put(key(k), value(n - 1), 1);
+            b.Put(key(k), value(n), 1);
+            const int k2 = (k + kWriters) % kKeys;
+            b.Put(key(k2), value(n), 1);
+            ASSERT_FENCEDKV_OK(db_->Write(WriteOptions(), b));
+          } else {
+            ASSERT_FENCEDKV_OK(db_->Put(WriteOptions(), key(k), value(n), 1));
+          }
+        }
+      });
+    }
+    for (int r = 0; r < kReaders; ++r) {
+      threads.emplace_back([&, r] {
+        std::vector<std::string> seen(kKeys, "");
+        std::mt19937 rng(static_cast<uint32_t>(100 + r));
+        while (!done.load()) {
+          const int k = static_cast<int>(rng() % kKeys);
+          std::string v;
+          Status s;
+          if (rng() % 2 == 0) {
+            s = db_->Get(ReadOptions(), key(k), &v);
+          } else {
+            const std::string kk = key(k);
+            std::string_view view = kk;
+            db_->MultiGet(ReadOptions(), 1, &view, &v, &s);
+          }
+          if (s.IsNotFound()) {
+            if (!seen[k].empty()) violations.fetch_add(1);
+            continue;
+          }
+          if (!s.ok()) {
+            violations.fetch_add(1);
+            continue;
+          }
+          // Fixed-width counters compare as strings.
+          if (v < seen[k]) violations.fetch_add(1);
+          seen[k] = v;
+        }
+      });
+    }
+    for (int w = 0; w < kWriters; ++w) threads[w].join();
+    done = true;
+    for (size_t i = kWriters; i < threads.size(); ++i) threads[i].join();
+    EXPECT_EQ(0, violations.load());
+    // The last word: what RocksDB holds, read by an iterator (no cache).
+    auto it = db_->NewIterator(ReadOptions());
+    int checked = 0;
+    for (it->SeekToFirst(); it->Valid(); it->Next()) {
+      EXPECT_EQ(std::string(it->value()), Get(std::string(it->key())));
+      ++checked;
+    }
+    EXPECT_EQ(kKeys, checked);
+  }
+}
+
+}  // namespace
+}  // namespace fencedkv
