@@ -807,7 +807,8 @@ TEST_F(CommandTest, InfoSections) {
        {"used_memory:", "used_memory_human:", "used_memory_rss:",
         "used_memory_rss_human:", "used_memory_peak:",
         "rocksdb_memtables_bytes:", "rocksdb_block_cache_bytes:",
-        "rocksdb_table_readers_bytes:", "fence_cache_bytes:"}) {
+        "rocksdb_table_readers_bytes:", "fence_cache_bytes:",
+        "value_cache_bytes:", "value_cache_capacity:"}) {
     EXPECT_NE(std::string::npos, memory.find(std::string("\r\n") + field))
         << field;
   }

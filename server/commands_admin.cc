@@ -557,8 +557,8 @@ void CmdInfo(ServerState& server, ClientState&, const Args& args,
   }
   if (want("memory")) {
     // used_memory is the allocator's (glibc malloc) bytes in use; RocksDB's
-    // memtables, block cache and table readers are part of it, and shown
-    // apart below.
+    // memtables, block cache and table readers, and the fence and value
+    // caches, are part of it, and shown apart below.
     const uint64_t used = NotePeakMemory(&server);
     const uint64_t rss = RssBytes();
     const uint64_t peak = server.peak_memory.load(std::memory_order_relaxed);
@@ -584,6 +584,10 @@ void CmdInfo(ServerState& server, ClientState&, const Args& args,
              db, "fencedkv.aggregated.rocksdb.estimate-table-readers-mem")));
     line("fence_cache_bytes",
          std::to_string(IntProperty(db, "fencedkv.fence-cache-bytes")));
+    line("value_cache_bytes",
+         std::to_string(IntProperty(db, "fencedkv.value-cache-bytes")));
+    line("value_cache_capacity",
+         std::to_string(IntProperty(db, "fencedkv.value-cache-capacity")));
     line("scan_cursor_bytes", std::to_string(server.cursors.bytes()));
     info += "\r\n";
   }

@@ -5,7 +5,9 @@
 // taken port fails fast without touching the data.
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <memory>
@@ -46,6 +48,30 @@ std::mutex g_restart_mu;
 std::string g_restart_primary;
 bool g_restart = false;
 
+// --malloc_hugepages: executes the server again with glibc's huge-page
+// tunable added to GLIBC_TUNABLES, unless it names the tunable already (the
+// second run, or the user's own choice). If execv fails, the server goes on
+// with the kernel's default pages.
+void UseHugePages(const std::vector<std::string>& args) {
+  static constexpr char kTunable[] = "glibc.malloc.hugetlb";
+  const char* current = std::getenv("GLIBC_TUNABLES");
+  if (current != nullptr && std::strstr(current, kTunable) != nullptr) return;
+  std::string tunables = current != nullptr && *current != '\0'
+                             ? std::string(current) + ":"
+                             : std::string();
+  tunables += std::string(kTunable) + "=1";
+  if (setenv("GLIBC_TUNABLES", tunables.c_str(), 1) != 0) return;
+  std::vector<char*> cargs;
+  for (const std::string& a : args)
+    cargs.push_back(const_cast<char*>(a.c_str()));
+  cargs.push_back(nullptr);
+  execv("/proc/self/exe", cargs.data());
+  std::fprintf(stderr,
+               "fencedkv-server: --malloc_hugepages: execv failed (%s); going "
+               "on without huge pages\n",
+               std::strerror(errno));
+}
+
 int Fail(const char* step, const fencedkv::Status& s) {
   LOG(ERROR) << step << ": " << s.ToString();
   std::fprintf(stderr, "fencedkv-server: %s: %s\n", step, s.ToString().c_str());
@@ -72,6 +98,7 @@ int main(int argc, char** argv) {
                  argv[1]);
     return 1;
   }
+  if (FLAGS_malloc_hugepages) UseHugePages(original_args);
   google::InitGoogleLogging(argv[0]);
   // The address others know this server by (--announce_addr, parsed once
   // here; else --bind and the port it listens on), checked before anything
@@ -178,6 +205,7 @@ int main(int argc, char** argv) {
   options.fence_cache_bytes = static_cast<size_t>(FLAGS_fence_cache_bytes);
   options.write_buffer_size = static_cast<size_t>(FLAGS_write_buffer_size);
   options.block_cache_size = static_cast<size_t>(FLAGS_block_cache_size);
+  options.value_cache_size = static_cast<size_t>(FLAGS_value_cache_size);
   options.memtable = FLAGS_memtable;
   if (FLAGS_rocksdb_statistics) {
     // Tickers only: a few per-core counter increments per operation.

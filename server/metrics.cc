@@ -255,6 +255,9 @@ class Collector : public prometheus::Collectable {
         prop("fencedkv.aggregated.rocksdb.estimate-table-readers-mem"));
     add("fencedkv_fence_cache_bytes", "Memory of the fence cache", T::Gauge,
         prop("fencedkv.fence-cache-bytes"));
+    add("fencedkv_value_cache_bytes",
+        "Memory of the value cache (--value_cache_size)", T::Gauge,
+        prop("fencedkv.value-cache-bytes"));
     add("fencedkv_rocksdb_estimate_num_keys",
         "RocksDB's estimate of the keys stored", T::Gauge,
         prop("rocksdb.estimate-num-keys"));
