@@ -161,7 +161,7 @@ DEFINE_int64(value_cache_size, 256 << 20,
              "Value cache bytes: the latest values of recently read or "
              "written keys, so a GET of a hot key skips RocksDB's lookups "
              "(exact: never older than the store; keys, values and metadata "
-             "counted; a value over 1/256 of it is not kept; 0 = off)");
+             "counted; an entry over 64 KiB is not kept; 0 = off)");
 
 DEFINE_int64(slowlog_log_slower_than, 10000,
              "SLOWLOG: log commands that take at least this many "

@@ -8,24 +8,26 @@
 // fence table), and it never answers with a value older than RocksDB's latest
 // visible one.
 //
-// Entries live in a RocksDB LRU cache (its capacity bounds the memory,
-// metadata included). Keys hash to one of kStripes stripes, each with a
-// version and a count of writes in flight. The rules:
+// Keys hash to one of up to 1024 stripes. Each stripe has a mutex, its
+// share of the capacity, a chained hash table of entries, a clock list for
+// eviction, a version and a count of writes in flight. The rules:
 //  - A writer calls BeginWrite for each key it writes before the RocksDB
 //    write, and EndWrite after it returned (success or not). BeginWrite
-//    erases the key and moves the stripe's version; EndWrite moves it again
-//    and, given the value now stored, inserts it.
+//    marks the key's entry invalid (a reader then misses) and moves the
+//    stripe's version; EndWrite moves it again and, given the value now
+//    stored, writes it into the entry in place (no allocation when it
+//    fits), else drops the entry.
 //  - A reader that misses takes a Ticket (BeginFill) before reading
 //    RocksDB, and Fill inserts what it read only if the stripe had no write
 //    in flight when the ticket was taken and none began since.
-// Why no stale value is ever returned: a value is in the cache only if it
-// was RocksDB's latest for the key when inserted (a reader's fill passed
-// the ticket check under the stripe's lock, so no write of the key became
-// visible between its ticket and the insert, and any write that began
-// before the ticket had ended, i.e. was visible to its read; a writer
-// inserts the value it has just made visible while the caller's own lock on
-// the key excludes every other writer of it). Every later write erases it
-// under the same lock before that write becomes visible.
+// Why no stale value is ever returned: a valid entry holds RocksDB's
+// latest value for the key (a reader's fill passed the ticket check under
+// the stripe's lock, so no write of the key became visible between its
+// ticket and the insert, and any write that began before the ticket had
+// ended, i.e. was visible to its read; a writer stores the value it has
+// just made visible while the caller's own lock on the key excludes every
+// other writer of it). Every later write invalidates it under the same lock
+// before that write becomes visible.
 //
 // Callers must serialize the writes of one key between BeginWrite and
 // EndWrite (DBImpl holds the key's fence stripe lock). Thread-safe
@@ -34,6 +36,7 @@
 #ifndef FENCEDKV_ENGINE_DB_VALUE_CACHE_H_
 #define FENCEDKV_ENGINE_DB_VALUE_CACHE_H_
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -43,16 +46,13 @@
 #include "util/mutexlock.h"
 #include "util/thread_annotations.h"
 
-namespace rocksdb {
-class Cache;
-}
-
 namespace fencedkv {
 
 class ValueCache {
  public:
   // `capacity` > 0: bytes of entries (keys, values and the cache's own
-  // metadata). A value whose entry would exceed capacity / 256 is not kept.
+  // metadata), split evenly between the stripes. An entry over 64 KiB, or
+  // over a quarter of its stripe's share, is not kept.
   explicit ValueCache(size_t capacity);
   ~ValueCache();
   ValueCache(const ValueCache&) = delete;
@@ -71,7 +71,9 @@ class ValueCache {
   void Fill(std::string_view key, const Ticket& ticket, std::string_view value);
 
   // Around a write of `key` (see above). `stored`: the key's value if the
-  // write stored one and succeeded, else null (the key stays out).
+  // write stored one and succeeded, else null: the key's entry is dropped,
+  // unless it is valid (a batch writing a key twice ends its last op, the
+  // one that leaves a value, first).
   void BeginWrite(std::string_view key);
   void EndWrite(std::string_view key, const std::string_view* stored);
 
@@ -79,21 +81,22 @@ class ValueCache {
   size_t Capacity() const;
 
  private:
-  static constexpr size_t kStripes = 1024;  // a power of two
-  struct alignas(64) Stripe {
-    Mutex mu;
-    uint64_t version GUARDED_BY(mu) = 0;
-    uint32_t in_flight GUARDED_BY(mu) = 0;
-    // False while nothing was ever inserted through this stripe: a write
-    // then has nothing to erase (a write-only load pays no cache lookup).
-    bool may_hold GUARDED_BY(mu) = false;
-  };
-  static size_t StripeOf(std::string_view key);
-  void Insert(std::string_view key, std::string_view value);
+  struct Node;
+  struct Stripe;
+  Stripe& StripeFor(uint64_t hash) const;
+  // With the stripe's mutex held.
+  static Node* Find(Stripe& s, uint64_t hash, std::string_view key);
+  void Put(Stripe& s, uint64_t hash, std::string_view key,
+           std::string_view value, Node* node);
+  void Remove(Stripe& s, Node* node);
+  void Evict(Stripe& s);
 
-  const size_t max_entry_;
-  std::shared_ptr<rocksdb::Cache> cache_;
+  const size_t capacity_;
+  size_t num_stripes_;  // a power of two
+  size_t stripe_budget_;
+  size_t max_entry_;
   std::unique_ptr<Stripe[]> stripes_;
+  std::atomic<size_t> usage_{0};
 };
 
 }  // namespace fencedkv

@@ -110,7 +110,7 @@ struct Options {
   // keys, so Get / MultiGet of a hot key skip RocksDB's lookups. Exact: a
   // read never returns an older value than RocksDB's latest (every write
   // updates or erases its keys first). Counts keys, values and metadata;
-  // a value larger than 1/256 of it is not kept. 0 = off. Default: 0.
+  // an entry over 64 KiB is not kept. 0 = off. Default: 0.
   size_t value_cache_size = 0;
   // Bloom filter bits per key; <= 0 disables filters. Default: 10.
   int bloom_bits_per_key = 10;
