@@ -787,6 +787,8 @@ void CmdSlowlog(ServerState& server, ClientState&, const Args& args,
     server.slowlog.Reset();
     resp::Simple(out, "OK");
   } else if (sub == "help" && args.size() == 2) {
+    // Long lines continue as adjacent literals, on purpose.
+    // NOLINTBEGIN(bugprone-suspicious-missing-comma)
     static const char* const kHelp[] = {
         "SLOWLOG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
         "GET [<count>]",
@@ -802,6 +804,7 @@ void CmdSlowlog(ServerState& server, ClientState&, const Args& args,
         "    Reset the slowlog.",
         "HELP",
         "    Prints this help."};
+    // NOLINTEND(bugprone-suspicious-missing-comma)
     resp::ArrayHeader(out, std::size(kHelp));
     for (const char* line : kHelp) resp::Simple(out, line);
   } else {

@@ -62,6 +62,7 @@ void UseHugePages(const std::vector<std::string>& args) {
   tunables += std::string(kTunable) + "=1";
   if (setenv("GLIBC_TUNABLES", tunables.c_str(), 1) != 0) return;
   std::vector<char*> cargs;
+  cargs.reserve(args.size() + 1);
   for (const std::string& a : args)
     cargs.push_back(const_cast<char*>(a.c_str()));
   cargs.push_back(nullptr);

@@ -37,22 +37,8 @@ class ReplicationTest : public testing::Test {
     EXPECT_TRUE(db->GetProperty("fencedkv.digest", &d));
     return d;
   }
-  // Applies every batch of `from` after `replica`'s latest sequence.
   static size_t CatchUp(DB* from, DB* replica) {
-    std::unique_ptr<LogReader> reader;
-    EXPECT_FENCEDKV_OK(
-        from->NewLogReader(replica->GetLatestSequenceNumber(), &reader));
-    uint64_t seq;
-    std::string_view data;
-    size_t n = 0;
-    while (reader->Next(&seq, &data)) {
-      Status s = replica->ApplyLogBatch(WriteOptions(), seq, data);
-      EXPECT_TRUE(s.ok()) << s.ToString();
-      if (!s.ok()) break;
-      ++n;
-    }
-    EXPECT_FENCEDKV_OK(reader->status());
-    return n;
+    return test::CatchUp(from, replica);
   }
   // A primary (key, monotonic) in "p", copied to "r" (a replica's starting
   // point), then written once: a=1 with token 5.

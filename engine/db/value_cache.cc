@@ -167,7 +167,8 @@ void ValueCache::Put(Stripe& s, uint64_t hash, std::string_view key,
           b = next;
         }
       }
-      const size_t added = (grown.size() - s.buckets.size()) * sizeof(Node*);
+      const size_t added =
+          (grown.size() - s.buckets.size()) * sizeof(grown.front());
       s.buckets.swap(grown);
       s.bytes += added;
       usage_.fetch_add(added, std::memory_order_relaxed);

@@ -2,9 +2,12 @@
 
 #include "util/testutil.h"
 
+#include <cstdint>
 #include <cstdlib>
 #include <filesystem>
+#include <memory>
 #include <stdexcept>
+#include <string_view>
 
 namespace fencedkv {
 namespace test {
@@ -84,6 +87,24 @@ std::string StateOf(const ModelDB& model,
     out += " " + k + "=" + std::to_string(model.Reported(k));
   }
   return out;
+}
+
+size_t CatchUp(DB* from, DB* replica) {
+  std::unique_ptr<LogReader> reader;
+  EXPECT_FENCEDKV_OK(
+      from->NewLogReader(replica->GetLatestSequenceNumber(), &reader));
+  if (reader == nullptr) return 0;
+  uint64_t seq;
+  std::string_view data;
+  size_t n = 0;
+  while (reader->Next(&seq, &data)) {
+    Status s = replica->ApplyLogBatch(WriteOptions(), seq, data);
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    if (!s.ok()) break;
+    ++n;
+  }
+  EXPECT_FENCEDKV_OK(reader->status());
+  return n;
 }
 
 }  // namespace test

@@ -57,6 +57,11 @@ std::string StatusString(const Status& s);
 std::string StateOf(DB* db, const std::vector<std::string>& keys);
 std::string StateOf(const ModelDB& model, const std::vector<std::string>& keys);
 
+// Applies every batch of `from`'s log after `replica`'s latest sequence to
+// `replica` (ApplyLogBatch), as a replica's link would; returns how many.
+// A failure is a test failure, and stops it.
+size_t CatchUp(DB* from, DB* replica);
+
 }  // namespace test
 }  // namespace fencedkv
 
