@@ -3,6 +3,7 @@
 #include "db/value_cache.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <functional>
 #include <vector>
 
@@ -155,7 +156,11 @@ void ValueCache::Put(Stripe& s, uint64_t hash, std::string_view key,
     n = new Node;
     n->hash = hash;
     n->key.assign(key.data(), key.size());
-    if (s.buckets.empty()) s.buckets.assign(16, nullptr);
+    if (s.buckets.empty()) {
+      s.buckets.assign(16, nullptr);
+      s.bytes += 16 * sizeof(std::uintptr_t);
+      usage_.fetch_add(16 * sizeof(std::uintptr_t), std::memory_order_relaxed);
+    }
     if (s.count >= s.buckets.size()) {  // grow: at most one node per bucket
       std::vector<Node*> grown(s.buckets.size() * 2, nullptr);
       for (Node* b : s.buckets) {
@@ -167,8 +172,9 @@ void ValueCache::Put(Stripe& s, uint64_t hash, std::string_view key,
           b = next;
         }
       }
+      // (Buckets are pointers.)
       const size_t added =
-          (grown.size() - s.buckets.size()) * sizeof(grown.front());
+          (grown.size() - s.buckets.size()) * sizeof(std::uintptr_t);
       s.buckets.swap(grown);
       s.bytes += added;
       usage_.fetch_add(added, std::memory_order_relaxed);
