@@ -4,23 +4,33 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <functional>
+#include <new>
+#include <string_view>
 #include <vector>
 
 #include "util/sync_point.h"
 
 namespace fencedkv {
 
+// One allocation per entry: the node, its key, then room for its value, so
+// finding a key touches the node's own lines only.
 struct ValueCache::Node {
-  Node* chain = nullptr;  // the bucket's next
-  Node* newer = nullptr;  // the clock list, oldest first
-  Node* older = nullptr;
-  uint64_t hash = 0;
-  bool valid = false;       // false while a write of the key is in flight
-  bool referenced = false;  // read or written since the clock last passed
-  std::string key;
-  std::string value;
-  size_t charge = 0;  // what the stripe counts for it
+  Node* chain;  // the bucket's next
+  Node* newer;  // the clock list, oldest first
+  Node* older;
+  uint64_t hash;
+  uint32_t key_size;
+  uint32_t value_size;
+  uint32_t capacity;  // bytes of room for the value
+  bool valid;         // false while a write of the key is in flight
+  bool referenced;    // read or written since the clock last passed
+  size_t charge;      // what the stripe counts for it
+
+  char* data() { return reinterpret_cast<char*>(this + 1); }
+  std::string_view key() { return {data(), key_size}; }
+  std::string_view value() { return {data() + key_size, value_size}; }
 };
 
 struct alignas(64) ValueCache::Stripe {
@@ -39,9 +49,10 @@ constexpr size_t kMaxStripes = 1024;
 constexpr size_t kStripeShare = 256 << 10;  // fewer stripes below 256 MiB
 constexpr size_t kMaxEntry = 64 << 10;
 
-size_t Charge(const std::string& key, const std::string& value) {
-  // The node with its two string headers, and malloc's overhead.
-  return key.capacity() + value.capacity() + 160;
+// The node (at most 64 bytes, NewNode checks), its key and value room,
+// malloc's overhead and its bucket pointer.
+size_t Charge(size_t key_size, size_t capacity) {
+  return 64 + key_size + capacity + 24;
 }
 }  // namespace
 
@@ -62,7 +73,7 @@ ValueCache::~ValueCache() {
     MutexLock lock(&s.mu);
     for (Node* n = s.oldest; n != nullptr;) {
       Node* next = n->newer;
-      delete n;
+      FreeNode(n);
       n = next;
     }
   }
@@ -84,7 +95,7 @@ ValueCache::Node* ValueCache::Find(Stripe& s, uint64_t hash,
   if (s.buckets.empty()) return nullptr;
   // The bucket from the high bits: the low ones chose the stripe.
   Node* n = s.buckets[(hash >> 20) & (s.buckets.size() - 1)];
-  while (n != nullptr && (n->hash != hash || n->key != key)) n = n->chain;
+  while (n != nullptr && (n->hash != hash || n->key() != key)) n = n->chain;
   return n;
 }
 
@@ -94,7 +105,8 @@ bool ValueCache::Lookup(std::string_view key, std::string* value) {
   MutexLock lock(&s.mu);
   Node* n = Find(s, h, key);
   if (n == nullptr || !n->valid) return false;
-  value->assign(n->value);
+  const std::string_view v = n->value();
+  value->assign(v.data(), v.size());
   n->referenced = true;
   return true;
 }
@@ -152,60 +164,112 @@ void ValueCache::Put(Stripe& s, uint64_t hash, std::string_view key,
     if (n != nullptr) Remove(s, n);  // (no older copy may stay)
     return;
   }
-  if (n == nullptr) {
-    n = new Node;
-    n->hash = hash;
-    n->key.assign(key.data(), key.size());
-    if (s.buckets.empty()) {
-      s.buckets.assign(16, nullptr);
-      s.bytes += 16 * sizeof(std::uintptr_t);
-      usage_.fetch_add(16 * sizeof(std::uintptr_t), std::memory_order_relaxed);
-    }
-    if (s.count >= s.buckets.size()) {  // grow: at most one node per bucket
-      std::vector<Node*> grown(s.buckets.size() * 2, nullptr);
-      for (Node* b : s.buckets) {
-        while (b != nullptr) {
-          Node* next = b->chain;
-          Node*& head = grown[(b->hash >> 20) & (grown.size() - 1)];
-          b->chain = head;
-          head = b;
-          b = next;
-        }
-      }
-      // (Buckets are pointers.)
-      const size_t added =
-          (grown.size() - s.buckets.size()) * sizeof(std::uintptr_t);
-      s.buckets.swap(grown);
-      s.bytes += added;
-      usage_.fetch_add(added, std::memory_order_relaxed);
-    }
-    Node*& head = s.buckets[(hash >> 20) & (s.buckets.size() - 1)];
-    n->chain = head;
-    head = n;
-    n->older = s.newest;
-    if (s.newest != nullptr) s.newest->newer = n;
-    s.newest = n;
-    if (s.oldest == nullptr) s.oldest = n;
-    ++s.count;
+  if (n != nullptr && value.size() <= n->capacity &&
+      n->capacity <= 2 * value.size() + 64) {
+    // In place: the common overwrite allocates nothing.
+    std::memcpy(n->data() + n->key_size, value.data(), value.size());
+    n->value_size = static_cast<uint32_t>(value.size());
   } else {
-    s.bytes -= n->charge;
-    usage_.fetch_sub(n->charge, std::memory_order_relaxed);
+    Node* m = NewNode(hash, key, value);
+    if (n != nullptr) {
+      Replace(s, n, m);
+    } else {
+      Link(s, m);
+    }
+    n = m;
   }
-  // In place: no allocation while the value fits what the entry holds
-  // (a large one is not kept for a small one).
-  if (n->value.capacity() > 2 * value.size() + 64) std::string().swap(n->value);
-  n->value.assign(value.data(), value.size());
   n->valid = true;
   n->referenced = true;
-  n->charge = Charge(n->key, n->value);
+  Evict(s);
+}
+
+ValueCache::Node* ValueCache::NewNode(uint64_t hash, std::string_view key,
+                                      std::string_view value) {
+  // Room for a value a little larger, so a growing one is not reallocated
+  // at every write.
+  static_assert(sizeof(Node) <= 64, "Charge counts 64 bytes of node");
+  const size_t capacity = value.size() + value.size() / 8 + 16;
+  Node* n =
+      static_cast<Node*>(::operator new(sizeof(Node) + key.size() + capacity));
+  n->chain = n->newer = n->older = nullptr;
+  n->hash = hash;
+  n->key_size = static_cast<uint32_t>(key.size());
+  n->value_size = static_cast<uint32_t>(value.size());
+  n->capacity = static_cast<uint32_t>(capacity);
+  n->valid = false;
+  n->referenced = false;
+  n->charge = Charge(key.size(), capacity);
+  std::memcpy(n->data(), key.data(), key.size());
+  if (!value.empty()) {
+    std::memcpy(n->data() + key.size(), value.data(), value.size());
+  }
+  return n;
+}
+
+void ValueCache::FreeNode(Node* n) { ::operator delete(n); }
+
+ValueCache::Node** ValueCache::BucketOf(Stripe& s, uint64_t hash) {
+  s.mu.AssertHeld();
+  return &s.buckets[(hash >> 20) & (s.buckets.size() - 1)];
+}
+
+void ValueCache::Link(Stripe& s, Node* n) {
+  s.mu.AssertHeld();
+  if (s.buckets.empty()) {
+    s.buckets.assign(16, nullptr);
+    s.bytes += 16 * sizeof(std::uintptr_t);
+    usage_.fetch_add(16 * sizeof(std::uintptr_t), std::memory_order_relaxed);
+  }
+  if (s.count >= s.buckets.size()) {  // grow: at most one node per bucket
+    std::vector<Node*> grown(s.buckets.size() * 2, nullptr);
+    for (Node* b : s.buckets) {
+      while (b != nullptr) {
+        Node* next = b->chain;
+        Node*& head = grown[(b->hash >> 20) & (grown.size() - 1)];
+        b->chain = head;
+        head = b;
+        b = next;
+      }
+    }
+    // (Buckets are pointers.)
+    const size_t added =
+        (grown.size() - s.buckets.size()) * sizeof(std::uintptr_t);
+    s.buckets.swap(grown);
+    s.bytes += added;
+    usage_.fetch_add(added, std::memory_order_relaxed);
+  }
+  Node** head = BucketOf(s, n->hash);
+  n->chain = *head;
+  *head = n;
+  n->older = s.newest;
+  n->newer = nullptr;
+  if (s.newest != nullptr) s.newest->newer = n;
+  s.newest = n;
+  if (s.oldest == nullptr) s.oldest = n;
+  ++s.count;
   s.bytes += n->charge;
   usage_.fetch_add(n->charge, std::memory_order_relaxed);
-  Evict(s);
+}
+
+void ValueCache::Replace(Stripe& s, Node* old, Node* n) {
+  s.mu.AssertHeld();
+  Node** link = BucketOf(s, old->hash);
+  while (*link != old) link = &(*link)->chain;
+  *link = n;
+  n->chain = old->chain;
+  n->older = old->older;
+  n->newer = old->newer;
+  (n->older != nullptr ? n->older->newer : s.oldest) = n;
+  (n->newer != nullptr ? n->newer->older : s.newest) = n;
+  s.bytes += n->charge - old->charge;
+  usage_.fetch_add(n->charge, std::memory_order_relaxed);
+  usage_.fetch_sub(old->charge, std::memory_order_relaxed);
+  FreeNode(old);
 }
 
 void ValueCache::Remove(Stripe& s, Node* n) {
   s.mu.AssertHeld();
-  Node** link = &s.buckets[(n->hash >> 20) & (s.buckets.size() - 1)];
+  Node** link = BucketOf(s, n->hash);
   while (*link != n) link = &(*link)->chain;
   *link = n->chain;
   (n->older != nullptr ? n->older->newer : s.oldest) = n->newer;
@@ -213,7 +277,7 @@ void ValueCache::Remove(Stripe& s, Node* n) {
   --s.count;
   s.bytes -= n->charge;
   usage_.fetch_sub(n->charge, std::memory_order_relaxed);
-  delete n;
+  FreeNode(n);
 }
 
 void ValueCache::Evict(Stripe& s) {

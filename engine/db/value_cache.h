@@ -89,6 +89,12 @@ class ValueCache {
   void Put(Stripe& s, uint64_t hash, std::string_view key,
            std::string_view value, Node* node);
   void Remove(Stripe& s, Node* node);
+  void Link(Stripe& s, Node* node);
+  void Replace(Stripe& s, Node* old, Node* node);
+  static Node** BucketOf(Stripe& s, uint64_t hash);
+  static Node* NewNode(uint64_t hash, std::string_view key,
+                       std::string_view value);
+  static void FreeNode(Node* node);
   void Evict(Stripe& s);
 
   const size_t capacity_;
