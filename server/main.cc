@@ -21,6 +21,7 @@
 #include <glog/logging.h>
 #include <rocksdb/statistics.h>
 #include <signal.h>
+#include <sys/auxv.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -49,28 +50,43 @@ std::string g_restart_primary;
 bool g_restart = false;
 
 // --malloc_hugepages: executes the server again with glibc's huge-page
-// tunable added to GLIBC_TUNABLES, unless it names the tunable already (the
-// second run, or the user's own choice). If execv fails, the server goes on
-// with the kernel's default pages.
+// tunable added to GLIBC_TUNABLES, once: not if GLIBC_TUNABLES names the
+// tunable already (the user's own choice), not if this run is the re-executed
+// one (FENCEDKV_HUGEPAGES_EXEC, kept for a later restart's exec too), and not
+// in glibc's secure mode (setuid, file capabilities), where glibc drops
+// tunables and every run would find it missing again. If execv fails, the
+// environment is put back and the server goes on with the kernel's pages.
 void UseHugePages(const std::vector<std::string>& args) {
   static constexpr char kTunable[] = "glibc.malloc.hugetlb";
+  static constexpr char kMarker[] = "FENCEDKV_HUGEPAGES_EXEC";
+  if (getauxval(AT_SECURE) != 0 || std::getenv(kMarker) != nullptr) return;
   const char* current = std::getenv("GLIBC_TUNABLES");
   if (current != nullptr && std::strstr(current, kTunable) != nullptr) return;
-  std::string tunables = current != nullptr && *current != '\0'
-                             ? std::string(current) + ":"
-                             : std::string();
+  const std::string before = current != nullptr ? current : "";
+  std::string tunables = before.empty() ? std::string() : before + ":";
   tunables += std::string(kTunable) + "=1";
-  if (setenv("GLIBC_TUNABLES", tunables.c_str(), 1) != 0) return;
+  if (setenv("GLIBC_TUNABLES", tunables.c_str(), 1) != 0 ||
+      setenv(kMarker, "1", 1) != 0) {
+    return;
+  }
   std::vector<char*> cargs;
   cargs.reserve(args.size() + 1);
-  for (const std::string& a : args)
+  for (const std::string& a : args) {
     cargs.push_back(const_cast<char*>(a.c_str()));
+  }
   cargs.push_back(nullptr);
   execv("/proc/self/exe", cargs.data());
+  const int err = errno;
+  if (current == nullptr) {
+    unsetenv("GLIBC_TUNABLES");
+  } else {
+    setenv("GLIBC_TUNABLES", before.c_str(), 1);
+  }
+  unsetenv(kMarker);
   std::fprintf(stderr,
                "fencedkv-server: --malloc_hugepages: execv failed (%s); going "
                "on without huge pages\n",
-               std::strerror(errno));
+               std::strerror(err));
 }
 
 int Fail(const char* step, const fencedkv::Status& s) {

@@ -5,6 +5,7 @@
 
 #include "db/db_impl.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include <rocksdb/slice.h>
@@ -79,20 +80,27 @@ Status DBImpl::Get(const ReadOptions& options, std::string_view key,
   if (!s.ok()) return s;
   ValueCache::Ticket ticket;
   if (values_ != nullptr) {
-    if (values_->Lookup(key, value)) return Status::OK();
-    ticket = values_->BeginFill(key);
+    switch (values_->Lookup(key, value)) {
+      case ValueCache::Found::kValue:
+        return Status::OK();
+      case ValueCache::Found::kAbsent:
+        return Status::NotFound(std::string_view());
+      case ValueCache::Found::kMiss:
+        ticket = values_->BeginFill(key);
+        break;
+    }
   }
+  const bool fill = values_ != nullptr && options.fill_cache;
   rocksdb::PinnableSlice raw;
   format::DataRecord rec;
   s = ReadDataRecord(ToRocks(options), key, &raw, &rec);
-  if (!s.ok()) return s;
-  if (rec.kind == format::RecordKind::kNoValue) {
+  if (s.IsNotFound() || (s.ok() && rec.kind == format::RecordKind::kNoValue)) {
+    if (fill) values_->Fill(key, ticket, nullptr);
     return Status::NotFound(std::string_view());
   }
+  if (!s.ok()) return s;
   value->assign(rec.value.data(), rec.value.size());
-  if (values_ != nullptr && options.fill_cache) {
-    values_->Fill(key, ticket, rec.value);
-  }
+  if (fill) values_->Fill(key, ticket, &rec.value);
   return Status::OK();
 }
 
@@ -101,29 +109,51 @@ void DBImpl::MultiGet(const ReadOptions& options, size_t n,
                       Status* statuses) {
   thread_local std::vector<rocksdb::Slice> slices;
   thread_local std::vector<size_t> index;  // slices[j] is keys[index[j]]
-  thread_local std::vector<ValueCache::Ticket>
-      tickets;  // tickets[j]: slices[j]
+  thread_local std::vector<std::string_view> valid;      // valid[j]: slices[j]
+  thread_local std::vector<ValueCache::Ticket> tickets;  // likewise
   slices.clear();
   index.clear();
+  valid.clear();
   tickets.clear();
   for (size_t i = 0; i < n; ++i) {
     statuses[i] = ValidateKey(keys[i]);
     if (!statuses[i].ok()) continue;
-    if (values_ != nullptr) {
-      if (values_->Lookup(keys[i], &values[i])) continue;  // (status OK)
-      tickets.push_back(values_->BeginFill(keys[i]));
-    }
     slices.push_back(ToSlice(keys[i]));
     index.push_back(i);
+    valid.push_back(keys[i]);
   }
   if (slices.empty()) return;
-  std::vector<rocksdb::PinnableSlice> raw(slices.size());
-  std::vector<rocksdb::Status> rs(slices.size());
-  db_->MultiGet(ToRocks(options), data_cf_, slices.size(), slices.data(),
-                raw.data(), rs.data());
-  for (size_t j = 0; j < slices.size(); ++j) {
+  const size_t m = slices.size();
+  if (values_ != nullptr) {
+    // From the cache only if every key is there at one instant: the
+    // answers must be one view, as one RocksDB MultiGet's are (key by key,
+    // a batch written between two lookups would show half applied).
+    thread_local std::vector<std::string> got;
+    bool absent[ValueCache::kMaxLookupAll];
+    if (got.size() < m) got.resize(m);
+    if (values_->LookupAll(m, valid.data(), got.data(), absent)) {
+      for (size_t j = 0; j < m; ++j) {
+        if (absent[j]) {
+          statuses[index[j]] = Status::NotFound(std::string_view());
+        } else {
+          values[index[j]].swap(got[j]);
+        }
+      }
+      return;
+    }
+    for (std::string_view key : valid) {
+      tickets.push_back(values_->BeginFill(key));
+    }
+  }
+  const bool fill = values_ != nullptr && options.fill_cache;
+  std::vector<rocksdb::PinnableSlice> raw(m);
+  std::vector<rocksdb::Status> rs(m);
+  db_->MultiGet(ToRocks(options), data_cf_, m, slices.data(), raw.data(),
+                rs.data());
+  for (size_t j = 0; j < m; ++j) {
     const size_t i = index[j];
     if (rs[j].IsNotFound()) {
+      if (fill) values_->Fill(keys[i], tickets[j], nullptr);
       statuses[i] = Status::NotFound(std::string_view());
       continue;
     }
@@ -136,12 +166,11 @@ void DBImpl::MultiGet(const ReadOptions& options, size_t n,
         keys[i], {raw[j].data(), raw[j].size()}, &rec);
     if (!statuses[i].ok()) continue;
     if (rec.kind == format::RecordKind::kNoValue) {
+      if (fill) values_->Fill(keys[i], tickets[j], nullptr);
       statuses[i] = Status::NotFound(std::string_view());
     } else {
       values[i].assign(rec.value.data(), rec.value.size());
-      if (values_ != nullptr && options.fill_cache) {
-        values_->Fill(keys[i], tickets[j], rec.value);
-      }
+      if (fill) values_->Fill(keys[i], tickets[j], &rec.value);
     }
   }
 }

@@ -26,6 +26,7 @@ struct ValueCache::Node {
   uint32_t capacity;  // bytes of room for the value
   bool valid;         // false while a write of the key is in flight
   bool referenced;    // read or written since the clock last passed
+  bool absent;        // the key has no value (value_size is 0)
   size_t charge;      // what the stripe counts for it
 
   char* data() { return reinterpret_cast<char*>(this + 1); }
@@ -83,11 +84,9 @@ ValueCache::Stripe& ValueCache::StripeFor(uint64_t hash) const {
   return stripes_[hash & (num_stripes_ - 1)];
 }
 
-namespace {
-uint64_t HashOf(std::string_view key) {
+uint64_t ValueCache::HashOf(std::string_view key) {
   return std::hash<std::string_view>()(key);
 }
-}  // namespace
 
 ValueCache::Node* ValueCache::Find(Stripe& s, uint64_t hash,
                                    std::string_view key) {
@@ -99,16 +98,58 @@ ValueCache::Node* ValueCache::Find(Stripe& s, uint64_t hash,
   return n;
 }
 
-bool ValueCache::Lookup(std::string_view key, std::string* value) {
+ValueCache::Found ValueCache::Lookup(std::string_view key, std::string* value) {
   const uint64_t h = HashOf(key);
   Stripe& s = StripeFor(h);
   MutexLock lock(&s.mu);
   Node* n = Find(s, h, key);
-  if (n == nullptr || !n->valid) return false;
+  if (n == nullptr || !n->valid) return Found::kMiss;
+  n->referenced = true;
+  if (n->absent) return Found::kAbsent;
   const std::string_view v = n->value();
   value->assign(v.data(), v.size());
-  n->referenced = true;
-  return true;
+  return Found::kValue;
+}
+
+bool ValueCache::LookupAll(size_t n, const std::string_view* keys,
+                           std::string* values, bool* absent)
+    NO_THREAD_SAFETY_ANALYSIS {  // (a variable set of stripes, in order)
+  if (n == 0 || n > kMaxLookupAll) return false;
+  uint64_t hashes[kMaxLookupAll];
+  size_t order[kMaxLookupAll];  // distinct stripe indices, ascending
+  size_t stripes = 0;
+  for (size_t i = 0; i < n; ++i) {
+    hashes[i] = HashOf(keys[i]);
+    const size_t idx = hashes[i] & (num_stripes_ - 1);
+    size_t at = 0;
+    while (at < stripes && order[at] < idx) ++at;
+    if (at < stripes && order[at] == idx) continue;
+    for (size_t j = stripes; j > at; --j) order[j] = order[j - 1];
+    order[at] = idx;
+    ++stripes;
+  }
+  // Ascending order: a writer or filler holds one stripe at a time.
+  for (size_t j = 0; j < stripes; ++j) stripes_[order[j]].mu.Lock();
+  Node* found[kMaxLookupAll];
+  bool all = true;
+  for (size_t i = 0; i < n && all; ++i) {
+    found[i] = Find(StripeFor(hashes[i]), hashes[i], keys[i]);
+    all = found[i] != nullptr && found[i]->valid;
+    // A writer of the other keys must wait here (ValueCacheTest parks one).
+    if (i == 0) TEST_SYNC_POINT("ValueCache::LookupAll:AfterFirst");
+  }
+  if (all) {
+    for (size_t i = 0; i < n; ++i) {
+      found[i]->referenced = true;
+      absent[i] = found[i]->absent;
+      if (!absent[i]) {
+        const std::string_view v = found[i]->value();
+        values[i].assign(v.data(), v.size());
+      }
+    }
+  }
+  for (size_t j = stripes; j-- > 0;) stripes_[order[j]].mu.Unlock();
+  return all;
 }
 
 ValueCache::Ticket ValueCache::BeginFill(std::string_view key) {
@@ -118,7 +159,7 @@ ValueCache::Ticket ValueCache::BeginFill(std::string_view key) {
 }
 
 void ValueCache::Fill(std::string_view key, const Ticket& ticket,
-                      std::string_view value) {
+                      const std::string_view* value) {
   if (!ticket.valid) return;
   // A reader paused here, between its read and the insert, is the race the
   // ticket exists for (ValueCacheTest parks one).
@@ -154,12 +195,14 @@ void ValueCache::EndWrite(std::string_view key,
   }
   // The caller's lock on the key keeps every other writer of it out, so the
   // value it stored is the key's latest.
-  Put(s, h, key, *stored, n);
+  Put(s, h, key, stored, n);
 }
 
 void ValueCache::Put(Stripe& s, uint64_t hash, std::string_view key,
-                     std::string_view value, Node* n) {
+                     const std::string_view* stored, Node* n) {
   s.mu.AssertHeld();
+  const std::string_view value =
+      stored != nullptr ? *stored : std::string_view();
   if (key.size() + value.size() > max_entry_) {
     if (n != nullptr) Remove(s, n);  // (no older copy may stay)
     return;
@@ -180,6 +223,7 @@ void ValueCache::Put(Stripe& s, uint64_t hash, std::string_view key,
   }
   n->valid = true;
   n->referenced = true;
+  n->absent = stored == nullptr;
   Evict(s);
 }
 
@@ -198,6 +242,7 @@ ValueCache::Node* ValueCache::NewNode(uint64_t hash, std::string_view key,
   n->capacity = static_cast<uint32_t>(capacity);
   n->valid = false;
   n->referenced = false;
+  n->absent = false;
   n->charge = Charge(key.size(), capacity);
   std::memcpy(n->data(), key.data(), key.size());
   if (!value.empty()) {

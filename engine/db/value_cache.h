@@ -58,8 +58,18 @@ class ValueCache {
   ValueCache(const ValueCache&) = delete;
   ValueCache& operator=(const ValueCache&) = delete;
 
-  // True, with *value set, if the key's latest value is held.
-  bool Lookup(std::string_view key, std::string* value);
+  // What a lookup found: nothing to go by (read RocksDB), the key's latest
+  // value (then *value is set), or that the key has no value.
+  enum class Found { kMiss, kValue, kAbsent };
+  Found Lookup(std::string_view key, std::string* value);
+  // The n keys at one instant, all or nothing: true, with values[i] set or
+  // absent[i] true for each, if every key's entry is valid; false, with
+  // nothing set, otherwise (and for n > kMaxLookupAll). It holds the keys'
+  // stripes together, so the answers are one consistent view, as one
+  // RocksDB MultiGet's are.
+  static constexpr size_t kMaxLookupAll = 64;
+  bool LookupAll(size_t n, const std::string_view* keys, std::string* values,
+                 bool* absent);
 
   struct Ticket {
     uint64_t version = 0;
@@ -67,8 +77,10 @@ class ValueCache {
   };
   // Before reading RocksDB for a key that missed.
   Ticket BeginFill(std::string_view key);
-  // After: keeps `value` (what the read returned) if the ticket still holds.
-  void Fill(std::string_view key, const Ticket& ticket, std::string_view value);
+  // After: keeps what the read returned (`value`, or null if the key has
+  // no value) if the ticket still holds.
+  void Fill(std::string_view key, const Ticket& ticket,
+            const std::string_view* value);
 
   // Around a write of `key` (see above). `stored`: the key's value if the
   // write stored one and succeeded, else null: the key's entry is dropped,
@@ -86,14 +98,16 @@ class ValueCache {
   Stripe& StripeFor(uint64_t hash) const;
   // With the stripe's mutex held.
   static Node* Find(Stripe& s, uint64_t hash, std::string_view key);
+  // value null: the key has no value.
   void Put(Stripe& s, uint64_t hash, std::string_view key,
-           std::string_view value, Node* node);
+           const std::string_view* value, Node* node);
   void Remove(Stripe& s, Node* node);
   void Link(Stripe& s, Node* node);
   void Replace(Stripe& s, Node* old, Node* node);
   static Node** BucketOf(Stripe& s, uint64_t hash);
   static Node* NewNode(uint64_t hash, std::string_view key,
                        std::string_view value);
+  static uint64_t HashOf(std::string_view key);
   static void FreeNode(Node* node);
   void Evict(Stripe& s);
 
