@@ -124,23 +124,12 @@ void DBImpl::MultiGet(const ReadOptions& options, size_t n,
   }
   if (slices.empty()) return;
   const size_t m = slices.size();
-  if (values_ != nullptr) {
-    // From the cache only if every key is there at one instant: the
-    // answers must be one view, as one RocksDB MultiGet's are (key by key,
-    // a batch written between two lookups would show half applied).
-    thread_local std::vector<std::string> got;
-    bool absent[ValueCache::kMaxLookupAll];
-    if (got.size() < m) got.resize(m);
-    if (values_->LookupAll(m, valid.data(), got.data(), absent)) {
-      for (size_t j = 0; j < m; ++j) {
-        if (absent[j]) {
-          statuses[index[j]] = Status::NotFound(std::string_view());
-        } else {
-          values[index[j]].swap(got[j]);
-        }
-      }
+  if (values_ != nullptr && m <= ValueCache::kMaxLookupAll) {
+    if (MultiGetThroughCache(options, slices, index, values, statuses)) {
       return;
     }
+  }
+  if (values_ != nullptr) {
     for (std::string_view key : valid) {
       tickets.push_back(values_->BeginFill(key));
     }
@@ -173,6 +162,86 @@ void DBImpl::MultiGet(const ReadOptions& options, size_t n,
       if (fill) values_->Fill(keys[i], tickets[j], &rec.value);
     }
   }
+}
+
+bool DBImpl::MultiGetThroughCache(const ReadOptions& options,
+                                  const std::vector<rocksdb::Slice>& slices,
+                                  const std::vector<size_t>& index,
+                                  std::string* values, Status* statuses) {
+  // The valid keys: slices[j] is MultiGet's keys[index[j]].
+  // The answers must be one view, as one RocksDB MultiGet's are: the hits
+  // are taken at one instant (LookupAll holds every key's stripe), the
+  // misses read from RocksDB, and the two go together only if no write of
+  // those stripes began or ended in between (Unchanged). Otherwise false:
+  // the caller reads every key from RocksDB.
+  thread_local std::vector<std::string> got;
+  thread_local std::vector<std::string_view> views;
+  thread_local std::vector<std::string_view> miss_keys;
+  thread_local std::vector<rocksdb::Slice> miss_slices;
+  thread_local std::vector<size_t> miss_at;  // into the valid keys
+  thread_local std::vector<ValueCache::Ticket> miss_tickets;
+  const size_t m = slices.size();
+  views.clear();
+  for (size_t j = 0; j < m; ++j)
+    views.emplace_back(slices[j].data(), slices[j].size());
+  if (got.size() < m) got.resize(m);
+  bool absent[ValueCache::kMaxLookupAll];
+  bool hit[ValueCache::kMaxLookupAll];
+  ValueCache::View view;
+  const size_t hits =
+      values_->LookupAll(m, views.data(), got.data(), absent, hit, &view);
+  if (hits == 0) return false;  // (one RocksDB MultiGet is one view)
+  miss_keys.clear();
+  miss_slices.clear();
+  miss_at.clear();
+  miss_tickets.clear();
+  for (size_t j = 0; j < m; ++j) {
+    if (hit[j]) continue;
+    miss_keys.push_back(views[j]);
+    miss_slices.push_back(slices[j]);
+    miss_at.push_back(j);
+    miss_tickets.push_back(values_->BeginFill(views[j]));
+  }
+  std::vector<rocksdb::PinnableSlice> raw(miss_slices.size());
+  std::vector<rocksdb::Status> rs(miss_slices.size());
+  if (!miss_slices.empty()) {
+    db_->MultiGet(ToRocks(options), data_cf_, miss_slices.size(),
+                  miss_slices.data(), raw.data(), rs.data());
+    if (!values_->Unchanged(view)) return false;
+  }
+  const bool fill = options.fill_cache;
+  for (size_t j = 0; j < m; ++j) {
+    if (!hit[j]) continue;
+    if (absent[j]) {
+      statuses[index[j]] = Status::NotFound(std::string_view());
+    } else {
+      values[index[j]].swap(got[j]);
+    }
+  }
+  for (size_t k = 0; k < miss_slices.size(); ++k) {
+    const size_t i = index[miss_at[k]];
+    if (rs[k].IsNotFound()) {
+      if (fill) values_->Fill(miss_keys[k], miss_tickets[k], nullptr);
+      statuses[i] = Status::NotFound(std::string_view());
+      continue;
+    }
+    if (!rs[k].ok()) {
+      statuses[i] = FromRocksDB(rs[k]);
+      continue;
+    }
+    format::DataRecord rec;
+    statuses[i] = format::DecodeDataRecordOf(
+        miss_keys[k], {raw[k].data(), raw[k].size()}, &rec);
+    if (!statuses[i].ok()) continue;
+    if (rec.kind == format::RecordKind::kNoValue) {
+      if (fill) values_->Fill(miss_keys[k], miss_tickets[k], nullptr);
+      statuses[i] = Status::NotFound(std::string_view());
+    } else {
+      values[i].assign(rec.value.data(), rec.value.size());
+      if (fill) values_->Fill(miss_keys[k], miss_tickets[k], &rec.value);
+    }
+  }
+  return true;
 }
 
 Status DBImpl::GetFenced(const ReadOptions& options, std::string_view key,

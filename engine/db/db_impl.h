@@ -196,6 +196,13 @@ class DBImpl final : public DB {
   // 1. Which domain each op belongs to, and the sorted, de-duplicated
   //    stripes to lock.
   void LocateDomains(const WriteRequest& req, Scratch* sc);
+  // MultiGet with values_ (at most ValueCache::kMaxLookupAll keys, all
+  // valid): true if it answered every key, false if they must all be read
+  // from RocksDB.
+  bool MultiGetThroughCache(const ReadOptions& options,
+                            const std::vector<rocksdb::Slice>& slices,
+                            const std::vector<size_t>& index,
+                            std::string* values, Status* statuses);
   // Around Commit, with values_: the value cache's side of each op's key.
   void BeginValueWrites(const WriteRequest& req);
   void EndValueWrites(const WriteRequest& req, bool written);

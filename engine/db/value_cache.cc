@@ -111,45 +111,56 @@ ValueCache::Found ValueCache::Lookup(std::string_view key, std::string* value) {
   return Found::kValue;
 }
 
-bool ValueCache::LookupAll(size_t n, const std::string_view* keys,
-                           std::string* values, bool* absent)
+size_t ValueCache::LookupAll(size_t n, const std::string_view* keys,
+                             std::string* values, bool* absent, bool* hit,
+                             View* view)
     NO_THREAD_SAFETY_ANALYSIS {  // (a variable set of stripes, in order)
-  if (n == 0 || n > kMaxLookupAll) return false;
   uint64_t hashes[kMaxLookupAll];
-  size_t order[kMaxLookupAll];  // distinct stripe indices, ascending
-  size_t stripes = 0;
+  view->stripes = 0;
   for (size_t i = 0; i < n; ++i) {
     hashes[i] = HashOf(keys[i]);
     const size_t idx = hashes[i] & (num_stripes_ - 1);
     size_t at = 0;
-    while (at < stripes && order[at] < idx) ++at;
-    if (at < stripes && order[at] == idx) continue;
-    for (size_t j = stripes; j > at; --j) order[j] = order[j - 1];
-    order[at] = idx;
-    ++stripes;
+    while (at < view->stripes && view->order[at] < idx) ++at;
+    if (at < view->stripes && view->order[at] == idx) continue;
+    for (size_t j = view->stripes; j > at; --j) {
+      view->order[j] = view->order[j - 1];
+    }
+    view->order[at] = idx;
+    ++view->stripes;
   }
   // Ascending order: a writer or filler holds one stripe at a time.
-  for (size_t j = 0; j < stripes; ++j) stripes_[order[j]].mu.Lock();
-  Node* found[kMaxLookupAll];
-  bool all = true;
-  for (size_t i = 0; i < n && all; ++i) {
-    found[i] = Find(StripeFor(hashes[i]), hashes[i], keys[i]);
-    all = found[i] != nullptr && found[i]->valid;
+  for (size_t j = 0; j < view->stripes; ++j) {
+    Stripe& s = stripes_[view->order[j]];
+    s.mu.Lock();
+    view->versions[j] = s.version;
+  }
+  size_t hits = 0;
+  for (size_t i = 0; i < n; ++i) {
+    Node* node = Find(StripeFor(hashes[i]), hashes[i], keys[i]);
+    hit[i] = node != nullptr && node->valid;
+    if (hit[i]) {
+      ++hits;
+      node->referenced = true;
+      absent[i] = node->absent;
+      if (!absent[i])
+        values[i].assign(node->value().data(), node->value().size());
+    }
     // A writer of the other keys must wait here (ValueCacheTest parks one).
     if (i == 0) TEST_SYNC_POINT("ValueCache::LookupAll:AfterFirst");
   }
-  if (all) {
-    for (size_t i = 0; i < n; ++i) {
-      found[i]->referenced = true;
-      absent[i] = found[i]->absent;
-      if (!absent[i]) {
-        const std::string_view v = found[i]->value();
-        values[i].assign(v.data(), v.size());
-      }
-    }
+  for (size_t j = view->stripes; j-- > 0;) stripes_[view->order[j]].mu.Unlock();
+  return hits;
+}
+
+bool ValueCache::Unchanged(const View& view) NO_THREAD_SAFETY_ANALYSIS {
+  for (size_t j = 0; j < view.stripes; ++j) stripes_[view.order[j]].mu.Lock();
+  bool same = true;
+  for (size_t j = 0; j < view.stripes && same; ++j) {
+    same = stripes_[view.order[j]].version == view.versions[j];
   }
-  for (size_t j = stripes; j-- > 0;) stripes_[order[j]].mu.Unlock();
-  return all;
+  for (size_t j = view.stripes; j-- > 0;) stripes_[view.order[j]].mu.Unlock();
+  return same;
 }
 
 ValueCache::Ticket ValueCache::BeginFill(std::string_view key) {

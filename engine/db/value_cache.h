@@ -62,14 +62,22 @@ class ValueCache {
   // value (then *value is set), or that the key has no value.
   enum class Found { kMiss, kValue, kAbsent };
   Found Lookup(std::string_view key, std::string* value);
-  // The n keys at one instant, all or nothing: true, with values[i] set or
-  // absent[i] true for each, if every key's entry is valid; false, with
-  // nothing set, otherwise (and for n > kMaxLookupAll). It holds the keys'
-  // stripes together, so the answers are one consistent view, as one
-  // RocksDB MultiGet's are.
+  // The n keys at one instant (n <= kMaxLookupAll): for each key whose
+  // entry is valid, hit[i] and values[i] or absent[i]; returns how many. It
+  // holds all the keys' stripes while it looks, and records their versions
+  // in *view for Unchanged.
   static constexpr size_t kMaxLookupAll = 64;
-  bool LookupAll(size_t n, const std::string_view* keys, std::string* values,
-                 bool* absent);
+  struct View {
+    size_t stripes = 0;
+    size_t order[kMaxLookupAll];  // distinct stripe indices, ascending
+    uint64_t versions[kMaxLookupAll];
+  };
+  size_t LookupAll(size_t n, const std::string_view* keys, std::string* values,
+                   bool* absent, bool* hit, View* view);
+  // True if no write of the view's stripes began or ended since LookupAll:
+  // then its hits still held when a RocksDB read made in between read the
+  // misses, and together they are one view, as one RocksDB MultiGet's are.
+  bool Unchanged(const View& view);
 
   struct Ticket {
     uint64_t version = 0;
