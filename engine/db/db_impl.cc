@@ -141,27 +141,29 @@ void DBImpl::MultiGet(const ReadOptions& options, size_t n,
                 rs.data());
   for (size_t j = 0; j < m; ++j) {
     const size_t i = index[j];
-    if (rs[j].IsNotFound()) {
-      if (fill) values_->Fill(keys[i], tickets[j], nullptr);
-      statuses[i] = Status::NotFound(std::string_view());
-      continue;
-    }
-    if (!rs[j].ok()) {
-      statuses[i] = FromRocksDB(rs[j]);
-      continue;
-    }
-    format::DataRecord rec;
-    statuses[i] = format::DecodeDataRecordOf(
-        keys[i], {raw[j].data(), raw[j].size()}, &rec);
-    if (!statuses[i].ok()) continue;
-    if (rec.kind == format::RecordKind::kNoValue) {
-      if (fill) values_->Fill(keys[i], tickets[j], nullptr);
-      statuses[i] = Status::NotFound(std::string_view());
-    } else {
-      values[i].assign(rec.value.data(), rec.value.size());
-      if (fill) values_->Fill(keys[i], tickets[j], &rec.value);
-    }
+    statuses[i] = TakeRead(keys[i], rs[j], raw[j], fill ? &tickets[j] : nullptr,
+                           &values[i]);
   }
+}
+
+Status DBImpl::TakeRead(std::string_view key, const rocksdb::Status& rs,
+                        const rocksdb::PinnableSlice& raw,
+                        const ValueCache::Ticket* fill, std::string* value) {
+  if (rs.IsNotFound()) {
+    if (fill != nullptr) values_->Fill(key, *fill, nullptr);
+    return Status::NotFound(std::string_view());
+  }
+  if (!rs.ok()) return FromRocksDB(rs);
+  format::DataRecord rec;
+  Status s = format::DecodeDataRecordOf(key, {raw.data(), raw.size()}, &rec);
+  if (!s.ok()) return s;
+  if (rec.kind == format::RecordKind::kNoValue) {
+    if (fill != nullptr) values_->Fill(key, *fill, nullptr);
+    return Status::NotFound(std::string_view());
+  }
+  value->assign(rec.value.data(), rec.value.size());
+  if (fill != nullptr) values_->Fill(key, *fill, &rec.value);
+  return Status::OK();
 }
 
 bool DBImpl::MultiGetThroughCache(const ReadOptions& options,
@@ -220,26 +222,8 @@ bool DBImpl::MultiGetThroughCache(const ReadOptions& options,
   }
   for (size_t k = 0; k < miss_slices.size(); ++k) {
     const size_t i = index[miss_at[k]];
-    if (rs[k].IsNotFound()) {
-      if (fill) values_->Fill(miss_keys[k], miss_tickets[k], nullptr);
-      statuses[i] = Status::NotFound(std::string_view());
-      continue;
-    }
-    if (!rs[k].ok()) {
-      statuses[i] = FromRocksDB(rs[k]);
-      continue;
-    }
-    format::DataRecord rec;
-    statuses[i] = format::DecodeDataRecordOf(
-        miss_keys[k], {raw[k].data(), raw[k].size()}, &rec);
-    if (!statuses[i].ok()) continue;
-    if (rec.kind == format::RecordKind::kNoValue) {
-      if (fill) values_->Fill(miss_keys[k], miss_tickets[k], nullptr);
-      statuses[i] = Status::NotFound(std::string_view());
-    } else {
-      values[i].assign(rec.value.data(), rec.value.size());
-      if (fill) values_->Fill(miss_keys[k], miss_tickets[k], &rec.value);
-    }
+    statuses[i] = TakeRead(miss_keys[k], rs[k], raw[k],
+                           fill ? &miss_tickets[k] : nullptr, &values[i]);
   }
   return true;
 }

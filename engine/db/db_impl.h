@@ -203,6 +203,11 @@ class DBImpl final : public DB {
                             const std::vector<rocksdb::Slice>& slices,
                             const std::vector<size_t>& index,
                             std::string* values, Status* statuses);
+  // One key's result of a RocksDB MultiGet: its status, *value if found,
+  // and with `fill` (its ticket) what the read found kept in values_.
+  Status TakeRead(std::string_view key, const rocksdb::Status& rs,
+                  const rocksdb::PinnableSlice& raw,
+                  const ValueCache::Ticket* fill, std::string* value);
   // Around Commit, with values_: the value cache's side of each op's key.
   void BeginValueWrites(const WriteRequest& req);
   void EndValueWrites(const WriteRequest& req, bool written);
