@@ -92,16 +92,9 @@ Status DBImpl::Get(const ReadOptions& options, std::string_view key,
   }
   const bool fill = values_ != nullptr && options.fill_cache;
   rocksdb::PinnableSlice raw;
-  format::DataRecord rec;
-  s = ReadDataRecord(ToRocks(options), key, &raw, &rec);
-  if (s.IsNotFound() || (s.ok() && rec.kind == format::RecordKind::kNoValue)) {
-    if (fill) values_->Fill(key, ticket, nullptr);
-    return Status::NotFound(std::string_view());
-  }
-  if (!s.ok()) return s;
-  value->assign(rec.value.data(), rec.value.size());
-  if (fill) values_->Fill(key, ticket, &rec.value);
-  return Status::OK();
+  const rocksdb::Status rs =
+      db_->Get(ToRocks(options), data_cf_, ToSlice(key), &raw);
+  return TakeRead(key, rs, raw, fill ? &ticket : nullptr, value);
 }
 
 void DBImpl::MultiGet(const ReadOptions& options, size_t n,
@@ -125,7 +118,7 @@ void DBImpl::MultiGet(const ReadOptions& options, size_t n,
   if (slices.empty()) return;
   const size_t m = slices.size();
   if (values_ != nullptr && m <= ValueCache::kMaxLookupAll) {
-    if (MultiGetThroughCache(options, slices, index, values, statuses)) {
+    if (MultiGetThroughCache(options, valid, slices, index, values, statuses)) {
       return;
     }
   }
@@ -167,25 +160,22 @@ Status DBImpl::TakeRead(std::string_view key, const rocksdb::Status& rs,
 }
 
 bool DBImpl::MultiGetThroughCache(const ReadOptions& options,
+                                  const std::vector<std::string_view>& views,
                                   const std::vector<rocksdb::Slice>& slices,
                                   const std::vector<size_t>& index,
                                   std::string* values, Status* statuses) {
-  // The valid keys: slices[j] is MultiGet's keys[index[j]].
+  // The valid keys: views[j] and slices[j] are MultiGet's keys[index[j]].
   // The answers must be one view, as one RocksDB MultiGet's are: the hits
   // are taken at one instant (LookupAll holds every key's stripe), the
   // misses read from RocksDB, and the two go together only if no write of
   // those stripes began or ended in between (Unchanged). Otherwise false:
   // the caller reads every key from RocksDB.
   thread_local std::vector<std::string> got;
-  thread_local std::vector<std::string_view> views;
   thread_local std::vector<std::string_view> miss_keys;
   thread_local std::vector<rocksdb::Slice> miss_slices;
   thread_local std::vector<size_t> miss_at;  // into the valid keys
   thread_local std::vector<ValueCache::Ticket> miss_tickets;
   const size_t m = slices.size();
-  views.clear();
-  for (size_t j = 0; j < m; ++j)
-    views.emplace_back(slices[j].data(), slices[j].size());
   if (got.size() < m) got.resize(m);
   bool absent[ValueCache::kMaxLookupAll];
   bool hit[ValueCache::kMaxLookupAll];

@@ -200,6 +200,7 @@ class DBImpl final : public DB {
   // valid): true if it answered every key, false if they must all be read
   // from RocksDB.
   bool MultiGetThroughCache(const ReadOptions& options,
+                            const std::vector<std::string_view>& views,
                             const std::vector<rocksdb::Slice>& slices,
                             const std::vector<size_t>& index,
                             std::string* values, Status* statuses);

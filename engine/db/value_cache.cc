@@ -92,8 +92,7 @@ ValueCache::Node* ValueCache::Find(Stripe& s, uint64_t hash,
                                    std::string_view key) {
   s.mu.AssertHeld();
   if (s.buckets.empty()) return nullptr;
-  // The bucket from the high bits: the low ones chose the stripe.
-  Node* n = s.buckets[(hash >> 20) & (s.buckets.size() - 1)];
+  Node* n = *BucketOf(s, hash);
   while (n != nullptr && (n->hash != hash || n->key() != key)) n = n->chain;
   return n;
 }
@@ -102,7 +101,10 @@ ValueCache::Found ValueCache::Lookup(std::string_view key, std::string* value) {
   const uint64_t h = HashOf(key);
   Stripe& s = StripeFor(h);
   MutexLock lock(&s.mu);
-  Node* n = Find(s, h, key);
+  return Take(Find(s, h, key), value);
+}
+
+ValueCache::Found ValueCache::Take(Node* n, std::string* value) {
   if (n == nullptr || !n->valid) return Found::kMiss;
   n->referenced = true;
   if (n->absent) return Found::kAbsent;
@@ -129,38 +131,41 @@ size_t ValueCache::LookupAll(size_t n, const std::string_view* keys,
     view->order[at] = idx;
     ++view->stripes;
   }
-  // Ascending order: a writer or filler holds one stripe at a time.
+  LockView(*view);
   for (size_t j = 0; j < view->stripes; ++j) {
-    Stripe& s = stripes_[view->order[j]];
-    s.mu.Lock();
-    view->versions[j] = s.version;
+    view->versions[j] = stripes_[view->order[j]].version;
   }
   size_t hits = 0;
   for (size_t i = 0; i < n; ++i) {
-    Node* node = Find(StripeFor(hashes[i]), hashes[i], keys[i]);
-    hit[i] = node != nullptr && node->valid;
-    if (hit[i]) {
-      ++hits;
-      node->referenced = true;
-      absent[i] = node->absent;
-      if (!absent[i])
-        values[i].assign(node->value().data(), node->value().size());
-    }
+    const Found f =
+        Take(Find(StripeFor(hashes[i]), hashes[i], keys[i]), &values[i]);
+    hit[i] = f != Found::kMiss;
+    absent[i] = f == Found::kAbsent;
+    if (hit[i]) ++hits;
     // A writer of the other keys must wait here (ValueCacheTest parks one).
     if (i == 0) TEST_SYNC_POINT("ValueCache::LookupAll:AfterFirst");
   }
-  for (size_t j = view->stripes; j-- > 0;) stripes_[view->order[j]].mu.Unlock();
+  UnlockView(*view);
   return hits;
 }
 
 bool ValueCache::Unchanged(const View& view) NO_THREAD_SAFETY_ANALYSIS {
-  for (size_t j = 0; j < view.stripes; ++j) stripes_[view.order[j]].mu.Lock();
+  LockView(view);
   bool same = true;
   for (size_t j = 0; j < view.stripes && same; ++j) {
     same = stripes_[view.order[j]].version == view.versions[j];
   }
-  for (size_t j = view.stripes; j-- > 0;) stripes_[view.order[j]].mu.Unlock();
+  UnlockView(view);
   return same;
+}
+
+void ValueCache::LockView(const View& view) NO_THREAD_SAFETY_ANALYSIS {
+  // Ascending order: a writer or filler holds one stripe at a time.
+  for (size_t j = 0; j < view.stripes; ++j) stripes_[view.order[j]].mu.Lock();
+}
+
+void ValueCache::UnlockView(const View& view) NO_THREAD_SAFETY_ANALYSIS {
+  for (size_t j = view.stripes; j-- > 0;) stripes_[view.order[j]].mu.Unlock();
 }
 
 ValueCache::Ticket ValueCache::BeginFill(std::string_view key) {
@@ -266,6 +271,7 @@ void ValueCache::FreeNode(Node* n) { ::operator delete(n); }
 
 ValueCache::Node** ValueCache::BucketOf(Stripe& s, uint64_t hash) {
   s.mu.AssertHeld();
+  // The bucket from the high bits: the low ones chose the stripe.
   return &s.buckets[(hash >> 20) & (s.buckets.size() - 1)];
 }
 

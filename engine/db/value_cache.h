@@ -106,6 +106,11 @@ class ValueCache {
   Stripe& StripeFor(uint64_t hash) const;
   // With the stripe's mutex held.
   static Node* Find(Stripe& s, uint64_t hash, std::string_view key);
+  // A found node as a lookup's answer (sets *value for a value).
+  static Found Take(Node* node, std::string* value);
+  // All of a view's stripes, in ascending order.
+  void LockView(const View& view);
+  void UnlockView(const View& view);
   // value null: the key has no value.
   void Put(Stripe& s, uint64_t hash, std::string_view key,
            const std::string_view* value, Node* node);
