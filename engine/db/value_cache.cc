@@ -28,6 +28,7 @@ struct ValueCache::Node {
   bool referenced;    // read or written since the clock last passed
   bool absent;        // the key has no value (value_size is 0)
   size_t charge;      // what the stripe counts for it
+  uint64_t ended_by;  // the write (EndWrite's write_id) that left it, or 0
 
   char* data() { return reinterpret_cast<char*>(this + 1); }
   std::string_view key() { return {data(), key_size}; }
@@ -43,6 +44,10 @@ struct alignas(64) ValueCache::Stripe {
   size_t bytes GUARDED_BY(mu) = 0;
   Node* oldest GUARDED_BY(mu) = nullptr;
   Node* newest GUARDED_BY(mu) = nullptr;
+  // buckets.data() and its mask, for Prefetch outside the lock (a stale
+  // pair only prefetches a useless line).
+  std::atomic<Node**> hint{nullptr};
+  std::atomic<size_t> hint_mask{0};
 };
 
 namespace {
@@ -55,6 +60,10 @@ constexpr size_t kMaxEntry = 64 << 10;
 size_t Charge(size_t key_size, size_t capacity) {
   return 64 + key_size + capacity + 24;
 }
+
+// Room for a value a little larger, so a growing one is not reallocated at
+// every write.
+size_t RoomFor(size_t value_size) { return value_size + value_size / 8 + 16; }
 }  // namespace
 
 ValueCache::ValueCache(size_t capacity) : capacity_(capacity) {
@@ -187,6 +196,16 @@ void ValueCache::Fill(std::string_view key, const Ticket& ticket,
   Put(s, h, key, value, Find(s, h, key));
 }
 
+void ValueCache::Prefetch(std::string_view key) const {
+  const uint64_t h = HashOf(key);
+  const Stripe& s = StripeFor(h);
+  Node** b = s.hint.load(std::memory_order_relaxed);
+  if (b != nullptr) {
+    __builtin_prefetch(
+        &b[(h >> 20) & s.hint_mask.load(std::memory_order_relaxed)]);
+  }
+}
+
 void ValueCache::BeginWrite(std::string_view key) {
   const uint64_t h = HashOf(key);
   Stripe& s = StripeFor(h);
@@ -197,31 +216,55 @@ void ValueCache::BeginWrite(std::string_view key) {
   if (n != nullptr) n->valid = false;
 }
 
-void ValueCache::EndWrite(std::string_view key,
-                          const std::string_view* stored) {
+void ValueCache::EndWrite(std::string_view key, bool written,
+                          const std::string_view* value, uint64_t write_id) {
   const uint64_t h = HashOf(key);
   Stripe& s = StripeFor(h);
   MutexLock lock(&s.mu);
   ++s.version;
   --s.in_flight;
   Node* n = Find(s, h, key);
-  if (stored == nullptr) {
+  if (!written) {
+    // The entry BeginWrite invalidated goes. (A write whose ops get false
+    // leaves nothing, so no entry was ended by it.)
     if (n != nullptr && !n->valid) Remove(s, n);
     return;
   }
+  // A later op of the same write, ended first, left the key's value (or
+  // its mark): this op's was never visible on its own.
+  if (write_id != 0 && n != nullptr && n->ended_by == write_id) return;
   // The caller's lock on the key keeps every other writer of it out, so the
-  // value it stored is the key's latest.
-  Put(s, h, key, stored, n);
+  // value it stored (or the absence it left) is the key's latest.
+  n = Put(s, h, key, value, n);
+  if (write_id == 0) return;
+  if (n == nullptr) {
+    if (TooBig(key, std::string_view())) return;  // the key is never kept
+    // Too big to keep: an empty, invalid entry still marks the key as
+    // ended by this write (readers miss it), so no earlier op of the same
+    // write leaves its older value.
+    n = NewNode(h, key, std::string_view());
+    Link(s, n);
+    Evict(s);
+  }
+  n->ended_by = write_id;
 }
 
-void ValueCache::Put(Stripe& s, uint64_t hash, std::string_view key,
-                     const std::string_view* stored, Node* n) {
+bool ValueCache::TooBig(std::string_view key, std::string_view value) const {
+  // Never more than a quarter of a stripe, so an entry just put is never
+  // the one its own eviction removes.
+  return key.size() + value.size() > max_entry_ ||
+         Charge(key.size(), RoomFor(value.size())) > stripe_budget_ / 4;
+}
+
+ValueCache::Node* ValueCache::Put(Stripe& s, uint64_t hash,
+                                  std::string_view key,
+                                  const std::string_view* stored, Node* n) {
   s.mu.AssertHeld();
   const std::string_view value =
       stored != nullptr ? *stored : std::string_view();
-  if (key.size() + value.size() > max_entry_) {
+  if (TooBig(key, value)) {
     if (n != nullptr) Remove(s, n);  // (no older copy may stay)
-    return;
+    return nullptr;
   }
   if (n != nullptr && value.size() <= n->capacity &&
       n->capacity <= 2 * value.size() + 64) {
@@ -240,15 +283,16 @@ void ValueCache::Put(Stripe& s, uint64_t hash, std::string_view key,
   n->valid = true;
   n->referenced = true;
   n->absent = stored == nullptr;
+  n->ended_by = 0;
+  // (TooBig: not the entry just put.)
   Evict(s);
+  return n;
 }
 
 ValueCache::Node* ValueCache::NewNode(uint64_t hash, std::string_view key,
                                       std::string_view value) {
-  // Room for a value a little larger, so a growing one is not reallocated
-  // at every write.
   static_assert(sizeof(Node) <= 64, "Charge counts 64 bytes of node");
-  const size_t capacity = value.size() + value.size() / 8 + 16;
+  const size_t capacity = RoomFor(value.size());
   Node* n =
       static_cast<Node*>(::operator new(sizeof(Node) + key.size() + capacity));
   n->chain = n->newer = n->older = nullptr;
@@ -259,6 +303,7 @@ ValueCache::Node* ValueCache::NewNode(uint64_t hash, std::string_view key,
   n->valid = false;
   n->referenced = false;
   n->absent = false;
+  n->ended_by = 0;
   n->charge = Charge(key.size(), capacity);
   std::memcpy(n->data(), key.data(), key.size());
   if (!value.empty()) {
@@ -279,6 +324,8 @@ void ValueCache::Link(Stripe& s, Node* n) {
   s.mu.AssertHeld();
   if (s.buckets.empty()) {
     s.buckets.assign(16, nullptr);
+    s.hint.store(s.buckets.data(), std::memory_order_relaxed);
+    s.hint_mask.store(15, std::memory_order_relaxed);
     s.bytes += 16 * sizeof(std::uintptr_t);
     usage_.fetch_add(16 * sizeof(std::uintptr_t), std::memory_order_relaxed);
   }
@@ -297,6 +344,8 @@ void ValueCache::Link(Stripe& s, Node* n) {
     const size_t added =
         (grown.size() - s.buckets.size()) * sizeof(std::uintptr_t);
     s.buckets.swap(grown);
+    s.hint.store(s.buckets.data(), std::memory_order_relaxed);
+    s.hint_mask.store(s.buckets.size() - 1, std::memory_order_relaxed);
     s.bytes += added;
     usage_.fetch_add(added, std::memory_order_relaxed);
   }

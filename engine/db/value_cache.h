@@ -90,12 +90,19 @@ class ValueCache {
   void Fill(std::string_view key, const Ticket& ticket,
             const std::string_view* value);
 
-  // Around a write of `key` (see above). `stored`: the key's value if the
-  // write stored one and succeeded, else null: the key's entry is dropped,
-  // unless it is valid (a batch writing a key twice ends its last op, the
-  // one that leaves a value, first).
+  // Around a write of `key` (see above). EndWrite: `written` false drops
+  // the key's entry (the write failed, or the caller leaves the new value
+  // to the next read); else `value` is the key's value now, or null if the
+  // write deleted it, and the entry (created if missing) holds it. `write_id`
+  // is the same for every op of one write and differs between writes of a key:
+  // a batch writing a key twice ends its ops last first, and only the last op's
+  // value may stay.
   void BeginWrite(std::string_view key);
-  void EndWrite(std::string_view key, const std::string_view* stored);
+  void EndWrite(std::string_view key, bool written,
+                const std::string_view* value, uint64_t write_id);
+  // Loads the line BeginWrite and EndWrite of `key` will look at first (a
+  // writer of many keys prefetches them all before taking its locks).
+  void Prefetch(std::string_view key) const;
 
   size_t Usage() const;
   size_t Capacity() const;
@@ -111,9 +118,11 @@ class ValueCache {
   // All of a view's stripes, in ascending order.
   void LockView(const View& view);
   void UnlockView(const View& view);
-  // value null: the key has no value.
-  void Put(Stripe& s, uint64_t hash, std::string_view key,
-           const std::string_view* value, Node* node);
+  // value null: the key has no value. Returns the entry holding it, or
+  // null if it is too big to keep (then `node` is dropped).
+  Node* Put(Stripe& s, uint64_t hash, std::string_view key,
+            const std::string_view* value, Node* node);
+  bool TooBig(std::string_view key, std::string_view value) const;
   void Remove(Stripe& s, Node* node);
   void Link(Stripe& s, Node* node);
   void Replace(Stripe& s, Node* old, Node* node);

@@ -263,6 +263,23 @@ TEST_F(ValueCacheTest, TheLastOpOfABatchOnAKeyWins) {
   EXPECT_TRUE(statuses[1].IsStaleToken());
   EXPECT_EQ("g1", Get("k"));
   EXPECT_EQ("g3", Get("j"));
+  // Two accepted batches of one group on one key: the later one's value.
+  WriteBatch g4, g5;
+  g4.Put("k", "early", 5);
+  g5.Put("k", "late", 5);
+  const WriteBatch* pair[] = {&g4, &g5};
+  ASSERT_FENCEDKV_OK(db_->WriteGroup(WriteOptions(), pair, 2, statuses));
+  EXPECT_EQ("late", Get("k"));
+  // A last value too big to keep still ends the key: the earlier, smaller
+  // one must not take its place.
+  const std::string big(70 << 10, 'b');
+  WriteBatch o;
+  o.Put("k", "small", 6);
+  o.Put("k", big, 6);
+  ASSERT_FENCEDKV_OK(db_->Write(WriteOptions(), o));
+  // (EXPECT_TRUE: a failure would print 70 KB.)
+  EXPECT_TRUE(Get("k") == big) << Get("k").substr(0, 16);
+  EXPECT_TRUE(Get("k") == big);  // and after the miss filled the entry
 }
 
 // A write RocksDB failed leaves the old value (and its own is nowhere).
