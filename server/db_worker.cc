@@ -70,6 +70,11 @@ bool DbWorker::TrySubmitRead(std::function<void()> read) {
   return true;
 }
 
+bool DbWorker::Idle() {
+  MutexLock lock(&mu_);
+  return !running_ && queue_.empty();
+}
+
 void DbWorker::Stop() {
   {
     MutexLock lock(&mu_);
@@ -85,6 +90,7 @@ void DbWorker::Run() {
     jobs.clear();
     {
       MutexLock lock(&mu_);
+      running_ = false;
       while (!stop_ && queue_.empty()) cv_.wait(mu_);
       if (queue_.empty()) return;  // stopped, and nothing left to run
       // Everything queued, in order, within the group bound.
@@ -94,6 +100,7 @@ void DbWorker::Run() {
         jobs.push_back(std::move(queue_.front()));
         queue_.pop_front();
       }
+      running_ = true;
     }
     size_t i = 0;
     while (i < jobs.size()) {

@@ -11,7 +11,14 @@
 //    the longer an fsync takes, the more the next group carries, while the
 //    loops keep serving. Each batch stands or falls alone (a stale one gets
 //    -STALE, the others apply). (Without --sync a loop writes its group
-//    itself: handing it over costs more than the write.)
+//    itself: handing it over costs more than the write. With --sync, so
+//    does a loop whose group has at most
+//    ServerOptions::sync_inline_batches (16) batches while
+//    the worker is idle: such a group waits for its fsync either way, and
+//    the hand-off's two thread wake-ups cost a single synced client a
+//    third of its rate on a 2-core VM; RocksDB still merges the synced
+//    writes of several loops into one fsync. The loop serves nothing else
+//    during that fsync, as Redis with appendfsync always.)
 //  - pipelined reads, when the worker has room: a connection's batch of GETs
 //    (one MultiGet) runs here while the loop serves its other connections,
 //    so reads use a second core even with one loop; and so does the EXEC of
@@ -79,6 +86,8 @@ class DbWorker {
   // nothing queued, if it is that far behind or stopped: the caller reads
   // itself.
   bool TrySubmitRead(std::function<void()> read) LOCKS_EXCLUDED(mu_);
+  // True if no job is queued or running (a moment later it may not be).
+  bool Idle() LOCKS_EXCLUDED(mu_);
   // Refuses new jobs, runs the queued ones, joins the thread. Idempotent.
   void Stop() LOCKS_EXCLUDED(mu_);
 
@@ -99,6 +108,7 @@ class DbWorker {
   std::condition_variable_any cv_;
   std::deque<Job> queue_ GUARDED_BY(mu_);
   bool stop_ GUARDED_BY(mu_) = false;
+  bool running_ GUARDED_BY(mu_) = false;  // jobs taken and not all done
   // Reused by WriteJobs (worker thread only).
   std::vector<const WriteBatch*> ptrs_;
   std::vector<Status> statuses_;

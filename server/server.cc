@@ -151,8 +151,11 @@ void Server::Impl::Flush(Loop* loop) {
       at += n;
     }
   };
-  if (!options_.sync) {
-    // Nothing to wait for but the write itself: do it here.
+  // Without --sync there is nothing to wait for but the write itself: do it
+  // here. With --sync, a small group while the database thread is idle too
+  // (db_worker.h): its cost is the hand-off's latency, not CPU.
+  if (!options_.sync ||
+      (batches.size() <= options_.sync_inline_batches && worker_->Idle())) {
     std::vector<Status> statuses(batches.size());
     WriteGroupsBounded(state_.db, ServerWriteOptions(state_), batches.data(),
                        batches.size(), statuses.data());

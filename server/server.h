@@ -55,6 +55,11 @@ class Acl;
 class CommandStats;
 class Replication;
 
+// With --sync, a loop writes a group of at most this many batches itself
+// if the database thread is idle (db_worker.h); a larger one goes to that
+// thread, which writes it while the loop parses the next.
+constexpr size_t kInlineSyncBatches = 16;
+
 struct ServerOptions {
   std::string bind = "127.0.0.1";
   int port = 7379;          // 0 = pick a free port (see Server::port())
@@ -79,6 +84,9 @@ struct ServerOptions {
   // it connected; 0 = never.
   std::chrono::milliseconds auth_timeout{10000};
   bool sync = false;            // fsync every write before its reply
+  // With sync: a loop writes a group of at most this many batches itself
+  // while the database thread is idle (db_worker.h); 0 = never (tests).
+  size_t sync_inline_batches = kInlineSyncBatches;
   bool allow_unfenced = false;  // writes without FENCE (logged and counted)
   // The users (--aclfile, acl.h); null: only the built-in 'default' user,
   // with requirepass.

@@ -213,7 +213,8 @@ TEST_F(ReplicationInProcessTest, WaitEndsWhenThePrimaryStepsDown) {
 }
 
 // A primary with --sync becomes a replica while a client's write is still
-// queued for the database thread (behind another group's fsync). That write
+// queued for the database thread (behind another group's fsync; a loop
+// writes a small group itself only while that thread is idle). That write
 // must not reach the database: it would take sequence numbers of the new
 // primary's log after the position the replica thread reads, and a later
 // handshake could take the deposed primary's batch for the new primary's
@@ -240,7 +241,14 @@ TEST_F(ReplicationInProcessTest,
                                 [&](void*) { flushes.fetch_add(1); });
   SyncPoint::Get()->EnableProcessing();
   RespTestClient first(p.port(), 10000), queued(p.port(), 10000);
-  first.Send({"SET", "first", "v", "FENCE", "1"});
+  // More batches than a loop writes itself (server::kInlineSyncBatches):
+  // the group goes to the database thread, which parks with it.
+  std::string group;
+  for (size_t i = 0; i <= server::kInlineSyncBatches; ++i) {
+    group += RespTestClient::Encode(
+        {"SET", "first" + std::to_string(i), "v", "FENCE", "1"});
+  }
+  first.SendRaw(group);
   parked_promise.get_future().wait();
   queued.Send({"SET", "queued", "v", "FENCE", "1"});
   ASSERT_TRUE(test::WaitUntil([&] { return flushes.load() == 2; }, 5000))
