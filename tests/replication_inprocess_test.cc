@@ -298,6 +298,63 @@ TEST_F(ReplicationInProcessTest, AnAckPastWhatWasSentIsRefused) {
   p.tracker().SetIsr({}, 1);  // (lets the server stop without waiting)
 }
 
+// Two replicas announcing one address (a copied configuration, or a peer
+// lying about who it is): the one connected keeps the address's place in
+// the ISR and its acknowledgements; the other node is refused at its
+// handshake and can acknowledge nothing for it. A write waits for the node
+// connected under the address and is acknowledged by its ack alone. (The
+// same node connecting again, a restarted replica, takes over its place.)
+TEST_F(ReplicationInProcessTest, ASecondNodeUnderAConnectedReplicasAddress) {
+  InProcessPrimary p;
+  ASSERT_FENCEDKV_OK(p.Start(dir_.path(), /*min_insync_replicas=*/2));
+  auto info = test::InfoFields(p.port(), "replication");
+  const std::string addr = "127.0.0.1:5556";
+  const std::string owner(32, 'a'), other_node(32, 'b');
+  auto handshake = [&](RespTestClient* c, const std::string& node) {
+    return c->Call({"FENCEDKV.SYNC", info["repl_history"], addr,
+                    info["repl_epoch"], info["repl_epoch"],
+                    std::to_string(p.db()->GetLatestSequenceNumber()), "key",
+                    "monotonic", "nosync", node});
+  };
+  RespTestClient first(p.port(), 10000);
+  const std::string continued = handshake(&first, owner);
+  ASSERT_EQ(0u, continued.rfind("+CONTINUE", 0)) << continued;
+  p.tracker().SetIsr({addr}, 2);
+
+  RespTestClient second(p.port(), 3000);
+  const std::string refused = handshake(&second, other_node);
+  EXPECT_EQ(0u, refused.rfind("-ERR another replica (node " + owner, 0))
+      << refused;
+  EXPECT_TRUE(second.PeerClosed()) << "the refused link stays open";
+  EXPECT_EQ("1", test::InfoFields(p.port(), "replication")["connected_slaves"]);
+
+  // A write waits for the owner; an ack on the refused node's behalf (on a
+  // new connection, without a handshake) does not count.
+  RespTestClient c(p.port(), 10000);
+  c.Send({"SET", "k", "v", "FENCE", "1"});
+  std::string frame;  // the write's batch (after any pings)
+  for (int i = 0; i < 50 && frame.rfind("*[$FENCEDKV.LOG", 0) != 0; ++i) {
+    frame = first.Read();
+  }
+  ASSERT_EQ(0u, frame.rfind("*[$FENCEDKV.LOG", 0)) << frame.substr(0, 64);
+  const std::string seq = std::to_string(p.db()->GetLatestSequenceNumber());
+  const uint64_t had = p.tracker().Acked(addr);  // (its handshake position)
+  EXPECT_LT(had, std::stoull(seq));
+  RespTestClient liar(p.port(), 3000);
+  liar.Send({"FENCEDKV.ACK", seq});
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_EQ(had, p.tracker().Acked(addr)) << "acknowledged by another node";
+  first.Send({"FENCEDKV.ACK", seq});
+  EXPECT_EQ("+OK", c.Read());
+  EXPECT_EQ(std::stoull(seq), p.tracker().Acked(addr));
+
+  // The owner again (restarted): it takes over its own place.
+  RespTestClient again(p.port(), 10000);
+  const std::string back = handshake(&again, owner);
+  EXPECT_EQ(0u, back.rfind("+CONTINUE", 0)) << back;
+  p.tracker().SetIsr({}, 1);  // (lets the server stop without waiting)
+}
+
 // WAIT with the largest timeout waits (for ever, as with 0). Before, now +
 // timeout overflowed: undefined behaviour (signed overflow), which the
 // UBSan build (scripts/sanitize.sh address) stops at; in a plain build it
