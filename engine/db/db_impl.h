@@ -274,8 +274,6 @@ class DBImpl final : public DB {
   // Null without Options::value_cache_size. Every write of a data record
   // goes through it (WriteOps, ApplyLogBatch).
   std::unique_ptr<ValueCache> values_;
-  // EndValueWrites' write ids (ValueCache::EndWrite).
-  std::atomic<uint64_t> value_write_ids_{0};
   std::atomic<Token> floor_{0};
   std::atomic<Token> hwm_{0};  // the largest stripe mark
   // SetFollowing: set holding every stripe lock and meta_mu_, so a writer

@@ -272,7 +272,7 @@ Status DBImpl::ApplyLogBatch(const WriteOptions& options,
   rocksdb::Status rs = db_->Write(wo, &batch);
   if (values_ != nullptr) {
     for (std::string_view key : check.data_keys()) {
-      values_->EndWrite(key, /*written=*/false, nullptr, 0);
+      values_->EndWrite(key, /*keep=*/false, nullptr);
     }
   }
   if (!rs.ok()) return FromRocksDB(rs);

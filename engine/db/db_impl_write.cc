@@ -6,7 +6,10 @@
 // why the result is atomic and race-free.
 
 #include <algorithm>
+#include <functional>
 #include <unordered_map>
+#include <utility>
+#include <vector>
 
 #include <rocksdb/write_batch.h>
 
@@ -365,17 +368,39 @@ void DBImpl::BeginValueWrites(const WriteRequest& req) {
 }
 
 void DBImpl::EndValueWrites(const WriteRequest& req, bool written) {
-  // Only a key's last op in the batch leaves its value (the earlier ones
-  // were never visible on their own): ended last first, under one id, so
-  // the cache leaves alone an entry this write already ended.
-  const uint64_t id =
-      req.n == 1 ? 0
-                 : value_write_ids_.fetch_add(1, std::memory_order_relaxed) + 1;
-  for (size_t i = req.n; i-- > 0;) {
+  // Only a key's last op in the write leaves its value: the earlier ones
+  // were never visible on their own, and one of them must not store its
+  // value even if the last one's entry was evicted meanwhile. The last op of
+  // each key: by hash, sorted (no allocation once warm; ops whose keys only
+  // share a hash count as one key, and all but the last just drop).
+  if (req.n == 1) {
+    const PendingOp& op = req.ops[0];
+    if (!op.skip && op.kind != OpKind::kAdvance) {
+      values_->EndWrite(op.key, written,
+                        op.kind == OpKind::kPut ? &op.value : nullptr);
+    }
+    return;
+  }
+  thread_local std::vector<std::pair<uint64_t, uint32_t>> order;
+  thread_local std::vector<bool> last;
+  order.clear();
+  last.assign(req.n, false);
+  for (size_t i = 0; i < req.n; ++i) {
     const PendingOp& op = req.ops[i];
     if (op.skip || op.kind == OpKind::kAdvance) continue;
-    values_->EndWrite(op.key, written,
-                      op.kind == OpKind::kPut ? &op.value : nullptr, id);
+    order.emplace_back(std::hash<std::string_view>()(op.key),
+                       static_cast<uint32_t>(i));
+  }
+  std::sort(order.begin(), order.end());
+  for (size_t k = 0; k < order.size(); ++k) {
+    if (k + 1 == order.size() || order[k + 1].first != order[k].first) {
+      last[order[k].second] = true;  // the highest index of its hash
+    }
+  }
+  for (const auto& [hash, i] : order) {
+    const PendingOp& op = req.ops[i];
+    values_->EndWrite(op.key, written && last[i],
+                      op.kind == OpKind::kPut ? &op.value : nullptr);
   }
 }
 

@@ -28,7 +28,6 @@ struct ValueCache::Node {
   bool referenced;    // read or written since the clock last passed
   bool absent;        // the key has no value (value_size is 0)
   size_t charge;      // what the stripe counts for it
-  uint64_t ended_by;  // the write (EndWrite's write_id) that left it, or 0
 
   char* data() { return reinterpret_cast<char*>(this + 1); }
   std::string_view key() { return {data(), key_size}; }
@@ -216,37 +215,23 @@ void ValueCache::BeginWrite(std::string_view key) {
   if (n != nullptr) n->valid = false;
 }
 
-void ValueCache::EndWrite(std::string_view key, bool written,
-                          const std::string_view* value, uint64_t write_id) {
+void ValueCache::EndWrite(std::string_view key, bool keep,
+                          const std::string_view* value) {
   const uint64_t h = HashOf(key);
   Stripe& s = StripeFor(h);
   MutexLock lock(&s.mu);
   ++s.version;
   --s.in_flight;
   Node* n = Find(s, h, key);
-  if (!written) {
-    // The entry BeginWrite invalidated goes. (A write whose ops get false
-    // leaves nothing, so no entry was ended by it.)
+  if (!keep) {
+    // The entry BeginWrite invalidated goes. A valid one holds what the
+    // key's last op in this write left (it ended first): it stays.
     if (n != nullptr && !n->valid) Remove(s, n);
     return;
   }
-  // A later op of the same write, ended first, left the key's value (or
-  // its mark): this op's was never visible on its own.
-  if (write_id != 0 && n != nullptr && n->ended_by == write_id) return;
   // The caller's lock on the key keeps every other writer of it out, so the
   // value it stored (or the absence it left) is the key's latest.
-  n = Put(s, h, key, value, n);
-  if (write_id == 0) return;
-  if (n == nullptr) {
-    if (TooBig(key, std::string_view())) return;  // the key is never kept
-    // Too big to keep: an empty, invalid entry still marks the key as
-    // ended by this write (readers miss it), so no earlier op of the same
-    // write leaves its older value.
-    n = NewNode(h, key, std::string_view());
-    Link(s, n);
-    Evict(s);
-  }
-  n->ended_by = write_id;
+  Put(s, h, key, value, n);
 }
 
 bool ValueCache::TooBig(std::string_view key, std::string_view value) const {
@@ -283,7 +268,6 @@ ValueCache::Node* ValueCache::Put(Stripe& s, uint64_t hash,
   n->valid = true;
   n->referenced = true;
   n->absent = stored == nullptr;
-  n->ended_by = 0;
   // (TooBig: not the entry just put.)
   Evict(s);
   return n;
@@ -303,7 +287,6 @@ ValueCache::Node* ValueCache::NewNode(uint64_t hash, std::string_view key,
   n->valid = false;
   n->referenced = false;
   n->absent = false;
-  n->ended_by = 0;
   n->charge = Charge(key.size(), capacity);
   std::memcpy(n->data(), key.data(), key.size());
   if (!value.empty()) {

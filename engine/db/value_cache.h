@@ -90,16 +90,16 @@ class ValueCache {
   void Fill(std::string_view key, const Ticket& ticket,
             const std::string_view* value);
 
-  // Around a write of `key` (see above). EndWrite: `written` false drops
-  // the key's entry (the write failed, or the caller leaves the new value
-  // to the next read); else `value` is the key's value now, or null if the
-  // write deleted it, and the entry (created if missing) holds it. `write_id`
-  // is the same for every op of one write and differs between writes of a key:
-  // a batch writing a key twice ends its ops last first, and only the last op's
-  // value may stay.
+  // Around a write of `key` (see above). EndWrite with `keep` (the write
+  // succeeded and this op is the key's last in it): the entry (created if
+  // missing) holds `value`, or the key's absence if null (a delete).
+  // Without (the write failed, a later op of the same write wrote the key,
+  // or the caller leaves the value to the next read): an invalid entry is
+  // dropped; a valid one stays (only the key's last op, ended first, can
+  // have made it valid: no fill passes a ticket while a write is in
+  // flight).
   void BeginWrite(std::string_view key);
-  void EndWrite(std::string_view key, bool written,
-                const std::string_view* value, uint64_t write_id);
+  void EndWrite(std::string_view key, bool keep, const std::string_view* value);
   // Loads the line BeginWrite and EndWrite of `key` will look at first (a
   // writer of many keys prefetches them all before taking its locks).
   void Prefetch(std::string_view key) const;

@@ -282,6 +282,46 @@ TEST_F(ValueCacheTest, TheLastOpOfABatchOnAKeyWins) {
   EXPECT_TRUE(Get("k") == big);  // and after the miss filled the entry
 }
 
+// An entry evicted between the ops of one batch: the batch's earlier op
+// on the key must not put its older value in the place of the last one's.
+// One stripe of 4 KiB (charges: 90 bytes plus the value and an eighth of
+// it, plus 16, for 2-byte keys). Found by review: with each op's end
+// stamped on the entry, the eviction took the stamp with it and the
+// earlier op stored "a" (RocksDB has "c"); the marker a too-big last value
+// left was evicted at once and written after it was freed.
+TEST_F(ValueCacheTest, AnEvictionBetweenABatchsOpsBringsNoOlderValueBack) {
+  Open(CacheOptions(4096));
+  ASSERT_FENCEDKV_OK(db_->Put(WriteOptions(), "k1", "old", 1));
+  for (int i = 0; i < 4; ++i) {  // 4 x 781 bytes, all used since the clock
+    ASSERT_FENCEDKV_OK(db_->Put(WriteOptions(), "f" + std::to_string(i),
+                                std::string(600, 'f'), 1));
+  }
+  // k2's new entry (893 bytes) takes the stripe over its budget: the clock
+  // passes every entry once, then drops k1 (the oldest) and f0.
+  WriteBatch b;
+  b.Put("k1", "a", 2);
+  b.Put("k2", std::string(700, 'v'), 2);
+  b.Put("k1", "c", 2);
+  ASSERT_FENCEDKV_OK(db_->Write(WriteOptions(), b));
+  EXPECT_EQ("c", Get("k1"));
+  EXPECT_EQ("c", MultiGetOne("k1"));
+
+  // A last value too big for a quarter of the stripe, beside four entries
+  // that leave less room than one more small one.
+  Open(CacheOptions(4096));
+  for (int i = 0; i < 4; ++i) {  // 4 x 979 bytes
+    ASSERT_FENCEDKV_OK(db_->Put(WriteOptions(), "x" + std::to_string(i),
+                                std::string(776, 'x'), 1));
+  }
+  const std::string big(900, 'b');
+  WriteBatch o;
+  o.Put("kk", "small", 2);
+  o.Put("kk", big, 2);
+  ASSERT_FENCEDKV_OK(db_->Write(WriteOptions(), o));
+  EXPECT_TRUE(Get("kk") == big) << Get("kk").substr(0, 16);
+  EXPECT_LE(CacheBytes(), 4096u);
+}
+
 // A write RocksDB failed leaves the old value (and its own is nowhere).
 TEST_F(ValueCacheTest, AFailedWriteLeavesTheOldValue) {
   Open(CacheOptions());
