@@ -354,11 +354,36 @@ Status DBImpl::WriteOps(const WriteRequest& req) {
   return Status::OK();
 }
 
+namespace {
+// Per op of the write in hand (this thread's): whether it is its key's last
+// (BeginValueWrites sets it, EndValueWrites reads it).
+thread_local std::vector<bool> last_of_key;
+}  // namespace
+
 void DBImpl::BeginValueWrites(const WriteRequest& req) {
-  // A group's keys are spread over the cache: load their lines together
-  // rather than miss on each in turn.
+  // Only a key's last op in the write will leave its value: the earlier
+  // ones were never visible on their own. Found by sorting the ops' key
+  // hashes (ops whose keys only share a hash count as one key: all but the
+  // last just drop). Done before any BeginWrite, so nothing can fail
+  // between a BeginWrite and its EndWrite; no allocation once warm.
   if (req.n > 1) {
-    for (size_t i = 0; i < req.n; ++i) values_->Prefetch(req.ops[i].key);
+    thread_local std::vector<std::pair<uint64_t, size_t>> order;
+    order.clear();
+    last_of_key.assign(req.n, false);
+    for (size_t i = 0; i < req.n; ++i) {
+      const PendingOp& op = req.ops[i];
+      if (op.skip || op.kind == OpKind::kAdvance) continue;
+      order.emplace_back(std::hash<std::string_view>()(op.key), i);
+      // A group's keys are spread over the cache: load their lines
+      // together rather than miss on each in turn.
+      values_->Prefetch(op.key);
+    }
+    std::sort(order.begin(), order.end());
+    for (size_t k = 0; k < order.size(); ++k) {
+      if (k + 1 == order.size() || order[k + 1].first != order[k].first) {
+        last_of_key[order[k].second] = true;  // the highest index of its hash
+      }
+    }
   }
   for (size_t i = 0; i < req.n; ++i) {
     const PendingOp& op = req.ops[i];
@@ -368,39 +393,17 @@ void DBImpl::BeginValueWrites(const WriteRequest& req) {
 }
 
 void DBImpl::EndValueWrites(const WriteRequest& req, bool written) {
-  // Only a key's last op in the write leaves its value: the earlier ones
-  // were never visible on their own, and one of them must not store its
-  // value even if the last one's entry was evicted meanwhile. The last op of
-  // each key: by hash, sorted (no allocation once warm; ops whose keys only
-  // share a hash count as one key, and all but the last just drop).
-  if (req.n == 1) {
-    const PendingOp& op = req.ops[0];
-    if (!op.skip && op.kind != OpKind::kAdvance) {
-      values_->EndWrite(op.key, written,
-                        op.kind == OpKind::kPut ? &op.value : nullptr);
-    }
-    return;
-  }
-  thread_local std::vector<std::pair<uint64_t, uint32_t>> order;
-  thread_local std::vector<bool> last;
-  order.clear();
-  last.assign(req.n, false);
+  // In op order, so a key's last op ends last: while an earlier one drops
+  // the key's entry, the last one is still in flight and no fill can put
+  // anything back; then the last one stores. (Even if its entry is evicted
+  // meanwhile, no earlier op ever stores an older value.)
   for (size_t i = 0; i < req.n; ++i) {
     const PendingOp& op = req.ops[i];
     if (op.skip || op.kind == OpKind::kAdvance) continue;
-    order.emplace_back(std::hash<std::string_view>()(op.key),
-                       static_cast<uint32_t>(i));
-  }
-  std::sort(order.begin(), order.end());
-  for (size_t k = 0; k < order.size(); ++k) {
-    if (k + 1 == order.size() || order[k + 1].first != order[k].first) {
-      last[order[k].second] = true;  // the highest index of its hash
-    }
-  }
-  for (const auto& [hash, i] : order) {
-    const PendingOp& op = req.ops[i];
-    values_->EndWrite(op.key, written && last[i],
+    const bool last = req.n == 1 || last_of_key[i];
+    values_->EndWrite(op.key, written && last,
                       op.kind == OpKind::kPut ? &op.value : nullptr);
+    TEST_SYNC_POINT("DBImpl::EndValueWrites:Ended");
   }
 }
 

@@ -224,9 +224,7 @@ void ValueCache::EndWrite(std::string_view key, bool keep,
   --s.in_flight;
   Node* n = Find(s, h, key);
   if (!keep) {
-    // The entry BeginWrite invalidated goes. A valid one holds what the
-    // key's last op in this write left (it ended first): it stays.
-    if (n != nullptr && !n->valid) Remove(s, n);
+    if (n != nullptr) Remove(s, n);
     return;
   }
   // The caller's lock on the key keeps every other writer of it out, so the
@@ -234,22 +232,14 @@ void ValueCache::EndWrite(std::string_view key, bool keep,
   Put(s, h, key, value, n);
 }
 
-bool ValueCache::TooBig(std::string_view key, std::string_view value) const {
-  // Never more than a quarter of a stripe, so an entry just put is never
-  // the one its own eviction removes.
-  return key.size() + value.size() > max_entry_ ||
-         Charge(key.size(), RoomFor(value.size())) > stripe_budget_ / 4;
-}
-
-ValueCache::Node* ValueCache::Put(Stripe& s, uint64_t hash,
-                                  std::string_view key,
-                                  const std::string_view* stored, Node* n) {
+void ValueCache::Put(Stripe& s, uint64_t hash, std::string_view key,
+                     const std::string_view* stored, Node* n) {
   s.mu.AssertHeld();
   const std::string_view value =
       stored != nullptr ? *stored : std::string_view();
-  if (TooBig(key, value)) {
+  if (key.size() + value.size() > max_entry_) {
     if (n != nullptr) Remove(s, n);  // (no older copy may stay)
-    return nullptr;
+    return;
   }
   if (n != nullptr && value.size() <= n->capacity &&
       n->capacity <= 2 * value.size() + 64) {
@@ -268,9 +258,7 @@ ValueCache::Node* ValueCache::Put(Stripe& s, uint64_t hash,
   n->valid = true;
   n->referenced = true;
   n->absent = stored == nullptr;
-  // (TooBig: not the entry just put.)
   Evict(s);
-  return n;
 }
 
 ValueCache::Node* ValueCache::NewNode(uint64_t hash, std::string_view key,

@@ -94,10 +94,8 @@ class ValueCache {
   // succeeded and this op is the key's last in it): the entry (created if
   // missing) holds `value`, or the key's absence if null (a delete).
   // Without (the write failed, a later op of the same write wrote the key,
-  // or the caller leaves the value to the next read): an invalid entry is
-  // dropped; a valid one stays (only the key's last op, ended first, can
-  // have made it valid: no fill passes a ticket while a write is in
-  // flight).
+  // or the caller leaves the value to the next read): the key's entry is
+  // dropped.
   void BeginWrite(std::string_view key);
   void EndWrite(std::string_view key, bool keep, const std::string_view* value);
   // Loads the line BeginWrite and EndWrite of `key` will look at first (a
@@ -118,11 +116,10 @@ class ValueCache {
   // All of a view's stripes, in ascending order.
   void LockView(const View& view);
   void UnlockView(const View& view);
-  // value null: the key has no value. Returns the entry holding it, or
-  // null if it is too big to keep (then `node` is dropped).
-  Node* Put(Stripe& s, uint64_t hash, std::string_view key,
-            const std::string_view* value, Node* node);
-  bool TooBig(std::string_view key, std::string_view value) const;
+  // value null: the key has no value. An entry too big to keep is not
+  // kept, and `node` is dropped.
+  void Put(Stripe& s, uint64_t hash, std::string_view key,
+           const std::string_view* value, Node* node);
   void Remove(Stripe& s, Node* node);
   void Link(Stripe& s, Node* node);
   void Replace(Stripe& s, Node* old, Node* node);

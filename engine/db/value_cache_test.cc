@@ -282,6 +282,29 @@ TEST_F(ValueCacheTest, TheLastOpOfABatchOnAKeyWins) {
   EXPECT_TRUE(Get("k") == big);  // and after the miss filled the entry
 }
 
+// A reader between the ends of one batch's ops on a key: the batch is
+// visible in RocksDB, so the earlier op's value must not be answered (only
+// the key's last op stores; the earlier one drops the entry).
+TEST_F(ValueCacheTest, AReadBetweenABatchsOpsSeesItsLastValue) {
+  Open(CacheOptions());
+  ASSERT_FENCEDKV_OK(db_->Put(WriteOptions(), "k", "orig", 1));
+  ASSERT_EQ("orig", Get("k"));
+  ParkAt("DBImpl::EndValueWrites:Ended");  // after the first op's end
+  std::thread writer([&] {
+    WriteBatch b;
+    b.Put("k", "a", 2);
+    b.Put("j", "x", 2);
+    b.Put("k", "c", 2);
+    EXPECT_FENCEDKV_OK(db_->Write(WriteOptions(), b));
+  });
+  WaitParked();
+  EXPECT_EQ("c", Get("k"));
+  EXPECT_EQ("c", MultiGetOne("k"));
+  Release();
+  writer.join();
+  EXPECT_EQ("c", Get("k"));
+}
+
 // An entry evicted between the ops of one batch: the batch's earlier op
 // on the key must not put its older value in the place of the last one's.
 // One stripe of 4 KiB (charges: 90 bytes plus the value and an eighth of
