@@ -83,7 +83,7 @@ struct ServerOptions {
   // With requirepass: close a connection not authenticated this long after
   // it connected; 0 = never.
   std::chrono::milliseconds auth_timeout{10000};
-  bool sync = false;            // fsync every write before its reply
+  bool sync = false;  // fsync every write before its reply
   // With sync: a loop writes a group of at most this many batches itself
   // while the database thread is idle (db_worker.h); 0 = never (tests).
   size_t sync_inline_batches = kInlineSyncBatches;
