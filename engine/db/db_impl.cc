@@ -171,7 +171,6 @@ bool DBImpl::MultiGetThroughCache(const ReadOptions& options,
   // those stripes began or ended in between (Unchanged). Otherwise false:
   // the caller reads every key from RocksDB.
   thread_local std::vector<std::string> got;
-  thread_local std::vector<std::string_view> miss_keys;
   thread_local std::vector<rocksdb::Slice> miss_slices;
   thread_local std::vector<size_t> miss_at;  // into the valid keys
   thread_local std::vector<ValueCache::Ticket> miss_tickets;
@@ -183,13 +182,11 @@ bool DBImpl::MultiGetThroughCache(const ReadOptions& options,
   const size_t hits =
       values_->LookupAll(m, views.data(), got.data(), absent, hit, &view);
   if (hits == 0) return false;  // (one RocksDB MultiGet is one view)
-  miss_keys.clear();
   miss_slices.clear();
   miss_at.clear();
   miss_tickets.clear();
   for (size_t j = 0; j < m; ++j) {
     if (hit[j]) continue;
-    miss_keys.push_back(views[j]);
     miss_slices.push_back(slices[j]);
     miss_at.push_back(j);
     miss_tickets.push_back(values_->BeginFill(views[j]));
@@ -212,7 +209,7 @@ bool DBImpl::MultiGetThroughCache(const ReadOptions& options,
   }
   for (size_t k = 0; k < miss_slices.size(); ++k) {
     const size_t i = index[miss_at[k]];
-    statuses[i] = TakeRead(miss_keys[k], rs[k], raw[k],
+    statuses[i] = TakeRead(views[miss_at[k]], rs[k], raw[k],
                            fill ? &miss_tickets[k] : nullptr, &values[i]);
   }
   return true;

@@ -209,6 +209,8 @@ class DBImpl final : public DB {
   Status TakeRead(std::string_view key, const rocksdb::Status& rs,
                   const rocksdb::PinnableSlice& raw,
                   const ValueCache::Ticket* fill, std::string* value);
+  // Whether `op` writes its key's value (what the value cache follows).
+  static bool ChangesValue(const PendingOp& op);
   // Around Commit, with values_: the value cache's side of each op's key.
   void BeginValueWrites(const WriteRequest& req);
   void EndValueWrites(const WriteRequest& req, bool written);

@@ -360,6 +360,12 @@ namespace {
 thread_local std::vector<bool> last_of_key;
 }  // namespace
 
+bool DBImpl::ChangesValue(const PendingOp& op) {
+  // (A skipped op writes nothing; an advance re-stamps a record with its
+  // value unchanged.)
+  return !op.skip && op.kind != OpKind::kAdvance;
+}
+
 void DBImpl::BeginValueWrites(const WriteRequest& req) {
   // Only a key's last op in the write will leave its value: the earlier
   // ones were never visible on their own. Found by sorting the ops' key
@@ -372,8 +378,8 @@ void DBImpl::BeginValueWrites(const WriteRequest& req) {
     last_of_key.assign(req.n, false);
     for (size_t i = 0; i < req.n; ++i) {
       const PendingOp& op = req.ops[i];
-      if (op.skip || op.kind == OpKind::kAdvance) continue;
-      order.emplace_back(std::hash<std::string_view>()(op.key), i);
+      if (!ChangesValue(op)) continue;
+      order.emplace_back(ValueCache::HashOf(op.key), i);
       // A group's keys are spread over the cache: load their lines
       // together rather than miss on each in turn.
       values_->Prefetch(op.key);
@@ -386,9 +392,7 @@ void DBImpl::BeginValueWrites(const WriteRequest& req) {
     }
   }
   for (size_t i = 0; i < req.n; ++i) {
-    const PendingOp& op = req.ops[i];
-    // (An advance re-stamps a record with its value unchanged.)
-    if (!op.skip && op.kind != OpKind::kAdvance) values_->BeginWrite(op.key);
+    if (ChangesValue(req.ops[i])) values_->BeginWrite(req.ops[i].key);
   }
 }
 
@@ -399,7 +403,7 @@ void DBImpl::EndValueWrites(const WriteRequest& req, bool written) {
   // meanwhile, no earlier op ever stores an older value.)
   for (size_t i = 0; i < req.n; ++i) {
     const PendingOp& op = req.ops[i];
-    if (op.skip || op.kind == OpKind::kAdvance) continue;
+    if (!ChangesValue(op)) continue;
     const bool last = req.n == 1 || last_of_key[i];
     values_->EndWrite(op.key, written && last,
                       op.kind == OpKind::kPut ? &op.value : nullptr);

@@ -43,10 +43,10 @@ struct alignas(64) ValueCache::Stripe {
   size_t bytes GUARDED_BY(mu) = 0;
   Node* oldest GUARDED_BY(mu) = nullptr;
   Node* newest GUARDED_BY(mu) = nullptr;
-  // buckets.data() and its mask, for Prefetch outside the lock (a stale
-  // pair only prefetches a useless line).
+  // buckets.data() and buckets.size(), for Prefetch outside the lock (a
+  // stale pair only prefetches a useless line).
   std::atomic<Node**> hint{nullptr};
-  std::atomic<size_t> hint_mask{0};
+  std::atomic<size_t> hint_buckets{0};
 };
 
 namespace {
@@ -63,6 +63,12 @@ size_t Charge(size_t key_size, size_t capacity) {
 // Room for a value a little larger, so a growing one is not reallocated at
 // every write.
 size_t RoomFor(size_t value_size) { return value_size + value_size / 8 + 16; }
+
+// A hash's bucket among `buckets` (a power of two): from the high bits, as
+// the low ones chose the stripe.
+size_t BucketIndex(uint64_t hash, size_t buckets) {
+  return (hash >> 20) & (buckets - 1);
+}
 }  // namespace
 
 ValueCache::ValueCache(size_t capacity) : capacity_(capacity) {
@@ -201,7 +207,7 @@ void ValueCache::Prefetch(std::string_view key) const {
   Node** b = s.hint.load(std::memory_order_relaxed);
   if (b != nullptr) {
     __builtin_prefetch(
-        &b[(h >> 20) & s.hint_mask.load(std::memory_order_relaxed)]);
+        &b[BucketIndex(h, s.hint_buckets.load(std::memory_order_relaxed))]);
   }
 }
 
@@ -287,8 +293,7 @@ void ValueCache::FreeNode(Node* n) { ::operator delete(n); }
 
 ValueCache::Node** ValueCache::BucketOf(Stripe& s, uint64_t hash) {
   s.mu.AssertHeld();
-  // The bucket from the high bits: the low ones chose the stripe.
-  return &s.buckets[(hash >> 20) & (s.buckets.size() - 1)];
+  return &s.buckets[BucketIndex(hash, s.buckets.size())];
 }
 
 void ValueCache::Link(Stripe& s, Node* n) {
@@ -296,7 +301,7 @@ void ValueCache::Link(Stripe& s, Node* n) {
   if (s.buckets.empty()) {
     s.buckets.assign(16, nullptr);
     s.hint.store(s.buckets.data(), std::memory_order_relaxed);
-    s.hint_mask.store(15, std::memory_order_relaxed);
+    s.hint_buckets.store(16, std::memory_order_relaxed);
     s.bytes += 16 * sizeof(std::uintptr_t);
     usage_.fetch_add(16 * sizeof(std::uintptr_t), std::memory_order_relaxed);
   }
@@ -305,7 +310,7 @@ void ValueCache::Link(Stripe& s, Node* n) {
     for (Node* b : s.buckets) {
       while (b != nullptr) {
         Node* next = b->chain;
-        Node*& head = grown[(b->hash >> 20) & (grown.size() - 1)];
+        Node*& head = grown[BucketIndex(b->hash, grown.size())];
         b->chain = head;
         head = b;
         b = next;
@@ -316,7 +321,7 @@ void ValueCache::Link(Stripe& s, Node* n) {
         (grown.size() - s.buckets.size()) * sizeof(std::uintptr_t);
     s.buckets.swap(grown);
     s.hint.store(s.buckets.data(), std::memory_order_relaxed);
-    s.hint_mask.store(s.buckets.size() - 1, std::memory_order_relaxed);
+    s.hint_buckets.store(s.buckets.size(), std::memory_order_relaxed);
     s.bytes += added;
     usage_.fetch_add(added, std::memory_order_relaxed);
   }

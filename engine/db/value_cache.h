@@ -105,6 +105,9 @@ class ValueCache {
   size_t Usage() const;
   size_t Capacity() const;
 
+  // The hash every entry is found by.
+  static uint64_t HashOf(std::string_view key);
+
  private:
   struct Node;
   struct Stripe;
@@ -126,7 +129,6 @@ class ValueCache {
   static Node** BucketOf(Stripe& s, uint64_t hash);
   static Node* NewNode(uint64_t hash, std::string_view key,
                        std::string_view value);
-  static uint64_t HashOf(std::string_view key);
   static void FreeNode(Node* node);
   void Evict(Stripe& s);
 
