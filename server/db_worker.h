@@ -13,7 +13,7 @@
 //    -STALE, the others apply). (Without --sync a loop writes its group
 //    itself: handing it over costs more than the write. With --sync, so
 //    does a loop whose group has at most
-//    ServerOptions::sync_inline_batches (16) batches while
+//    ServerOptions::sync_inline_batches (64) batches while
 //    the worker is idle: such a group waits for its fsync either way, and
 //    the hand-off's two thread wake-ups cost a single synced client a
 //    third of its rate on a 2-core VM; RocksDB still merges the synced
