@@ -90,8 +90,14 @@ uint64_t CommitTracker::CommittedLocked() {
   uint64_t committed = UINT64_MAX;
   for (const auto& addr : required_) {
     auto it = replicas_.find(addr);
-    committed =
-        std::min(committed, it == replicas_.end() ? 0 : it->second.acked);
+    uint64_t acked = it == replicas_.end() ? 0 : it->second.acked;
+    auto expected = required_nodes_.find(addr);
+    if (acked > 0 && expected != required_nodes_.end() &&
+        !expected->second.empty() && !it->second.node.empty() &&
+        it->second.node != expected->second) {
+      acked = 0;  // another node's link: not the member the ISR names
+    }
+    committed = std::min(committed, acked);
   }
   return committed;
 }
@@ -172,11 +178,13 @@ void CommitTracker::SetLeaseDeadline(int64_t deadline_ms) {
   fired.Run();
 }
 
-void CommitTracker::SetIsr(std::vector<std::string> required, size_t isr_size) {
+void CommitTracker::SetIsr(std::vector<std::string> required, size_t isr_size,
+                           std::map<std::string, std::string> nodes) {
   Fired fired;
   {
     MutexLock lock(&mu_);
     required_ = std::move(required);
+    required_nodes_ = std::move(nodes);
     isr_size_ = isr_size;
     needs_acks_.store(!required_.empty(), std::memory_order_release);
     CollectLocked(ReplNowMs(), &fired);
@@ -282,10 +290,12 @@ uint64_t CommitTracker::Attach(const std::string& addr, const std::string& node,
   return p.link;
 }
 
-uint64_t CommitTracker::Acked(const std::string& addr) {
+uint64_t CommitTracker::Acked(const std::string& addr, std::string* node) {
   MutexLock lock(&mu_);
   auto it = replicas_.find(addr);
-  return it == replicas_.end() || it->second.link == 0 ? 0 : it->second.acked;
+  const bool linked = it != replicas_.end() && it->second.link != 0;
+  if (node != nullptr) *node = linked ? it->second.node : std::string();
+  return linked ? it->second.acked : 0;
 }
 
 void CommitTracker::Detach(const std::string& addr, uint64_t link) {

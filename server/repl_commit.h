@@ -68,8 +68,12 @@ class CommitTracker {
   void SetLeaseDeadline(int64_t deadline_ms) LOCKS_EXCLUDED(mu_);
   // The replicas whose acknowledgements commit a write (the ISR on record
   // minus this server, plus any being added), and the ISR's size on record
-  // (this server included), which min_insync_replicas bounds.
-  void SetIsr(std::vector<std::string> required, size_t isr_size)
+  // (this server included), which min_insync_replicas bounds. `nodes`: the
+  // node id a required replica must be (etcd mode: the record's); the
+  // acknowledgements of a link of another node do not count for it (none
+  // named, or a link that sent none: any link's count).
+  void SetIsr(std::vector<std::string> required, size_t isr_size,
+              std::map<std::string, std::string> nodes = {})
       LOCKS_EXCLUDED(mu_);
   // Fails waiters past the lease deadline and WAITs past their timeout.
   // The coordinator calls it every few tens of ms.
@@ -150,7 +154,10 @@ class CommitTracker {
     int64_t lag_ms = 0;  // 0 when caught up with latest_seq
   };
   // The sequence `addr` has acknowledged on its current link; 0 if none.
-  uint64_t Acked(const std::string& addr) LOCKS_EXCLUDED(mu_);
+  // `node` (if not null): that link's node id ("": no link, or it sent
+  // none), read together with the sequence.
+  uint64_t Acked(const std::string& addr, std::string* node = nullptr)
+      LOCKS_EXCLUDED(mu_);
   // Every replica seen, with its lag against `latest_seq`.
   std::vector<ReplicaInfo> Replicas(uint64_t latest_seq) LOCKS_EXCLUDED(mu_);
   size_t isr_size() LOCKS_EXCLUDED(mu_);
@@ -211,6 +218,7 @@ class CommitTracker {
   bool stopping_ GUARDED_BY(mu_) = false;    // Shutdown
   bool acks_ended_ GUARDED_BY(mu_) = false;  // Shutdown(kAcksEnded)
   std::vector<std::string> required_ GUARDED_BY(mu_);
+  std::map<std::string, std::string> required_nodes_ GUARDED_BY(mu_);
   size_t isr_size_ GUARDED_BY(mu_) = 1;
   uint64_t next_link_ GUARDED_BY(mu_) = 1;
   std::map<std::string, Progress> replicas_ GUARDED_BY(mu_);

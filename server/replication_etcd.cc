@@ -336,17 +336,31 @@ void Replication::EtcdLoop() {
           }
           // The record's replicas; one back as another node joins again
           // like any replica (from its floor), under its new node id.
+          // Whose acknowledgements count for an address is its link's
+          // node: the record may name only that node there (else another
+          // node, lacking what the link acknowledged, could take over).
+          auto link_node = [&](const std::string& a) {
+            std::string node;
+            tracker_.Acked(a, &node);
+            return node;
+          };
           std::vector<std::string> record_replicas, record_isr;
           for (const auto& a : r.isr) {
             if (a == me) continue;
             record_isr.push_back(a);
-            if (!impostor(a)) {
-              record_replicas.push_back(a);
-            } else {
+            const std::string linked = link_node(a);
+            if (impostor(a)) {
               LOG_EVERY_N(WARNING, 50)
                   << "replication: " << a << " is back as another node ("
                   << live_nodes[a] << ", the record names " << r.nodes.at(a)
                   << "): it leaves the ISR and rejoins as a new replica";
+            } else if (!linked.empty() && !r.NodeMatches(a, linked)) {
+              LOG_EVERY_N(WARNING, 50)
+                  << "replication: the link of " << a << " is node " << linked
+                  << ", the record names " << r.nodes.at(a)
+                  << ": it leaves the ISR and rejoins as a new replica";
+            } else {
+              record_replicas.push_back(a);
             }
           }
           std::vector<std::string> required = record_replicas;
@@ -365,31 +379,59 @@ void Replication::EtcdLoop() {
                                               : join_floor.erase(it);
           }
           std::vector<std::string> target;
+          // A joiner's node, as its link names it ("": a replica of an
+          // older build, which sends none).
+          std::map<std::string, std::string> joiner_nodes;
           for (const auto& a : desired) {
             if (Contains(record_replicas, a)) {
               target.push_back(a);
               continue;
             }
             auto it = join_floor.find(a);
-            if (it != join_floor.end() && tracker_.Acked(a) >= it->second) {
-              target.push_back(a);
+            std::string linked;
+            if (it == join_floor.end() ||
+                tracker_.Acked(a, &linked) < it->second) {
+              continue;
             }
+            auto live = live_nodes.find(a);
+            if (!linked.empty() && live != live_nodes.end() &&
+                live->second != linked) {
+              // Its member key is another node's (two servers announce
+              // one address): which of them would take over is unclear,
+              // so neither enters the record.
+              LOG_EVERY_N(WARNING, 50)
+                  << "replication: " << a << " stays out of the ISR: its link "
+                  << "is node " << linked << ", its member key names "
+                  << live->second;
+              continue;
+            }
+            target.push_back(a);
+            joiner_nodes[a] = linked;
           }
           // (An impostor does not count towards the minimum: it is not
           // required, so counted it would let a write be acknowledged by
           // fewer members than --min_insync_replicas.)
-          tracker_.SetIsr(required, record_replicas.size() + 1);
+          std::map<std::string, std::string> record_nodes;
+          for (const auto& a : record_replicas) {
+            auto it = r.nodes.find(a);
+            if (it != r.nodes.end()) record_nodes.emplace(a, it->second);
+          }
+          tracker_.SetIsr(required, record_replicas.size() + 1, record_nodes);
           const uint64_t floor = db_->GetLatestSequenceNumber();
           for (const auto& a : joiners) join_floor.emplace(a, floor);
           std::vector<std::string> t_sorted = target, r_sorted = record_isr;
           std::sort(t_sorted.begin(), t_sorted.end());
           std::sort(r_sorted.begin(), r_sorted.end());
-          // Each member's node: as its key names it now, else as recorded.
+          // Each member's node: a joiner's as its link names it; else as
+          // its key names it now, else as recorded.
           std::map<std::string, std::string> nodes = {{me, node_id_}};
           for (const auto& a : target) {
             auto live = live_nodes.find(a);
             auto recorded = r.nodes.find(a);
-            if (live != live_nodes.end()) {
+            auto joined = joiner_nodes.find(a);
+            if (joined != joiner_nodes.end() && !joined->second.empty()) {
+              nodes[a] = joined->second;
+            } else if (live != live_nodes.end()) {
               nodes[a] = live->second;
             } else if (recorded != r.nodes.end()) {
               nodes[a] = recorded->second;
@@ -409,7 +451,7 @@ void Replication::EtcdLoop() {
                         << " is now " << next.isr.size() << " member(s)";
               // Pending joiners stay required: their floors hold only
               // while every write waits for them.
-              tracker_.SetIsr(desired, next.isr.size());
+              tracker_.SetIsr(desired, next.isr.size(), next.nodes);
               for (const auto& a : target) join_floor.erase(a);
               MutexLock lock(&mu_);
               view_ = next;

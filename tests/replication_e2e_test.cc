@@ -654,13 +654,7 @@ TEST_F(ReplicationE2ETest, EtcdModeOnAWildcardBindNeedsAnAnnouncedAddress) {
                             " --db=" + dir_.Sub("never") +
                             " --shard=s1 --etcd_endpoints=http://127.0.0.1:1 " +
                             flags + " 2>&1";
-    FILE* f = popen(cmd.c_str(), "r");
-    std::string out;
-    char buf[512];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof(buf), f)) > 0) out.append(buf, n);
-    const int status = pclose(f);
-    return std::make_pair(WIFEXITED(status) ? WEXITSTATUS(status) : -1, out);
+    return test::RunCommand(cmd);
   };
   for (const char* bind : {"0.0.0.0", "::", "::0"}) {
     auto r = run(std::string("--bind=") + bind + " --port=1");

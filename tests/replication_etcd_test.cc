@@ -532,6 +532,109 @@ TEST_F(EtcdWipedMemberTest, AWipedMemberRejoinsUnderItsNewNodeAndMayTakeOver) {
   EXPECT_EQ(":" + std::to_string(kWrites), c.Call({"DBSIZE"}));
 }
 
+// The record names, for an ISR member, only the node whose link's
+// acknowledgements counted for it. Here a replica loses etcd but keeps its
+// link to the primary; its member key ends with its lease, and another
+// node's key appears under its address (a second server announcing it).
+// Before, the primary took the replica for a member back as another node,
+// let its link rejoin the ISR and wrote the key's node into the record:
+// that node, which never acknowledged a write, could then take over with
+// none of them.
+TEST_F(EtcdReplicationTest, TheRecordNamesOnlyTheNodeWhoseLinkAcknowledged) {
+  const int p = PrimaryIndex(5000);
+  ASSERT_GE(p, 0);
+  const int x = (p + 1) % kServers;
+  // Server x reaches etcd through a proxy the test can cut.
+  const std::string proxy = dir_.Sub("proxy.py");
+  std::ofstream(proxy)
+      << "import socket, sys, threading\n"
+         "def pipe(a, b):\n"
+         "    try:\n"
+         "        while True:\n"
+         "            d = a.recv(65536)\n"
+         "            if not d: break\n"
+         "            b.sendall(d)\n"
+         "    except OSError: pass\n"
+         "    for s in (a, b):\n"
+         "        try: s.shutdown(socket.SHUT_RDWR)\n"
+         "        except OSError: pass\n"
+         "l = socket.socket()\n"
+         "l.bind(('127.0.0.1', 0)); l.listen(64)\n"
+         "print(l.getsockname()[1], flush=True)\n"
+         "while True:\n"
+         "    c, _ = l.accept()\n"
+         "    u = socket.create_connection(('127.0.0.1', int(sys.argv[1])))\n"
+         "    for a, b in ((c, u), (u, c)):\n"
+         "        threading.Thread(target=pipe, args=(a, b), daemon=True)"
+         ".start()\n";
+  const std::string port_file = dir_.Sub("proxy.port");
+  const pid_t proxy_pid = fork();
+  ASSERT_GE(proxy_pid, 0);
+  if (proxy_pid == 0) {
+    const int fd = open(port_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(fd, 1);
+    execl("/usr/bin/python3", "python3", proxy.c_str(),
+          std::to_string(etcd_.client_port()).c_str(), nullptr);
+    _exit(127);
+  }
+  NotePid(proxy_pid);
+  struct Reap {
+    pid_t pid;
+    ~Reap() {
+      kill(pid, SIGKILL);
+      waitpid(pid, nullptr, 0);
+    }
+  } reap{proxy_pid};
+  int proxy_port = 0;
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        std::ifstream in(port_file);
+        return static_cast<bool>(in >> proxy_port);
+      },
+      5000));
+  EXPECT_EQ(0, servers_[x].Stop());
+  ASSERT_TRUE(StartServer(
+      x, {"--etcd_endpoints=http://127.0.0.1:" + std::to_string(proxy_port)}));
+  ASSERT_TRUE(WaitUntil([&] { return IsrSize() == kServers; }, 20000));
+  const std::string name = "127.0.0.1:" + std::to_string(ports_[x]);
+  auto etcdctl = [&](const std::string& args) {
+    const std::string cmd =
+        "ETCDCTL_API=3 /usr/bin/etcdctl --endpoints=" + etcd_.endpoint() + " " +
+        args + " 2>&1";
+    return test::RunCommand(cmd).second;
+  };
+  const std::string member_key = "/fencedkv/members/s1/" + name;
+  // Cut off from etcd: its member key ends with its lease (TTL 2 s); its
+  // link to the primary stays.
+  kill(proxy_pid, SIGKILL);
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        return etcdctl("get " + member_key + " --print-value-only")
+                   .find("node") == std::string::npos;
+      },
+      10000));
+  const std::string other_node = "0123456789abcdef0123456789abcdef";
+  etcdctl("put " + member_key + " '{\"epoch\":1,\"seq\":0,\"role\":" +
+          "\"replica\",\"node\":\"" + other_node + "\"}'");
+  Client c(ports_[p], 10000);
+  const auto until = Clock::now() + milliseconds(5000);
+  int i = 0;
+  while (Clock::now() < until) {
+    const std::string record =
+        etcdctl("get /fencedkv/shards/s1 --print-value-only");
+    ASSERT_EQ(std::string::npos, record.find(other_node))
+        << "the record names a node that acknowledged nothing: " << record;
+    // (The ISR keeps its minimum without x: writes go on.)
+    EXPECT_EQ("+OK",
+              c.Call({"SET", "w" + std::to_string(i++), "v", "FENCE", "1"}));
+    std::this_thread::sleep_for(milliseconds(100));
+  }
+  // The case above did happen: x kept its link, and the record dropped it.
+  EXPECT_EQ("up", Info(ports_[x])["master_link_status"]);
+  EXPECT_FALSE(InRecordIsr(p, x)) << Info(ports_[p])["shard_isr"];
+  etcdctl("del " + member_key);
+}
+
 TEST_F(EtcdReplicationTest, APausedPrimaryGetsNothingAcknowledgedAndRejoins) {
   test::ScopedThread writer([&] { Writer(); }, [&] { stop_writer_ = true; });
   std::this_thread::sleep_for(milliseconds(500));

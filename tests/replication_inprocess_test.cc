@@ -355,6 +355,48 @@ TEST_F(ReplicationInProcessTest, ASecondNodeUnderAConnectedReplicasAddress) {
   p.tracker().SetIsr({}, 1);  // (lets the server stop without waiting)
 }
 
+// In etcd mode the ISR names each member's node: a link of another node
+// under a member's address (its own handshake accepted, the member's link
+// gone) acknowledges nothing for the member until the record names it.
+// Before, any link's acks counted, while the record still named a node
+// that lacked the write (and could take over).
+TEST_F(ReplicationInProcessTest,
+       AnotherNodesLinkAcknowledgesNothingForAMember) {
+  InProcessPrimary p;
+  ASSERT_FENCEDKV_OK(p.Start(dir_.path(), /*min_insync_replicas=*/2));
+  auto info = test::InfoFields(p.port(), "replication");
+  const std::string addr = "127.0.0.1:5557";
+  const std::string member(32, 'a'), other_node(32, 'b');
+  RespTestClient link(p.port(), 10000);
+  const std::string continued = link.Call(
+      {"FENCEDKV.SYNC", info["repl_history"], addr, info["repl_epoch"],
+       info["repl_epoch"], std::to_string(p.db()->GetLatestSequenceNumber()),
+       "key", "monotonic", "nosync", other_node});
+  ASSERT_EQ(0u, continued.rfind("+CONTINUE", 0)) << continued;
+  // (Manual mode puts the link in the ISR, nodes unnamed; then the record's
+  // view is played here.)
+  ASSERT_TRUE(test::WaitUntil(
+      [&] {
+        return test::InfoFields(p.port(), "replication")["isr_size"] == "2";
+      },
+      5000));
+  p.tracker().SetIsr({addr}, 2, {{addr, member}});
+  RespTestClient c(p.port(), 1000);
+  c.Send({"SET", "k", "v", "FENCE", "1"});
+  std::string frame;
+  for (int i = 0; i < 50 && frame.rfind("*[$FENCEDKV.LOG", 0) != 0; ++i) {
+    frame = link.Read();
+  }
+  ASSERT_EQ(0u, frame.rfind("*[$FENCEDKV.LOG", 0)) << frame.substr(0, 64);
+  const std::string seq = std::to_string(p.db()->GetLatestSequenceNumber());
+  link.Send({"FENCEDKV.ACK", seq});
+  EXPECT_EQ("TIMEOUT", c.Read()) << "acknowledged by another node's link";
+  // The record names that node now: its ack counts.
+  p.tracker().SetIsr({addr}, 2, {{addr, other_node}});
+  EXPECT_EQ("+OK", c.Read());
+  p.tracker().SetIsr({}, 1);  // (lets the server stop without waiting)
+}
+
 // WAIT with the largest timeout waits (for ever, as with 0). Before, now +
 // timeout overflowed: undefined behaviour (signed overflow), which the
 // UBSan build (scripts/sanitize.sh address) stops at; in a plain build it

@@ -143,6 +143,10 @@ bool WaitUntil(const std::function<bool()>& pred, int timeout_ms);
 // may run on for a moment.
 void StopProcess(pid_t pid);
 
+// Runs `command` with sh; its exit status (-1 if it did not exit) and
+// everything it wrote to stdout.
+std::pair<int, std::string> RunCommand(const std::string& command);
+
 }  // namespace test
 }  // namespace fencedkv
 
