@@ -35,10 +35,25 @@ bool JsonU64(const json& j, const char* name, uint64_t* v) {
   return true;
 }
 
+// `n` random lowercase hex digits.
+std::string RandomHex(int n) {
+  std::random_device rd;
+  std::string id;
+  static const char kHex[] = "0123456789abcdef";
+  for (int i = 0; i < n; ++i) id += kHex[rd() & 15];
+  return id;
+}
+
+bool IsLowerHex(std::string_view text, size_t n) {
+  return text.size() == n &&
+         text.find_first_not_of("0123456789abcdef") == std::string_view::npos;
+}
+
 }  // namespace
 
-void AppendEpoch(EpochList* list, uint64_t epoch, uint64_t start) {
-  list->emplace_back(epoch, start);
+void AppendEpoch(EpochList* list, uint64_t epoch, uint64_t start,
+                 std::string id) {
+  list->push_back(EpochStart{epoch, start, std::move(id)});
   if (list->size() > kMaxEpochs) {
     list->erase(list->begin(), list->begin() + (list->size() - kMaxEpochs));
   }
@@ -46,9 +61,10 @@ void AppendEpoch(EpochList* list, uint64_t epoch, uint64_t start) {
 
 std::string FormatEpochs(const EpochList& list) {
   std::string out;
-  for (const auto& [epoch, start] : list) {
+  for (const EpochStart& e : list) {
     if (!out.empty()) out += ',';
-    out += std::to_string(epoch) + ":" + std::to_string(start);
+    out += std::to_string(e.epoch) + ":" + std::to_string(e.start);
+    if (!e.id.empty()) out += ":" + e.id;
   }
   return out;
 }
@@ -61,17 +77,28 @@ bool ParseEpochs(std::string_view text, EpochList* list) {
     size_t end = text.find(',', begin);
     if (end == std::string_view::npos) end = text.size();
     const std::string_view item = text.substr(begin, end - begin);
+    // epoch:start[:id]
     const size_t colon = item.find(':');
+    const size_t colon2 = colon == std::string_view::npos
+                              ? std::string_view::npos
+                              : item.find(':', colon + 1);
+    const std::string_view id = colon2 == std::string_view::npos
+                                    ? std::string_view()
+                                    : item.substr(colon2 + 1);
     uint64_t epoch, start;
     if (colon == std::string_view::npos ||
         !ParseU64(item.substr(0, colon), &epoch) ||
-        !ParseU64(item.substr(colon + 1), &start) ||
-        (!list->empty() && epoch <= list->back().first) ||
+        !ParseU64(item.substr(colon + 1, colon2 == std::string_view::npos
+                                             ? std::string_view::npos
+                                             : colon2 - colon - 1),
+                  &start) ||
+        (colon2 != std::string_view::npos && !IsPromotionId(id)) ||
+        (!list->empty() && epoch <= list->back().epoch) ||
         list->size() >= kMaxEpochs) {
       list->clear();
       return false;
     }
-    list->emplace_back(epoch, start);
+    list->push_back(EpochStart{epoch, start, std::string(id)});
     begin = end + 1;
   }
   return true;
@@ -154,7 +181,8 @@ Status ReplState::Store(const std::string& dir) const {
 
 std::string ShardRecord::ToJson() const {
   json e = json::array();
-  for (const auto& [epoch, start] : epochs) e.push_back({epoch, start});
+  // The record's epochs are etcd's, one number per promotion: no ids.
+  for (const EpochStart& x : epochs) e.push_back({x.epoch, x.start});
   return json{{"epoch", epoch},      {"primary", primary}, {"isr", isr},
               {"epochs", e},         {"history", history}, {"lease", lease},
               {"nodes", json(nodes)}}
@@ -199,10 +227,11 @@ Status ShardRecord::Parse(std::string_view text, ShardRecord* record) {
       if (!e.is_array() || e.size() != 2 || !e[0].is_number_unsigned() ||
           !e[1].is_number_unsigned() ||
           (!record->epochs.empty() &&
-           e[0].get<uint64_t>() <= record->epochs.back().first)) {
+           e[0].get<uint64_t>() <= record->epochs.back().epoch)) {
         return Status::InvalidArgument("an epochs entry");
       }
-      record->epochs.emplace_back(e[0].get<uint64_t>(), e[1].get<uint64_t>());
+      record->epochs.push_back(
+          EpochStart{e[0].get<uint64_t>(), e[1].get<uint64_t>(), ""});
     }
   }
   auto nodes = j.find("nodes");
@@ -252,10 +281,7 @@ bool MemberRecord::Parse(std::string_view text, MemberRecord* member) {
   return true;
 }
 
-bool IsNodeId(std::string_view text) {
-  return text.size() == 32 &&
-         text.find_first_not_of("0123456789abcdef") == std::string_view::npos;
-}
+bool IsNodeId(std::string_view text) { return IsLowerHex(text, 32); }
 
 Status LoadOrCreateNodeId(const std::string& dir, std::string* id) {
   const std::string path = dir + "/" + kNodeIdFile;
@@ -289,16 +315,22 @@ Status SyncPath(const std::string& path, bool directory) {
   return Status::OK();
 }
 
-std::string NewHistoryId() {
-  std::random_device rd;
-  std::string id;
-  static const char kHex[] = "0123456789abcdef";
-  for (int i = 0; i < 32; ++i) id += kHex[rd() & 15];
-  return id;
+std::string NewPromotionId() { return RandomHex(16); }
+
+bool IsPromotionId(std::string_view text) { return IsLowerHex(text, 16); }
+
+std::string PromotionIdOf(const EpochList& list, uint64_t epoch) {
+  for (const EpochStart& e : list) {
+    if (e.epoch == epoch) return e.id;
+  }
+  return "";
 }
 
+std::string NewHistoryId() { return RandomHex(32); }
+
 SyncDecision DecideSync(const EpochList& epochs, uint64_t primary_latest_seq,
-                        uint64_t replica_log_epoch, uint64_t replica_seq) {
+                        uint64_t replica_log_epoch, uint64_t replica_seq,
+                        std::string_view replica_log_id) {
   SyncDecision d;
   auto full = [&d](std::string why) {
     d.full_sync = true;
@@ -312,14 +344,23 @@ SyncDecision DecideSync(const EpochList& epochs, uint64_t primary_latest_seq,
                 std::to_string(primary_latest_seq) + ")");
   }
   for (size_t i = 0; i < epochs.size(); ++i) {
-    if (epochs[i].first != replica_log_epoch) continue;
+    if (epochs[i].epoch != replica_log_epoch) continue;
+    if (!replica_log_id.empty() && !epochs[i].id.empty() &&
+        replica_log_id != epochs[i].id) {
+      // Two servers promoted apart from one epoch took this number: what
+      // the replica wrote in it is not this primary's, wherever it began.
+      return full("the replica's epoch " + std::to_string(replica_log_epoch) +
+                  " is another promotion (" + std::string(replica_log_id) +
+                  ") than this primary's (" + epochs[i].id +
+                  "): the two were made primaries apart");
+    }
     if (i + 1 == epochs.size()) return d;  // the current epoch
-    const uint64_t next_start = epochs[i + 1].second;
+    const uint64_t next_start = epochs[i + 1].start;
     if (replica_seq > next_start) {
       return full("the replica holds batches of epoch " +
                   std::to_string(replica_log_epoch) + " after sequence " +
                   std::to_string(next_start) + ", where epoch " +
-                  std::to_string(epochs[i + 1].first) +
+                  std::to_string(epochs[i + 1].epoch) +
                   " began: never acknowledged, discarded");
     }
     return d;

@@ -30,22 +30,41 @@
 namespace fencedkv {
 namespace server {
 
-// (epoch, the sequence it began after: its primary's latest sequence when
-// it took over), oldest first.
-using EpochStart = std::pair<uint64_t, uint64_t>;
+// One epoch: its number, the sequence it began after (its primary's latest
+// sequence when it took over) and, in manual mode, the promotion's own id.
+// Manual mode numbers an epoch by the promoted server's highest seen + 1,
+// so two servers promoted apart from one epoch take the same number: the
+// id (16 random hex digits, made at the promotion) tells the two apart.
+// etcd mode numbers epochs by transaction, one number per promotion, and
+// leaves it empty (as does an older build): empty matches any id.
+struct EpochStart {
+  uint64_t epoch = 0;
+  uint64_t start = 0;
+  std::string id;
+  bool operator==(const EpochStart& o) const {
+    return epoch == o.epoch && start == o.start && id == o.id;
+  }
+};
 using EpochList = std::vector<EpochStart>;
 
 // At most this many epochs are kept (the oldest go): a server whose log
 // epoch is older than the list gets a full copy.
 constexpr size_t kMaxEpochs = 32;
 
-// Appends (epoch, start), dropping the oldest past kMaxEpochs. `epoch` must
-// be above every epoch in the list.
-void AppendEpoch(EpochList* list, uint64_t epoch, uint64_t start);
-// "5:1200,6:4410" and back. False on anything else (also on epochs that do
-// not increase).
+// Appends (epoch, start, id), dropping the oldest past kMaxEpochs. `epoch`
+// must be above every epoch in the list.
+void AppendEpoch(EpochList* list, uint64_t epoch, uint64_t start,
+                 std::string id);
+// "5:1200,6:4410:9f1c0a3b5e7d2468" (an id where there is one) and back.
+// False on anything else (also on epochs that do not increase, or an id
+// that is not 16 lowercase hex digits).
 std::string FormatEpochs(const EpochList& list);
 bool ParseEpochs(std::string_view text, EpochList* list);
+// A new promotion id (16 random lowercase hex digits).
+std::string NewPromotionId();
+bool IsPromotionId(std::string_view text);
+// The id `list` holds for `epoch`; empty if none (or not listed).
+std::string PromotionIdOf(const EpochList& list, uint64_t epoch);
 
 struct ReplState {
   // The history this database belongs to: a random id a primary creates
@@ -152,15 +171,19 @@ constexpr const char* kNodeIdFile = "NODE_ID";
 
 // What a primary of `epoch` whose epochs are `epochs` (its own the last)
 // answers a replica whose log ends at `replica_seq` with batches of
-// `replica_log_epoch` (0: a server that never replicated):
+// `replica_log_epoch` (0: a server that never replicated), the promotion
+// `replica_log_id` (empty: unknown):
 //  - a full copy if the replica never replicated, its log epoch is not in
-//    the list (too old), it is ahead of the primary, or the epoch after its
-//    log epoch began before replica_seq (the replica holds batches of a
-//    deposed primary that no later primary had: never acknowledged);
+//    the list (too old), the list names another promotion by that number
+//    (both ids known and different: the two were promoted apart), it is
+//    ahead of the primary, or the epoch after its log epoch began before
+//    replica_seq (the replica holds batches of a deposed primary that no
+//    later primary had: never acknowledged);
 //  - else continue from replica_seq (whether the primary's WAL still holds
 //    replica_seq + 1 is the log reader's to say).
 SyncDecision DecideSync(const EpochList& epochs, uint64_t primary_latest_seq,
-                        uint64_t replica_log_epoch, uint64_t replica_seq);
+                        uint64_t replica_log_epoch, uint64_t replica_seq,
+                        std::string_view replica_log_id);
 
 }  // namespace server
 }  // namespace fencedkv

@@ -28,7 +28,7 @@ TEST(ReplStateTest, StoreAndLoadRoundTrip) {
   s.history = NewHistoryId();
   s.max_epoch = 7;
   s.log_epoch = 6;
-  s.epochs = {{5, 1200}, {6, 4410}, {7, 9053}};
+  s.epochs = {{5, 1200, ""}, {6, 4410, NewPromotionId()}, {7, 9053, ""}};
   ASSERT_TRUE(s.Store(dir.path()).ok());
   ReplState t;
   ASSERT_TRUE(ReplState::Load(dir.path(), &t).ok());
@@ -139,26 +139,67 @@ TEST(ReplStateTest, EpochsParseOnlyIncreasing) {
   EXPECT_FALSE(ParseEpochs("2:10,1:0", &l));
   EXPECT_FALSE(ParseEpochs("1:x", &l));
   EXPECT_FALSE(ParseEpochs("1", &l));
-  for (uint64_t e = 1; e <= kMaxEpochs + 5; ++e) AppendEpoch(&l, e, e * 10);
+  for (uint64_t e = 1; e <= kMaxEpochs + 5; ++e) AppendEpoch(&l, e, e * 10, "");
   EXPECT_EQ(kMaxEpochs, l.size());
-  EXPECT_EQ(6u, l.front().first);  // the oldest went
+  EXPECT_EQ(6u, l.front().epoch);  // the oldest went
+}
+
+// A manual-mode promotion's id rides with its epoch: "epoch:start:id".
+TEST(ReplStateTest, EpochsCarryPromotionIds) {
+  EpochList l;
+  ASSERT_TRUE(ParseEpochs("1:0,2:10:0123456789abcdef", &l));
+  ASSERT_EQ(2u, l.size());
+  EXPECT_EQ("", l[0].id);
+  EXPECT_EQ("0123456789abcdef", l[1].id);
+  EXPECT_EQ("1:0,2:10:0123456789abcdef", FormatEpochs(l));
+  EXPECT_EQ("0123456789abcdef", PromotionIdOf(l, 2));
+  EXPECT_EQ("", PromotionIdOf(l, 1));
+  EXPECT_EQ("", PromotionIdOf(l, 3));
+  for (const char* bad : {"1:0:", "1:0:0123456789ABCDEF", "1:0:0123",
+                          "1:0:0123456789abcdef0", "1:0:0123456789abcdeg",
+                          "1::0123456789abcdef", "1:0:0123456789abcdef:"}) {
+    EXPECT_FALSE(ParseEpochs(bad, &l)) << bad;
+  }
+  const std::string id = NewPromotionId();
+  EXPECT_TRUE(IsPromotionId(id)) << id;
+  EXPECT_NE(id, NewPromotionId());
 }
 
 TEST(ReplStateTest, DecideSyncTruncatesWhatNoLaterPrimaryHad) {
-  const EpochList epochs = {{1, 0}, {2, 100}, {3, 250}};
+  const EpochList epochs = {{1, 0, ""}, {2, 100, ""}, {3, 250, ""}};
   // The current epoch, at or behind the primary: continue.
-  EXPECT_FALSE(DecideSync(epochs, 300, 3, 260).full_sync);
-  EXPECT_FALSE(DecideSync(epochs, 300, 3, 300).full_sync);
+  EXPECT_FALSE(DecideSync(epochs, 300, 3, 260, "").full_sync);
+  EXPECT_FALSE(DecideSync(epochs, 300, 3, 300, "").full_sync);
   // Epoch 2's replica up to where epoch 3 began: its log is a prefix.
-  EXPECT_FALSE(DecideSync(epochs, 300, 2, 250).full_sync);
-  EXPECT_FALSE(DecideSync(epochs, 300, 1, 90).full_sync);
+  EXPECT_FALSE(DecideSync(epochs, 300, 2, 250, "").full_sync);
+  EXPECT_FALSE(DecideSync(epochs, 300, 1, 90, "").full_sync);
   // Past where the next epoch began: a deposed primary's tail.
-  EXPECT_TRUE(DecideSync(epochs, 300, 2, 251).full_sync);
-  EXPECT_TRUE(DecideSync(epochs, 300, 1, 101).full_sync);
+  EXPECT_TRUE(DecideSync(epochs, 300, 2, 251, "").full_sync);
+  EXPECT_TRUE(DecideSync(epochs, 300, 1, 101, "").full_sync);
   // Ahead of the primary, never replicated, an epoch it does not know.
-  EXPECT_TRUE(DecideSync(epochs, 300, 3, 301).full_sync);
-  EXPECT_TRUE(DecideSync(epochs, 300, 0, 0).full_sync);
-  EXPECT_TRUE(DecideSync(epochs, 300, 9, 10).full_sync);
+  EXPECT_TRUE(DecideSync(epochs, 300, 3, 301, "").full_sync);
+  EXPECT_TRUE(DecideSync(epochs, 300, 0, 0, "").full_sync);
+  EXPECT_TRUE(DecideSync(epochs, 300, 9, 10, "").full_sync);
+}
+
+// Two promotions took one number apart (manual mode): a replica of the
+// other gets a full copy, wherever its log ends; its own promotion, or an
+// id either side does not know (etcd mode, an older build), continues.
+TEST(ReplStateTest, DecideSyncCopiesAnotherPromotionOfTheSameNumber) {
+  const std::string mine = "00000000000000aa", other = "00000000000000bb";
+  const EpochList epochs = {{1, 0, ""}, {2, 100, mine}, {3, 250, ""}};
+  EXPECT_TRUE(DecideSync(epochs, 300, 2, 100, other).full_sync);
+  EXPECT_TRUE(DecideSync(epochs, 300, 2, 120, other).full_sync);
+  EXPECT_NE(
+      std::string::npos,
+      DecideSync(epochs, 300, 2, 120, other).reason.find("another promotion"));
+  EXPECT_FALSE(DecideSync(epochs, 300, 2, 120, mine).full_sync);
+  EXPECT_FALSE(DecideSync(epochs, 300, 2, 120, "").full_sync);
+  EXPECT_FALSE(DecideSync(epochs, 300, 3, 260, other).full_sync);  // no id
+  // The current epoch too.
+  const EpochList now = {{1, 0, ""}, {2, 100, mine}};
+  EXPECT_TRUE(DecideSync(now, 300, 2, 150, other).full_sync);
+  EXPECT_FALSE(DecideSync(now, 300, 2, 150, mine).full_sync);
 }
 
 // A replica never lowers its highest epoch seen in etcd mode, where the
@@ -170,7 +211,7 @@ TEST(ReplStateTest, AReplicaNeverLowersItsMaxEpochInEtcdMode) {
   ReplState mine;
   mine.history = "";  // a fresh replica: it saw epoch 8 in etcd's record
   mine.max_epoch = 8;
-  const EpochList epochs = {{6, 100}, {7, 200}};
+  const EpochList epochs = {{6, 100, ""}, {7, 200, ""}};
   ReplState next;
   std::string why;
   EXPECT_FALSE(AdoptPrimaryState(mine, "h1", 7, epochs, /*shard_epochs=*/true,
@@ -192,7 +233,7 @@ TEST(ReplStateTest, AReplicaNeverLowersItsMaxEpochInEtcdMode) {
   EXPECT_EQ(9u, next.max_epoch);
   // Manual mode: each history numbers its own epochs (a new primary's
   // first is 1), so another history's primary is taken with its epoch.
-  ASSERT_TRUE(AdoptPrimaryState(mine, "h1", 1, {{1, 0}},
+  ASSERT_TRUE(AdoptPrimaryState(mine, "h1", 1, {{1, 0, ""}},
                                 /*shard_epochs=*/false, &next, &why));
   EXPECT_EQ(1u, next.max_epoch);
   // ... but never a lower epoch of its own history.
@@ -215,7 +256,7 @@ TEST(ReplStateTest, TheHandshakeKeepsAnEpochSeenMeanwhile) {
   ReplState next;
   std::string why;
   ASSERT_TRUE(
-      AdoptPrimaryState(snapshot, "h1", 5, {{5, 10}}, true, &next, &why));
+      AdoptPrimaryState(snapshot, "h1", 5, {{5, 10, ""}}, true, &next, &why));
   ReplState now = snapshot;
   now.max_epoch = 6;  // SeeEpoch(6) during the round trip
   ReplState kept = next;
@@ -223,7 +264,7 @@ TEST(ReplStateTest, TheHandshakeKeepsAnEpochSeenMeanwhile) {
   EXPECT_NE(std::string::npos, why.find("epoch 6")) << why;
   // A stream of the newest epoch: taken, with the epoch seen kept.
   ASSERT_TRUE(
-      AdoptPrimaryState(snapshot, "h1", 6, {{6, 10}}, true, &next, &why));
+      AdoptPrimaryState(snapshot, "h1", 6, {{6, 10, ""}}, true, &next, &why));
   now.max_epoch = 7;  // ... and an even newer one seen meanwhile
   kept = next;
   EXPECT_FALSE(KeepSeenEpoch(now, 6, true, &kept, &why));

@@ -247,7 +247,9 @@ Status Replication::BecomePrimary(const ShardRecord* record) {
       next.history = record->history;
       next.epochs = record->epochs;
     } else {
-      AppendEpoch(&next.epochs, epoch, latest);
+      // Manual mode: another server may take this number apart from this
+      // one (promoted from the same epoch): the id tells the two apart.
+      AppendEpoch(&next.epochs, epoch, latest, NewPromotionId());
     }
     next.max_epoch = epoch;
     next.log_epoch = epoch;
@@ -410,16 +412,20 @@ void Replication::ServeReplica(Link* link, std::vector<std::string> args) {
     socket->SendAll("-" + line + "\r\n", timeout);
   };
   // FENCEDKV.SYNC history addr max_epoch log_epoch seq domain mode sync
-  // [node] (a replica of an older build sends no node id)
-  if ((args.size() != 9 && args.size() != 10) ||
+  // [node [log_id]] (a replica of an older build sends no node id or no
+  // id of its log epoch's promotion; "-": it knows none)
+  if (args.size() < 9 || args.size() > 11 ||
       (args[8] != "sync" && args[8] != "nosync") ||
-      (args.size() == 10 && !IsNodeId(args[9]))) {
+      (args.size() >= 10 && !IsNodeId(args[9])) ||
+      (args.size() == 11 && args[10] != "-" && !IsPromotionId(args[10]))) {
     refuse(
         "ERR FENCEDKV.SYNC takes history addr max_epoch log_epoch seq "
-        "domain mode sync|nosync [node]");
+        "domain mode sync|nosync [node [log_id]]");
     return;
   }
-  link->node = args.size() == 10 ? args[9] : "";
+  link->node = args.size() >= 10 ? args[9] : "";
+  const std::string log_id =
+      args.size() == 11 && args[10] != "-" ? args[10] : "";
   const std::string history = args[1] == "-" ? "" : args[1];
   std::string addr;
   if (!ReplicaAddress(args[2], socket->fd(), &addr)) {
@@ -485,7 +491,7 @@ void Replication::ServeReplica(Link* link, std::vector<std::string> args) {
   }
   std::unique_ptr<LogReader> reader;
   if (!full) {
-    SyncDecision d = DecideSync(mine.epochs, latest, log_epoch, seq);
+    SyncDecision d = DecideSync(mine.epochs, latest, log_epoch, seq, log_id);
     full = d.full_sync;
     why = d.reason;
   }
@@ -853,6 +859,10 @@ Status Replication::ReplicaSession(const std::string& primary,
                                         FenceModeName(db_->GetFenceMode()),
                                         options_.sync ? "sync" : "nosync",
                                         node_id_};
+  // The promotion this log's epoch was (manual mode: another server may
+  // have taken the same number apart from it).
+  const std::string log_id = PromotionIdOf(st.epochs, st.log_epoch);
+  handshake.push_back(log_id.empty() ? "-" : log_id);
   auto ask = [&] {
     req.clear();
     AppendFrame(&req, handshake);
@@ -861,9 +871,12 @@ Status Replication::ReplicaSession(const std::string& primary,
     return sent;
   };
   s = ask();
-  // A primary of an older build takes the handshake without the node id
-  // (its FENCEDKV.SYNC has a fixed arity): asked again without it.
-  if (s.ok() && line.rfind("-ERR wrong number of arguments", 0) == 0) {
+  // A primary of an older build takes the handshake without the log's
+  // promotion id, or without the node id either (its FENCEDKV.SYNC has a
+  // fixed arity): asked again with one word less each time.
+  while (s.ok() && handshake.size() > 9 &&
+         (line.rfind("-ERR wrong number of arguments", 0) == 0 ||
+          line.rfind("-ERR FENCEDKV.SYNC takes", 0) == 0)) {
     handshake.pop_back();
     s = ask();
   }

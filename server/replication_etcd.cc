@@ -261,7 +261,7 @@ void Replication::EtcdLoop() {
       r.isr = {me};
       r.nodes = {{me, node_id_}};
       r.lease = lease;
-      AppendEpoch(&r.epochs, r.epoch, db_->GetLatestSequenceNumber());
+      AppendEpoch(&r.epochs, r.epoch, db_->GetLatestSequenceNumber(), "");
       bool ok = false;
       s = etcd.Txn({EtcdCompare::Absent(record_key)},
                    {EtcdOp::Put(record_key, r.ToJson())}, {}, &ok);
@@ -506,7 +506,7 @@ void Replication::EtcdLoop() {
               MutexLock lock(&mu_);
               next.history = state_.history;
             }
-            AppendEpoch(&next.epochs, next.epoch, mine);
+            AppendEpoch(&next.epochs, next.epoch, mine, "");
             bool ok = false;
             s = etcd.Txn(
                 {EtcdCompare::ModRevisionIs(record_key, kv.mod_revision)},

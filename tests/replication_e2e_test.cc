@@ -505,6 +505,43 @@ TEST_F(ReplicationE2ETest, AnOldPrimaryWithAWriteOfItsOwnGetsAFullCopy) {
   EXPECT_EQ("$50", cb.Call({"FENCE.FLOOR"}));
 }
 
+// Two servers made primaries apart from one epoch: b by REPLICAOF NO ONE,
+// a (its primary) by a restart without --replicaof. Manual mode numbers a
+// promotion by the server's highest seen epoch + 1, so both are primaries
+// of epoch 2, each with writes of its own from the same sequence on. Made
+// b's replica, a must get a full copy: before the promotion ids, the epoch
+// list matched a's log epoch by number, a was continued from its own
+// sequence, kept its write and missed b's (the digests differed).
+TEST_F(ReplicationE2ETest, TwoPromotionsToOneEpochNumberAreToldApart) {
+  Server a, b;
+  StartCaughtUpPair(&a, &b);
+  if (HasFatalFailure()) return;
+  {
+    Client cb(b.port());
+    ASSERT_EQ("+OK", cb.Call({"REPLICAOF", "NO", "ONE"}));
+  }
+  ASSERT_EQ(0, a.Stop());
+  ASSERT_TRUE(StartPrimary(&a, "a"));
+  ASSERT_EQ("2", Info(a.port())["repl_epoch"]);
+  ASSERT_EQ("2", Info(b.port())["repl_epoch"]);
+  Client ca(a.port());
+  ASSERT_EQ("+OK", ca.Call({"SET", "only-a", "x", "FENCE", "900"}));
+  Write(b.port(), 1);  // more sequences than a's one
+  if (HasFatalFailure()) return;
+  // a's log is not past b's: a sequence check alone would continue it.
+  ASSERT_LE(std::stoull(Info(a.port())["master_repl_offset"]),
+            std::stoull(Info(b.port())["master_repl_offset"]));
+  ASSERT_EQ("+OK",
+            ca.Call({"REPLICAOF", "127.0.0.1", std::to_string(b.port())}));
+  ASSERT_TRUE(WaitUntil([&] { return CaughtUp(b.port(), a.port()); }, 20000))
+      << a.Log();
+  EXPECT_EQ(1u, Count(b.Log(), kFull)) << b.Log();
+  EXPECT_NE(std::string::npos, b.Log().find("is another promotion")) << b.Log();
+  EXPECT_EQ(Digest(b.port()), Digest(a.port()));
+  Client ca2(a.port());
+  EXPECT_EQ("$nil", ca2.Call({"GET", "only-a"}));
+}
+
 // Switchovers under load: writers keep sending fenced SETs to whichever
 // server they started on while the two swap roles, three times. Whatever
 // each old primary took after the promotion is its own suffix: it must be
@@ -745,29 +782,33 @@ TEST_F(ReplicationE2ETest, TheHandshakeRefusesAnotherFenceConfigurationOrPeer) {
 }
 
 // A primary of an older build knows FENCEDKV.SYNC with nine words, without
-// the node id: a replica of this build asks again without it (before, it
-// retried the ten-word handshake for ever, "wrong number of arguments").
-// The peer here answers as such a primary would.
+// the node id or the log's promotion id: a replica of this build asks again
+// with one word less until it is understood (before, it retried the longer
+// handshake for ever, "wrong number of arguments"). The peer here answers
+// as such a primary would: one build refused eleven words with its own
+// usage error, the oldest any other count with Redis's arity error.
 TEST_F(ReplicationE2ETest, AReplicaFollowsAPrimaryOfAnOlderBuild) {
   FakePeer old_primary([](int c) {
     std::string in;
     char buf[4096];
-    bool answered_ten = false;
+    int answered = 0;  // handshakes answered so far on this connection
     for (;;) {
       const ssize_t n = recv(c, buf, sizeof(buf), 0);
       if (n <= 0) return;
       in.append(buf, static_cast<size_t>(n));
-      if (in.find("*9\r\n$13\r\nFENCEDKV.SYNC") != std::string::npos) {
-        const std::string reply = "-ERR the older build saw nine words\r\n";
+      const std::pair<const char*, const char*> answers[] = {
+          {"*11\r\n$13\r\nFENCEDKV.SYNC",
+           "-ERR FENCEDKV.SYNC takes history addr max_epoch log_epoch seq "
+           "domain mode sync|nosync [node]\r\n"},
+          {"*10\r\n$13\r\nFENCEDKV.SYNC",
+           "-ERR wrong number of arguments for 'fencedkv.sync' command\r\n"},
+          {"*9\r\n$13\r\nFENCEDKV.SYNC",
+           "-ERR the older build saw nine words\r\n"}};
+      if (answered < 3 &&
+          in.find(answers[answered].first) != std::string::npos) {
+        const std::string reply = answers[answered].second;
         send(c, reply.data(), reply.size(), MSG_NOSIGNAL);
-        return;
-      }
-      if (!answered_ten &&
-          in.find("*10\r\n$13\r\nFENCEDKV.SYNC") != std::string::npos) {
-        answered_ten = true;
-        const std::string reply =
-            "-ERR wrong number of arguments for 'fencedkv.sync' command\r\n";
-        send(c, reply.data(), reply.size(), MSG_NOSIGNAL);
+        if (++answered == 3) return;
       }
     }
   });
