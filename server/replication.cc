@@ -223,7 +223,8 @@ void Replication::Stop() {
   tracker_.FinishWaits();
 }
 
-Status Replication::BecomePrimary(const ShardRecord* record) {
+Status Replication::BecomePrimary(const ShardRecord* record,
+                                  int64_t lease_deadline_ms) {
   StopReplicaThread();
   // Where the log stops being the old epoch's: read while nothing of this
   // server's own can write (following), as SetFollowing(false) may write
@@ -268,9 +269,11 @@ Status Replication::BecomePrimary(const ShardRecord* record) {
   }
   tracker_.SetIsr({}, 1);
   if (etcd_mode()) {
-    // Writes stop when the etcd lease may have expired: until the first
-    // keep-alive after this, one TTL from now.
-    SetLeaseDeadline(ReplNowMs() + options_.etcd_lease_ttl_ms);
+    // Fenced reads, leases and writes stop when the etcd lease may have
+    // expired: one TTL from the last keep-alive before this, not from now
+    // (the takeover may come up to a third of a TTL after it; before, the
+    // first deadline ran that much past the lease).
+    SetLeaseDeadline(lease_deadline_ms);
   }
   tracker_.SetPrimary(true, "");
   read_only_.store(false);

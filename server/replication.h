@@ -169,8 +169,11 @@ class Replication {
 
   // Role changes. REQUIRES: mu_ not held; role_mu_ held. `record` (etcd
   // mode): the record that made this server the primary, whose epoch,
-  // epochs and history it takes; null: the next epoch of its own.
-  Status BecomePrimary(const ShardRecord* record = nullptr)
+  // epochs and history it takes, and `lease_deadline_ms` when its etcd
+  // lease may have expired (one TTL from the last keep-alive or grant, as
+  // the etcd loop reckons it); null: the next epoch of its own.
+  Status BecomePrimary(const ShardRecord* record = nullptr,
+                       int64_t lease_deadline_ms = 0)
       EXCLUSIVE_LOCKS_REQUIRED(role_mu_);
   void BecomeReplica(const std::string& primary)
       EXCLUSIVE_LOCKS_REQUIRED(role_mu_);

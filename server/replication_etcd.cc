@@ -274,7 +274,7 @@ void Replication::EtcdLoop() {
           have_view_ = true;
         }
         MutexLock role(&role_mu_);
-        s = BecomePrimary(&r);
+        s = BecomePrimary(&r, lease_deadline);
         if (!s.ok()) LOG(ERROR) << "replication: " << s.ToString();
       } else if (!s.ok()) {
         fail("bootstrap txn", s);
@@ -522,7 +522,7 @@ void Replication::EtcdLoop() {
                 view_ = next;
               }
               MutexLock role(&role_mu_);
-              s = BecomePrimary(&next);
+              s = BecomePrimary(&next, lease_deadline);
               if (!s.ok()) LOG(ERROR) << "replication: " << s.ToString();
             } else if (!s.ok()) {
               fail("takeover txn", s);
