@@ -205,6 +205,24 @@ int main(int argc, char** argv) {
   s = fencedkv::server::Replication::AdoptFullSync(FLAGS_db);
   if (!s.ok()) return Fail("full sync", s);
 
+  // Manual mode: a server that was a replica (--replicaof or REPLICAOF)
+  // when it stopped follows the same primary again, as if started with
+  // --replicaof (REPLICATION's follow line; REPLICAOF NO ONE clears it).
+  // Started as a primary instead, it would take writes of its own beside
+  // its primary's: two primaries of one data set.
+  std::string replicaof = FLAGS_replicaof;
+  if (replicaof.empty() && FLAGS_shard.empty()) {
+    fencedkv::server::ReplState kept;
+    s = fencedkv::server::ReplState::Load(FLAGS_db, &kept);
+    if (!s.ok()) return Fail("replication state", s);
+    replicaof = kept.follow;
+    if (!replicaof.empty()) {
+      LOG(INFO) << "replication: following " << replicaof
+                << " again, as before the restart (REPLICAOF NO ONE makes "
+                   "this server a primary)";
+    }
+  }
+
   fencedkv::Options options;
   options.create_if_missing = true;
   options.wal_retention_mb = static_cast<uint64_t>(FLAGS_wal_retention_mb);
@@ -214,7 +232,7 @@ int main(int argc, char** argv) {
   // one) writes nothing of its own into the log, from the open on (not even
   // the I/O-error recovery's sentinel): its sequence numbers are the
   // primary's. Promoted, it writes (Replication::BecomePrimary).
-  options.log_replica = !FLAGS_replicaof.empty() || !FLAGS_shard.empty();
+  options.log_replica = !replicaof.empty() || !FLAGS_shard.empty();
   options.allow_unfenced = FLAGS_allow_unfenced;
   options.max_token_skew = FLAGS_max_token_skew < 0
                                ? fencedkv::kNoTokenSkewLimit
@@ -316,7 +334,7 @@ int main(int argc, char** argv) {
   };
   auto repl = std::make_unique<fencedkv::server::Replication>(ro, db.get(),
                                                               leases.get());
-  s = repl->Start(FLAGS_replicaof);
+  s = repl->Start(replicaof);
   if (!s.ok()) return Fail("replication", s);
 
   // With etcd as the token source, the skew guard follows its revision.

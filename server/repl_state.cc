@@ -132,6 +132,11 @@ Status ReplState::Load(const std::string& dir, ReplState* state) {
       state->history = value == "-" ? "" : value;
     } else if (name == "epochs") {
       ok = ParseEpochs(value, &state->epochs);
+    } else if (name == "follow") {
+      std::string host;
+      int port;
+      state->follow = value == "-" ? "" : value;
+      ok = state->follow.empty() || SplitHostPort(state->follow, &host, &port);
     }  // unknown lines: from a later version; ignored
     if (!ok) {
       std::string what = path;
@@ -175,7 +180,8 @@ Status ReplState::Store(const std::string& dir) const {
       << "history " << (history.empty() ? "-" : history) << "\n"
       << "max_epoch " << max_epoch << "\n"
       << "log_epoch " << log_epoch << "\n"
-      << "epochs " << (epochs.empty() ? "-" : FormatEpochs(epochs)) << "\n";
+      << "epochs " << (epochs.empty() ? "-" : FormatEpochs(epochs)) << "\n"
+      << "follow " << (follow.empty() ? "-" : follow) << "\n";
   return ReplaceFileDurably(dir, kFileName, out.str());
 }
 

@@ -75,6 +75,11 @@ struct ReplState {
   uint64_t max_epoch = 0;  // the highest epoch seen
   uint64_t log_epoch = 0;  // the epoch of the last batches applied or written
   EpochList epochs;        // what this server knows of the shard's epochs
+  // Manual mode: the primary this server follows (host:port, set by
+  // --replicaof or REPLICAOF host port, cleared by REPLICAOF NO ONE), so
+  // that a restart without --replicaof follows it again rather than
+  // starting as a second primary. Empty: a primary. Unused in etcd mode.
+  std::string follow;
 
   static constexpr const char* kFileName = "REPLICATION";
 

@@ -29,9 +29,11 @@ TEST(ReplStateTest, StoreAndLoadRoundTrip) {
   s.max_epoch = 7;
   s.log_epoch = 6;
   s.epochs = {{5, 1200, ""}, {6, 4410, NewPromotionId()}, {7, 9053, ""}};
+  s.follow = "127.0.0.1:7001";
   ASSERT_TRUE(s.Store(dir.path()).ok());
   ReplState t;
   ASSERT_TRUE(ReplState::Load(dir.path(), &t).ok());
+  EXPECT_EQ("127.0.0.1:7001", t.follow);
   EXPECT_EQ(s.history, t.history);
   EXPECT_EQ(32u, t.history.size());
   EXPECT_EQ(7u, t.max_epoch);
@@ -47,6 +49,13 @@ TEST(ReplStateTest, ACorruptFileIsRefused) {
   std::ofstream(dir.Sub(ReplState::kFileName))
       << "fencedkv-replication 1\nmax_epoch 1\nlog_epoch 2\n";
   EXPECT_TRUE(ReplState::Load(dir.path(), &s).IsCorruption());  // log > max
+  std::ofstream(dir.Sub(ReplState::kFileName))
+      << "fencedkv-replication 1\nmax_epoch 1\nlog_epoch 1\nfollow nohost\n";
+  EXPECT_TRUE(ReplState::Load(dir.path(), &s).IsCorruption());
+  std::ofstream(dir.Sub(ReplState::kFileName))
+      << "fencedkv-replication 1\nmax_epoch 1\nlog_epoch 1\nfollow -\n";
+  ASSERT_TRUE(ReplState::Load(dir.path(), &s).ok());
+  EXPECT_EQ("", s.follow);
 }
 
 // A node id is made once and then kept; anything else in its file is

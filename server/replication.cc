@@ -197,8 +197,7 @@ Status Replication::Start(const std::string& replicaof) {
     return Status::InvalidArgument("--replicaof must be host:port, not '" +
                                    replicaof + "'");
   }
-  BecomeReplica(replicaof);
-  return Status::OK();
+  return BecomeReplica(replicaof);
 }
 
 void Replication::Stop() {
@@ -254,6 +253,7 @@ Status Replication::BecomePrimary(const ShardRecord* record,
     }
     next.max_epoch = epoch;
     next.log_epoch = epoch;
+    next.follow.clear();  // a restart starts as a primary again
     s = next.Store(options_.db_path);
     if (!s.ok()) return s;
     state_ = next;
@@ -283,7 +283,7 @@ Status Replication::BecomePrimary(const ShardRecord* record,
   return Status::OK();
 }
 
-void Replication::BecomeReplica(const std::string& primary) {
+Status Replication::BecomeReplica(const std::string& primary) {
   // Writes stop first; then nothing of ours writes (the lease reclaimer);
   // then the replicas we served go (they will follow the new primary).
   read_only_.store(true);
@@ -299,16 +299,31 @@ void Replication::BecomeReplica(const std::string& primary) {
   StopLinks();
   StopReplicaThread();
   uint64_t generation;
+  Status kept;
   {
     MutexLock lock(&mu_);
     primary_ = primary;
     generation = ++generation_;
     link_state_ = "connect";
     link_error_.clear();
+    // Kept before the replica thread starts: its handshake stores a state
+    // made from state_, which must already hold it.
+    if (!etcd_mode() && state_.follow != primary) {
+      ReplState next = state_;
+      next.follow = primary;
+      kept = next.Store(options_.db_path);
+      if (kept.ok()) state_ = next;
+    }
   }
   replica_thread_ = std::thread(
       [this, primary, generation] { ReplicaLoop(primary, generation); });
   LOG(INFO) << "replication: replica of " << primary;
+  if (!kept.ok()) {
+    LOG(ERROR) << "replication: cannot keep the primary to follow for a "
+                  "restart: "
+               << kept.ToString();
+  }
+  return kept;
 }
 
 void Replication::StopReplicaThread() {
@@ -362,7 +377,14 @@ Status Replication::ReplicaOf(const std::string& primary, std::string* reply) {
   if (NormalizeHostPort(primary) == NormalizeHostPort(options_.self_addr)) {
     return Status::InvalidArgument("a server cannot replicate itself");
   }
-  BecomeReplica(primary);
+  Status s = BecomeReplica(primary);
+  if (!s.ok()) {
+    return Status::IOError(
+        "this server follows " + primary +
+            " now, but could not keep it for a restart (it would start as a "
+            "primary)",
+        s.ToString());
+  }
   *reply = "OK";
   return Status::OK();
 }

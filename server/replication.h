@@ -175,7 +175,10 @@ class Replication {
   Status BecomePrimary(const ShardRecord* record = nullptr,
                        int64_t lease_deadline_ms = 0)
       EXCLUSIVE_LOCKS_REQUIRED(role_mu_);
-  void BecomeReplica(const std::string& primary)
+  // In manual mode it also keeps `primary` in REPLICATION (follow), for a
+  // restart: an error if that cannot be written (the server follows
+  // `primary` all the same).
+  Status BecomeReplica(const std::string& primary)
       EXCLUSIVE_LOCKS_REQUIRED(role_mu_);
   void StopReplicaThread() EXCLUSIVE_LOCKS_REQUIRED(role_mu_);
   void StopLinks() LOCKS_EXCLUDED(mu_);

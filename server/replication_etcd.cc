@@ -81,7 +81,7 @@ void Replication::Follow(const std::string& primary) {
   }
   if (!read_only_.load()) StepDown("the record names " + primary);
   MutexLock role(&role_mu_);
-  BecomeReplica(primary);
+  BecomeReplica(primary);  // (etcd mode: nothing kept, never fails)
 }
 
 void Replication::EtcdLoop() {

@@ -176,8 +176,11 @@ DEFINE_bool(rocksdb_statistics, true,
 // Replication (docs/replication.md, README "Replicas and failover").
 DEFINE_string(replicaof, "",
               "host:port of the primary to replicate (manual mode, as Redis' "
-              "replicaof; no automatic failover). Empty: start as a primary. "
-              "REPLICAOF host port / REPLICAOF NO ONE change it at run time");
+              "replicaof; no automatic failover). Empty: the primary this "
+              "server followed when it stopped, if any (kept in the database "
+              "directory's REPLICATION file), else start as a primary. "
+              "REPLICAOF host port / REPLICAOF NO ONE change it at run time, "
+              "and are kept for a restart");
 DEFINE_string(masteruser, "",
               "ACL user a replica logs in to its primary as (FENCEDKV.SYNC "
               "is @admin); with --masterauth");

@@ -185,6 +185,14 @@ class ReplicationE2ETest : public testing::Test {
         c.Call({"LEASE.ACQUIRE", "l" + std::to_string(round), "h", "60000"});
     ASSERT_EQ('*', lease[0]) << lease;
   }
+  // Round 1: SIGTERM (a clean exit); later rounds: kill -9.
+  static void StopOrKill(Server* s, int round) {
+    if (round == 1) {
+      EXPECT_EQ(0, s->Stop());
+    } else {
+      s->Kill9();
+    }
+  }
   test::TempDir dir_;
 };
 
@@ -325,11 +333,7 @@ TEST_F(ReplicationE2ETest, ARestartedOrKilledReplicaCatchesUpFromTheLog) {
   ASSERT_TRUE(WaitUntil(
       [&] { return CaughtUp(primary.port(), replica.port()); }, 15000));
   for (int round = 1; round <= 2; ++round) {
-    if (round == 1) {
-      EXPECT_EQ(0, replica.Stop());
-    } else {
-      replica.Kill9();
-    }
+    StopOrKill(&replica, round);
     Write(primary.port(), round);
     ASSERT_TRUE(StartReplica(&replica, "r", primary.port()));
     ASSERT_TRUE(WaitUntil(
@@ -340,6 +344,47 @@ TEST_F(ReplicationE2ETest, ARestartedOrKilledReplicaCatchesUpFromTheLog) {
         << replica.Log();
     EXPECT_EQ(Digest(primary.port()), Digest(replica.port()));
   }
+}
+
+// A replica made by REPLICAOF at run time, restarted without --replicaof
+// (and killed with -9 the second time), follows the same primary again:
+// the primary to follow is kept in REPLICATION. Before, it started as a
+// second primary and took writes of its own. REPLICAOF NO ONE is kept too:
+// restarted after it, the server is a primary.
+TEST_F(ReplicationE2ETest, ARestartedReplicaFollowsItsPrimaryAgain) {
+  Server a, b;
+  ASSERT_TRUE(StartPrimary(&a, "a"));
+  Write(a.port(), 0);
+  ASSERT_TRUE(StartPrimary(&b, "b"));
+  {
+    Client cb(b.port());
+    ASSERT_EQ("+OK",
+              cb.Call({"REPLICAOF", "127.0.0.1", std::to_string(a.port())}));
+  }
+  ASSERT_TRUE(WaitUntil([&] { return CaughtUp(a.port(), b.port()); }, 15000))
+      << b.Log();
+  for (int round = 1; round <= 2; ++round) {
+    StopOrKill(&b, round);
+    Write(a.port(), round);
+    if (HasFatalFailure()) return;
+    ASSERT_TRUE(StartPrimary(&b, "b"));  // no --replicaof
+    EXPECT_EQ("slave", Info(b.port())["role"]) << b.Log();
+    Client cb(b.port());
+    EXPECT_EQ(0u,
+              cb.Call({"SET", "k0", "x", "FENCE", "100000"}).find("-READONLY"));
+    ASSERT_TRUE(WaitUntil([&] { return CaughtUp(a.port(), b.port()); }, 15000))
+        << b.Log();
+    EXPECT_EQ(Digest(a.port()), Digest(b.port()));
+  }
+  {
+    Client cb(b.port());
+    ASSERT_EQ("+OK", cb.Call({"REPLICAOF", "NO", "ONE"}));
+  }
+  ASSERT_EQ(0, b.Stop());
+  ASSERT_TRUE(StartPrimary(&b, "b"));
+  EXPECT_EQ("master", Info(b.port())["role"]) << b.Log();
+  Client cb(b.port());
+  EXPECT_EQ("+OK", cb.Call({"SET", "k0", "x", "FENCE", "100000"}));
 }
 
 TEST_F(ReplicationE2ETest, AFullCopyWhenTheLogIsGoneAndAfterAFailover) {
