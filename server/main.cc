@@ -211,7 +211,9 @@ int main(int argc, char** argv) {
   // Started as a primary instead, it would take writes of its own beside
   // its primary's: two primaries of one data set.
   std::string replicaof = FLAGS_replicaof;
-  if (replicaof.empty() && FLAGS_shard.empty()) {
+  const bool as_primary = fencedkv::server::IsReplicaOfNone(replicaof);
+  if (as_primary) replicaof.clear();
+  if (replicaof.empty() && !as_primary && FLAGS_shard.empty()) {
     fencedkv::server::ReplState kept;
     s = fencedkv::server::ReplState::Load(FLAGS_db, &kept);
     if (!s.ok()) return Fail("replication state", s);

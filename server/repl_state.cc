@@ -332,11 +332,15 @@ std::string PromotionIdOf(const EpochList& list, uint64_t epoch) {
   return "";
 }
 
+void ClearPromotionIds(EpochList* list) {
+  for (EpochStart& e : *list) e.id.clear();
+}
+
 std::string NewHistoryId() { return RandomHex(32); }
 
 SyncDecision DecideSync(const EpochList& epochs, uint64_t primary_latest_seq,
                         uint64_t replica_log_epoch, uint64_t replica_seq,
-                        std::string_view replica_log_id) {
+                        const std::string* replica_log_id) {
   SyncDecision d;
   auto full = [&d](std::string why) {
     d.full_sync = true;
@@ -351,13 +355,15 @@ SyncDecision DecideSync(const EpochList& epochs, uint64_t primary_latest_seq,
   }
   for (size_t i = 0; i < epochs.size(); ++i) {
     if (epochs[i].epoch != replica_log_epoch) continue;
-    if (!replica_log_id.empty() && !epochs[i].id.empty() &&
-        replica_log_id != epochs[i].id) {
+    if (replica_log_id != nullptr && *replica_log_id != epochs[i].id) {
       // Two servers promoted apart from one epoch took this number: what
       // the replica wrote in it is not this primary's, wherever it began.
+      auto name = [](const std::string& id) {
+        return id.empty() ? std::string("none") : id;
+      };
       return full("the replica's epoch " + std::to_string(replica_log_epoch) +
-                  " is another promotion (" + std::string(replica_log_id) +
-                  ") than this primary's (" + epochs[i].id +
+                  " is another promotion (id " + name(*replica_log_id) +
+                  ") than this primary's (id " + name(epochs[i].id) +
                   "): the two were made primaries apart");
     }
     if (i + 1 == epochs.size()) return d;  // the current epoch

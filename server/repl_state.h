@@ -65,6 +65,8 @@ std::string NewPromotionId();
 bool IsPromotionId(std::string_view text);
 // The id `list` holds for `epoch`; empty if none (or not listed).
 std::string PromotionIdOf(const EpochList& list, uint64_t epoch);
+// Drops every id (etcd mode keeps none; an older build cannot parse them).
+void ClearPromotionIds(EpochList* list);
 
 struct ReplState {
   // The history this database belongs to: a random id a primary creates
@@ -177,18 +179,20 @@ constexpr const char* kNodeIdFile = "NODE_ID";
 // What a primary of `epoch` whose epochs are `epochs` (its own the last)
 // answers a replica whose log ends at `replica_seq` with batches of
 // `replica_log_epoch` (0: a server that never replicated), the promotion
-// `replica_log_id` (empty: unknown):
+// `*replica_log_id` ("": a promotion without one; null: ids are not
+// compared, as in etcd mode or for a replica of an older build):
 //  - a full copy if the replica never replicated, its log epoch is not in
-//    the list (too old), the list names another promotion by that number
-//    (both ids known and different: the two were promoted apart), it is
-//    ahead of the primary, or the epoch after its log epoch began before
-//    replica_seq (the replica holds batches of a deposed primary that no
-//    later primary had: never acknowledged);
+//    the list (too old), the list has another promotion by that number
+//    (another id, or an id on one side only: the two were promoted apart;
+//    in manual mode an id travels with its epoch through every handshake),
+//    it is ahead of the primary, or the epoch after its log epoch began
+//    before replica_seq (the replica holds batches of a deposed primary
+//    that no later primary had: never acknowledged);
 //  - else continue from replica_seq (whether the primary's WAL still holds
 //    replica_seq + 1 is the log reader's to say).
 SyncDecision DecideSync(const EpochList& epochs, uint64_t primary_latest_seq,
                         uint64_t replica_log_epoch, uint64_t replica_seq,
-                        std::string_view replica_log_id);
+                        const std::string* replica_log_id);
 
 }  // namespace server
 }  // namespace fencedkv

@@ -177,38 +177,47 @@ TEST(ReplStateTest, EpochsCarryPromotionIds) {
 TEST(ReplStateTest, DecideSyncTruncatesWhatNoLaterPrimaryHad) {
   const EpochList epochs = {{1, 0, ""}, {2, 100, ""}, {3, 250, ""}};
   // The current epoch, at or behind the primary: continue.
-  EXPECT_FALSE(DecideSync(epochs, 300, 3, 260, "").full_sync);
-  EXPECT_FALSE(DecideSync(epochs, 300, 3, 300, "").full_sync);
+  EXPECT_FALSE(DecideSync(epochs, 300, 3, 260, nullptr).full_sync);
+  EXPECT_FALSE(DecideSync(epochs, 300, 3, 300, nullptr).full_sync);
   // Epoch 2's replica up to where epoch 3 began: its log is a prefix.
-  EXPECT_FALSE(DecideSync(epochs, 300, 2, 250, "").full_sync);
-  EXPECT_FALSE(DecideSync(epochs, 300, 1, 90, "").full_sync);
+  EXPECT_FALSE(DecideSync(epochs, 300, 2, 250, nullptr).full_sync);
+  EXPECT_FALSE(DecideSync(epochs, 300, 1, 90, nullptr).full_sync);
   // Past where the next epoch began: a deposed primary's tail.
-  EXPECT_TRUE(DecideSync(epochs, 300, 2, 251, "").full_sync);
-  EXPECT_TRUE(DecideSync(epochs, 300, 1, 101, "").full_sync);
+  EXPECT_TRUE(DecideSync(epochs, 300, 2, 251, nullptr).full_sync);
+  EXPECT_TRUE(DecideSync(epochs, 300, 1, 101, nullptr).full_sync);
   // Ahead of the primary, never replicated, an epoch it does not know.
-  EXPECT_TRUE(DecideSync(epochs, 300, 3, 301, "").full_sync);
-  EXPECT_TRUE(DecideSync(epochs, 300, 0, 0, "").full_sync);
-  EXPECT_TRUE(DecideSync(epochs, 300, 9, 10, "").full_sync);
+  EXPECT_TRUE(DecideSync(epochs, 300, 3, 301, nullptr).full_sync);
+  EXPECT_TRUE(DecideSync(epochs, 300, 0, 0, nullptr).full_sync);
+  EXPECT_TRUE(DecideSync(epochs, 300, 9, 10, nullptr).full_sync);
 }
 
 // Two promotions took one number apart (manual mode): a replica of the
-// other gets a full copy, wherever its log ends; its own promotion, or an
-// id either side does not know (etcd mode, an older build), continues.
+// other gets a full copy, wherever its log ends, also when only one side
+// has an id (an older build's promotion against this build's). Its own
+// promotion continues; so does any replica when ids are not compared
+// (etcd mode, a replica of an older build: null).
 TEST(ReplStateTest, DecideSyncCopiesAnotherPromotionOfTheSameNumber) {
-  const std::string mine = "00000000000000aa", other = "00000000000000bb";
+  const std::string mine = "00000000000000aa", other = "00000000000000bb", none;
   const EpochList epochs = {{1, 0, ""}, {2, 100, mine}, {3, 250, ""}};
-  EXPECT_TRUE(DecideSync(epochs, 300, 2, 100, other).full_sync);
-  EXPECT_TRUE(DecideSync(epochs, 300, 2, 120, other).full_sync);
+  EXPECT_TRUE(DecideSync(epochs, 300, 2, 100, &other).full_sync);
+  EXPECT_TRUE(DecideSync(epochs, 300, 2, 120, &other).full_sync);
   EXPECT_NE(
       std::string::npos,
-      DecideSync(epochs, 300, 2, 120, other).reason.find("another promotion"));
-  EXPECT_FALSE(DecideSync(epochs, 300, 2, 120, mine).full_sync);
-  EXPECT_FALSE(DecideSync(epochs, 300, 2, 120, "").full_sync);
-  EXPECT_FALSE(DecideSync(epochs, 300, 3, 260, other).full_sync);  // no id
+      DecideSync(epochs, 300, 2, 120, &other).reason.find("another promotion"));
+  EXPECT_TRUE(DecideSync(epochs, 300, 2, 120, &none).full_sync);
+  EXPECT_TRUE(DecideSync(epochs, 300, 3, 260, &other).full_sync);
+  EXPECT_FALSE(DecideSync(epochs, 300, 2, 120, &mine).full_sync);
+  EXPECT_FALSE(DecideSync(epochs, 300, 3, 260, &none).full_sync);
+  EXPECT_FALSE(DecideSync(epochs, 300, 1, 90, &none).full_sync);
+  EXPECT_FALSE(DecideSync(epochs, 300, 2, 120, nullptr).full_sync);
+  EXPECT_FALSE(DecideSync(epochs, 300, 3, 260, nullptr).full_sync);
   // The current epoch too.
   const EpochList now = {{1, 0, ""}, {2, 100, mine}};
-  EXPECT_TRUE(DecideSync(now, 300, 2, 150, other).full_sync);
-  EXPECT_FALSE(DecideSync(now, 300, 2, 150, mine).full_sync);
+  EXPECT_TRUE(DecideSync(now, 300, 2, 150, &other).full_sync);
+  EXPECT_FALSE(DecideSync(now, 300, 2, 150, &mine).full_sync);
+  EpochList stripped = now;
+  ClearPromotionIds(&stripped);
+  EXPECT_EQ("1:0,2:100", FormatEpochs(stripped));
 }
 
 // A replica never lowers its highest epoch seen in etcd mode, where the

@@ -2,6 +2,7 @@
 
 #include "repl_stream.h"
 
+#include <cctype>
 #include <cerrno>
 #include <charconv>
 #include <cstring>
@@ -65,6 +66,12 @@ bool ParseIp4(std::string_view host, in_addr* a) {
 }
 
 }  // namespace
+
+bool IsReplicaOfNone(std::string_view value) {
+  std::string lower(value);
+  for (char& c : lower) c = static_cast<char>(std::tolower(c));
+  return lower == "none" || lower == "no one";
+}
 
 bool SplitHostPort(std::string_view host_port, std::string* host, int* port) {
   const size_t colon = host_port.rfind(':');

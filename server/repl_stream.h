@@ -80,6 +80,8 @@ class ReplSocket {
 bool SplitHostPort(std::string_view host_port, std::string* host, int* port);
 // "host:port", or "[host]:port" for an IPv6 host.
 std::string JoinHostPort(const std::string& host, int port);
+// --replicaof's "start as a primary": "none" or "no one", any case.
+bool IsReplicaOfNone(std::string_view value);
 // One spelling per address: "::1:7379" and "[::1]:7379" are "[::1]:7379".
 // Anything SplitHostPort refuses comes back unchanged.
 std::string NormalizeHostPort(std::string_view host_port);

@@ -197,6 +197,13 @@ Status Replication::Start(const std::string& replicaof) {
     return Status::InvalidArgument("--replicaof must be host:port, not '" +
                                    replicaof + "'");
   }
+  if (NormalizeHostPort(replicaof) == NormalizeHostPort(options_.self_addr)) {
+    return Status::InvalidArgument(
+        "the primary to follow, " + replicaof +
+        " (--replicaof, or kept in REPLICATION from before a restart), is "
+        "this server itself: start it with --replicaof=<its primary>, or "
+        "--replicaof=none to make it a primary");
+  }
   return BecomeReplica(replicaof);
 }
 
@@ -222,9 +229,21 @@ void Replication::Stop() {
   tracker_.FinishWaits();
 }
 
+Status Replication::RestartPending() {
+  MutexLock lock(&mu_);
+  if (restarting_on_copy_.empty()) return Status::OK();
+  return Status::Busy("restarting on a full copy of " + restarting_on_copy_ +
+                      ": the restart would undo a role change now; retry "
+                      "after it");
+}
+
 Status Replication::BecomePrimary(const ShardRecord* record,
                                   int64_t lease_deadline_ms) {
   StopReplicaThread();
+  // A promotion now would take writes that the restart (swapping in the
+  // copy, then following its primary) loses.
+  Status pending = RestartPending();
+  if (!pending.ok()) return pending;
   // Where the log stops being the old epoch's: read while nothing of this
   // server's own can write (following), as SetFollowing(false) may write
   // the recovery's sentinel at once, the new epoch's first batch. (Read
@@ -298,6 +317,8 @@ Status Replication::BecomeReplica(const std::string& primary) {
   leases_->Close();
   StopLinks();
   StopReplicaThread();
+  Status pending = RestartPending();
+  if (!pending.ok()) return pending;
   uint64_t generation;
   Status kept;
   {
@@ -364,7 +385,8 @@ Status Replication::ReplicaOf(const std::string& primary, std::string* reply) {
       *reply = "OK";
       return Status::OK();
     }
-    if (!primary.empty() && read_only_.load() && primary_ == primary) {
+    if (!primary.empty() && read_only_.load() && primary_ == primary &&
+        state_.follow == primary) {
       *reply = "OK Already connected to specified master";
       return Status::OK();
     }
@@ -378,6 +400,7 @@ Status Replication::ReplicaOf(const std::string& primary, std::string* reply) {
     return Status::InvalidArgument("a server cannot replicate itself");
   }
   Status s = BecomeReplica(primary);
+  if (s.IsBusy()) return s;
   if (!s.ok()) {
     return Status::IOError(
         "this server follows " + primary +
@@ -449,8 +472,11 @@ void Replication::ServeReplica(Link* link, std::vector<std::string> args) {
     return;
   }
   link->node = args.size() >= 10 ? args[9] : "";
-  const std::string log_id =
-      args.size() == 11 && args[10] != "-" ? args[10] : "";
+  // A replica of an older build neither sends its log epoch's promotion id
+  // nor parses ids: it gets the epochs without them, and is not compared
+  // by them (its list never holds any).
+  const bool knows_ids = args.size() == 11;
+  const std::string log_id = knows_ids && args[10] != "-" ? args[10] : "";
   const std::string history = args[1] == "-" ? "" : args[1];
   std::string addr;
   if (!ReplicaAddress(args[2], socket->fd(), &addr)) {
@@ -504,8 +530,10 @@ void Replication::ServeReplica(Link* link, std::vector<std::string> args) {
     mine = state_;
   }
   const uint64_t latest = db_->GetLatestSequenceNumber();
+  EpochList sent_epochs = mine.epochs;
+  if (!knows_ids) ClearPromotionIds(&sent_epochs);
   const std::string epochs =
-      mine.epochs.empty() ? "-" : FormatEpochs(mine.epochs);
+      sent_epochs.empty() ? "-" : FormatEpochs(sent_epochs);
   bool full = history != mine.history;
   std::string why = full ? "another history" : "";
   if (!full && max_epoch > epoch) {
@@ -516,7 +544,9 @@ void Replication::ServeReplica(Link* link, std::vector<std::string> args) {
   }
   std::unique_ptr<LogReader> reader;
   if (!full) {
-    SyncDecision d = DecideSync(mine.epochs, latest, log_epoch, seq, log_id);
+    // etcd mode numbers one epoch per promotion and keeps no ids.
+    SyncDecision d = DecideSync(mine.epochs, latest, log_epoch, seq,
+                                knows_ids && !etcd_mode() ? &log_id : nullptr);
     full = d.full_sync;
     why = d.reason;
   }
@@ -946,6 +976,12 @@ Status Replication::ReplicaSession(const std::string& primary,
     SetLink("sync", "");
     s = ReceiveFullSync(socket.get(), &in, next);
     if (!s.ok()) return s;
+    {
+      // Before this thread ends: a promotion or another REPLICAOF, which
+      // join it first, see it and refuse (RestartPending).
+      MutexLock lock(&mu_);
+      restarting_on_copy_ = primary;
+    }
     if (options_.restart) options_.restart(primary);
     return Status::Shutdown("restarting on the full copy");
   }

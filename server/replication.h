@@ -181,6 +181,8 @@ class Replication {
   Status BecomeReplica(const std::string& primary)
       EXCLUSIVE_LOCKS_REQUIRED(role_mu_);
   void StopReplicaThread() EXCLUSIVE_LOCKS_REQUIRED(role_mu_);
+  // Busy once a full copy waits for the restart (restarting_on_copy_).
+  Status RestartPending() LOCKS_EXCLUDED(mu_);
   void StopLinks() LOCKS_EXCLUDED(mu_);
 
   // ---- Primary side (each on its link's thread) ----
@@ -253,6 +255,10 @@ class Replication {
   // accept), and whether a full sync is being sent.
   std::list<std::unique_ptr<Link>> links_ GUARDED_BY(mu_);
   bool full_sync_running_ GUARDED_BY(mu_) = false;
+  // A replica's full copy is in place for the restart, which was asked of
+  // main (options_.restart) with this primary: no role change until it
+  // happens (the restart swaps the copy in, undoing whatever came after).
+  std::string restarting_on_copy_ GUARDED_BY(mu_);
   // As a primary: the replicas of the in-sync set (the commit rule waits
   // for each), kept by UpdateIsr.
   std::vector<std::string> isr_ GUARDED_BY(mu_);

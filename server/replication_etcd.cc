@@ -247,6 +247,8 @@ void Replication::EtcdLoop() {
       // Without a lease, before this lease holds the member key, or under
       // a name another server holds, nothing of ours may go into the
       // record, and this server follows no one.
+    } else if (!found && ReplNowMs() >= lease_deadline) {
+      // No bootstrap past this server's lease deadline (as no takeover).
     } else if (!found) {
       // Bootstrap: the first server becomes the primary of epoch 1 (or
       // above what it has seen).
@@ -257,6 +259,9 @@ void Replication::EtcdLoop() {
         r.history = state_.history.empty() ? NewHistoryId() : state_.history;
         r.epochs = state_.epochs;
       }
+      // etcd numbers epochs one per promotion: no promotion ids (a state
+      // from manual mode has some), as the record's JSON keeps none.
+      ClearPromotionIds(&r.epochs);
       r.primary = me;
       r.isr = {me};
       r.nodes = {{me, node_id_}};
@@ -492,9 +497,13 @@ void Replication::EtcdLoop() {
                 "takes no part in a takeover; it rejoins the ISR once a "
                 "primary has copied it everything";
           }
-          const bool may =
-              member && (best || now - primary_dead_since >
-                                     2 * options_.etcd_lease_ttl_ms);
+          // Not past this server's own lease deadline (keep-alives failing
+          // while transactions pass): a primary that must refuse every
+          // write at once would step down and take over again, raising
+          // the epoch on every pass.
+          const bool may = member && ReplNowMs() < lease_deadline &&
+                           (best || now - primary_dead_since >
+                                        2 * options_.etcd_lease_ttl_ms);
           if (may) {
             ShardRecord next = r;
             next.epoch = r.epoch + 1;

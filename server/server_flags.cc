@@ -179,6 +179,7 @@ DEFINE_string(replicaof, "",
               "replicaof; no automatic failover). Empty: the primary this "
               "server followed when it stopped, if any (kept in the database "
               "directory's REPLICATION file), else start as a primary. "
+              "'none' (or 'no one'): start as a primary whatever was kept. "
               "REPLICAOF host port / REPLICAOF NO ONE change it at run time, "
               "and are kept for a restart");
 DEFINE_string(masteruser, "",

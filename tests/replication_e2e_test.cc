@@ -383,8 +383,20 @@ TEST_F(ReplicationE2ETest, ARestartedReplicaFollowsItsPrimaryAgain) {
   ASSERT_EQ(0, b.Stop());
   ASSERT_TRUE(StartPrimary(&b, "b"));
   EXPECT_EQ("master", Info(b.port())["role"]) << b.Log();
-  Client cb(b.port());
-  EXPECT_EQ("+OK", cb.Call({"SET", "k0", "x", "FENCE", "100000"}));
+  {
+    Client cb(b.port());
+    EXPECT_EQ("+OK", cb.Call({"SET", "k0", "x", "FENCE", "100000"}));
+    // A replica again; then started with --replicaof=none: a primary
+    // whatever was kept, and kept as one.
+    ASSERT_EQ("+OK",
+              cb.Call({"REPLICAOF", "127.0.0.1", std::to_string(a.port())}));
+  }
+  ASSERT_EQ(0, b.Stop());
+  ASSERT_TRUE(StartPrimary(&b, "b", {"--replicaof=none"}));
+  EXPECT_EQ("master", Info(b.port())["role"]) << b.Log();
+  ASSERT_EQ(0, b.Stop());
+  ASSERT_TRUE(StartPrimary(&b, "b"));
+  EXPECT_EQ("master", Info(b.port())["role"]) << b.Log();
 }
 
 TEST_F(ReplicationE2ETest, AFullCopyWhenTheLogIsGoneAndAfterAFailover) {
@@ -691,6 +703,60 @@ TEST_F(ReplicationE2ETest, AReplicasNameIsHostPortAndCanBeAnnounced) {
                            {"--announce_addr=localhost:4243"}));
   EXPECT_TRUE(
       WaitUntil([&] { return listed("ip=localhost,port=4243,"); }, 10000));
+}
+
+// A manual-mode primary keeps an id with each of its promotions. A replica
+// of this build sends its log epoch's id (11 words) and is continued only
+// under the same promotion: with another id, or none where the primary has
+// one (an older build's promotion of the same number), it gets a full
+// copy. A replica of an older build (9 or 10 words) cannot parse ids: it
+// gets the epochs without them (before, "1:0:<id>" made it report "not a
+// fencedkv server") and is not compared by them.
+TEST_F(ReplicationE2ETest, PromotionIdsInTheHandshake) {
+  Server primary;
+  ASSERT_TRUE(StartPrimary(&primary, "p"));
+  Write(primary.port(), 0);
+  auto info = Info(primary.port());
+  const std::string epochs = info["repl_epochs"];  // 1:<start>:<id>
+  const size_t id_at = epochs.rfind(':');
+  ASSERT_NE(std::string::npos, id_at) << epochs;
+  const std::string id = epochs.substr(id_at + 1);
+  ASSERT_EQ(16u, id.size()) << epochs;
+  const std::string without_ids = epochs.substr(0, id_at);
+  const std::string node(32, 'a');
+  auto sync = [&](std::vector<std::string> extra) {
+    Client c(primary.port());
+    std::vector<std::string> words = {"FENCEDKV.SYNC",
+                                      info["repl_history"],
+                                      "127.0.0.1:4250",
+                                      info["repl_epoch"],
+                                      info["repl_epoch"],
+                                      info["master_repl_offset"],
+                                      "key",
+                                      "monotonic",
+                                      "nosync"};
+    words.insert(words.end(), extra.begin(), extra.end());
+    return c.Call(words);
+  };
+  const std::string head = "+CONTINUE 1 " + info["repl_history"] + " ";
+  EXPECT_EQ(head + without_ids, sync({}));
+  EXPECT_EQ(head + without_ids, sync({node}));
+  EXPECT_EQ(head + epochs, sync({node, id}));
+  const std::string other = sync({node, std::string(16, 'b')});
+  EXPECT_EQ(0u,
+            other.rfind(
+                "+FULLSYNC 1 " + info["repl_history"] + " " + epochs + " ", 0))
+      << other;
+  std::string none;  // (once the copy above is over: one at a time)
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        none = sync({node, "-"});
+        return none.rfind("-BUSY", 0) != 0;
+      },
+      10000));
+  EXPECT_EQ(0u, none.rfind("+FULLSYNC", 0)) << none;
+  EXPECT_EQ(0u, sync({node, "not-an-id"}).rfind("-ERR FENCEDKV.SYNC takes", 0));
+  EXPECT_NE(std::string::npos, primary.Log().find("is another promotion"));
 }
 
 // Two replicas announcing one address (a copied configuration): the one
