@@ -244,6 +244,13 @@ Status Replication::BecomePrimary(const ShardRecord* record,
   // copy, then following its primary) loses.
   Status pending = RestartPending();
   if (!pending.ok()) return pending;
+  {
+    // A copy left ready by a receipt that failed after its rename (the
+    // directory's fsync): a later start would swap it in over this
+    // primary's writes.
+    std::error_code ec;
+    fs::remove_all(FullSyncDir(options_.db_path), ec);
+  }
   // Where the log stops being the old epoch's: read while nothing of this
   // server's own can write (following), as SetFollowing(false) may write
   // the recovery's sentinel at once, the new epoch's first batch. (Read

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include "fencedkv/db.h"
 
@@ -412,6 +413,36 @@ TEST_F(ReplicationInProcessTest, WaitWithTheLargestTimeoutWaits) {
       << "WAIT is not waiting";
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   EXPECT_EQ(1, p.server()->stats().executing()) << "WAIT answered";
+}
+
+// A replica's full copy is in place and the restart onto it asked for:
+// REPLICAOF NO ONE (or another primary) must wait for that restart, which
+// swaps the copy in and follows the copy's primary again. Before, the
+// promotion was answered +OK, took writes, and the restart undid it.
+// (In-process, no restart happens: the state stays pending.)
+TEST_F(ReplicationInProcessTest, NoRoleChangeWhileAFullCopyWaitsForTheRestart) {
+  InProcessPrimary a, b;
+  test::TempDir bdir;
+  ASSERT_FENCEDKV_OK(a.Start(dir_.path(), /*min_insync_replicas=*/1));
+  ASSERT_FENCEDKV_OK(b.Start(bdir.path(), /*min_insync_replicas=*/1));
+  {
+    RespTestClient c(a.port());
+    ASSERT_EQ("+OK", c.Call({"SET", "k", "v", "FENCE", "1"}));
+  }
+  std::string reply;
+  ASSERT_FENCEDKV_OK(
+      b.repl()->ReplicaOf("127.0.0.1:" + std::to_string(a.port()), &reply));
+  // b's own history is another: a full copy, ready once renamed in place.
+  ASSERT_TRUE(test::WaitUntil(
+      [&] { return access((bdir.path() + "/db.fullsync").c_str(), F_OK) == 0; },
+      15000));
+  Status s = b.repl()->ReplicaOf("", &reply);
+  EXPECT_TRUE(s.IsBusy()) << s.ToString();
+  s = b.repl()->ReplicaOf("127.0.0.1:1", &reply);
+  EXPECT_TRUE(s.IsBusy()) << s.ToString();
+  EXPECT_TRUE(b.repl()->read_only()->load());
+  RespTestClient cb(b.port());
+  EXPECT_EQ(0u, cb.Call({"SET", "k", "w", "FENCE", "2"}).find("-READONLY"));
 }
 
 }  // namespace
