@@ -229,6 +229,27 @@ void Replication::Stop() {
   tracker_.FinishWaits();
 }
 
+Status Replication::DropReadyCopy(const std::string& db_path) {
+  const std::string ready = FullSyncDir(db_path);
+  const std::string tmp = FullSyncTmpDir(db_path);
+  std::error_code ec;
+  if (!fs::exists(ready, ec)) return Status::OK();
+  // Renamed first, so that a crash midway leaves a directory a start drops
+  // (AdoptFullSync), never a partial copy it would swap in.
+  fs::remove_all(tmp, ec);
+  fs::rename(ready, tmp, ec);
+  if (ec) {
+    return Status::IOError("cannot drop the unused full copy " + ready,
+                           ec.message());
+  }
+  const fs::path parent = fs::path(ready).parent_path();
+  Status s = SyncPath(parent.empty() ? std::string(".") : parent.string(),
+                      /*directory=*/true);
+  if (!s.ok()) return s;
+  fs::remove_all(tmp, ec);
+  return Status::OK();
+}
+
 Status Replication::RestartPending() {
   MutexLock lock(&mu_);
   if (restarting_on_copy_.empty()) return Status::OK();
@@ -244,13 +265,11 @@ Status Replication::BecomePrimary(const ShardRecord* record,
   // copy, then following its primary) loses.
   Status pending = RestartPending();
   if (!pending.ok()) return pending;
-  {
-    // A copy left ready by a receipt that failed after its rename (the
-    // directory's fsync): a later start would swap it in over this
-    // primary's writes.
-    std::error_code ec;
-    fs::remove_all(FullSyncDir(options_.db_path), ec);
-  }
+  // A copy left ready by a receipt that failed after its rename (the
+  // directory's fsync): a later start would swap it in over this
+  // primary's writes.
+  Status dropped = DropReadyCopy(options_.db_path);
+  if (!dropped.ok()) return dropped;
   // Where the log stops being the old epoch's: read while nothing of this
   // server's own can write (following), as SetFollowing(false) may write
   // the recovery's sentinel at once, the new epoch's first batch. (Read

@@ -183,6 +183,9 @@ class Replication {
   void StopReplicaThread() EXCLUSIVE_LOCKS_REQUIRED(role_mu_);
   // Busy once a full copy waits for the restart (restarting_on_copy_).
   Status RestartPending() LOCKS_EXCLUDED(mu_);
+  // Removes a full copy left ready (FullSyncDir) that no restart will
+  // take, durably: renamed to FullSyncTmpDir first (which a start drops).
+  static Status DropReadyCopy(const std::string& db_path);
   void StopLinks() LOCKS_EXCLUDED(mu_);
 
   // ---- Primary side (each on its link's thread) ----

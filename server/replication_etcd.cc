@@ -81,7 +81,9 @@ void Replication::Follow(const std::string& primary) {
   }
   if (!read_only_.load()) StepDown("the record names " + primary);
   MutexLock role(&role_mu_);
-  BecomeReplica(primary);  // (etcd mode: nothing kept, never fails)
+  // etcd mode keeps nothing; Busy only while a full copy waits for the
+  // restart, which then follows etcd's record afresh.
+  BecomeReplica(primary);
 }
 
 void Replication::EtcdLoop() {
@@ -247,8 +249,11 @@ void Replication::EtcdLoop() {
       // Without a lease, before this lease holds the member key, or under
       // a name another server holds, nothing of ours may go into the
       // record, and this server follows no one.
-    } else if (!found && ReplNowMs() >= lease_deadline) {
-      // No bootstrap past this server's lease deadline (as no takeover).
+    } else if (!found &&
+               (ReplNowMs() >= lease_deadline || !RestartPending().ok())) {
+      // No bootstrap past this server's lease deadline (as no takeover),
+      // nor while a full copy waits for this server's restart (it could
+      // not become the primary the record would name).
     } else if (!found) {
       // Bootstrap: the first server becomes the primary of epoch 1 (or
       // above what it has seen).
@@ -501,7 +506,10 @@ void Replication::EtcdLoop() {
           // while transactions pass): a primary that must refuse every
           // write at once would step down and take over again, raising
           // the epoch on every pass.
+          // Nor while a full copy waits for this server's restart: the
+          // record would name a primary that cannot take writes (Busy).
           const bool may = member && ReplNowMs() < lease_deadline &&
+                           RestartPending().ok() &&
                            (best || now - primary_dead_since >
                                         2 * options_.etcd_lease_ttl_ms);
           if (may) {

@@ -8,12 +8,14 @@
 
 #include <atomic>
 #include <chrono>
+#include <fstream>
 #include <future>
 #include <memory>
 #include <string>
 #include <thread>
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "fencedkv/db.h"
@@ -443,6 +445,23 @@ TEST_F(ReplicationInProcessTest, NoRoleChangeWhileAFullCopyWaitsForTheRestart) {
   EXPECT_TRUE(b.repl()->read_only()->load());
   RespTestClient cb(b.port());
   EXPECT_EQ(0u, cb.Call({"SET", "k", "w", "FENCE", "2"}).find("-READONLY"));
+}
+
+// A full copy left ready with no restart to take it (its receipt failed
+// after the rename): a promotion drops it, or a later start would swap it
+// in over the promotion's writes. Before, it stayed.
+TEST_F(ReplicationInProcessTest, APromotionDropsAnUnusedReadyCopy) {
+  InProcessPrimary b;
+  ASSERT_FENCEDKV_OK(b.Start(dir_.path(), /*min_insync_replicas=*/1));
+  std::string reply;
+  ASSERT_FENCEDKV_OK(b.repl()->ReplicaOf("127.0.0.1:1", &reply));  // no one
+  const std::string ready = dir_.path() + "/db.fullsync";
+  ASSERT_EQ(0, mkdir(ready.c_str(), 0755));
+  std::ofstream(ready + "/CURRENT") << "MANIFEST-000001\n";
+  ASSERT_FENCEDKV_OK(b.repl()->ReplicaOf("", &reply));
+  EXPECT_NE(0, access(ready.c_str(), F_OK)) << ready << " is still there";
+  EXPECT_NE(0, access((ready + ".tmp").c_str(), F_OK));
+  EXPECT_FALSE(b.repl()->read_only()->load());
 }
 
 }  // namespace
