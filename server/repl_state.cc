@@ -79,20 +79,17 @@ bool ParseEpochs(std::string_view text, EpochList* list) {
     const std::string_view item = text.substr(begin, end - begin);
     // epoch:start[:id]
     const size_t colon = item.find(':');
-    const size_t colon2 = colon == std::string_view::npos
-                              ? std::string_view::npos
-                              : item.find(':', colon + 1);
-    const std::string_view id = colon2 == std::string_view::npos
-                                    ? std::string_view()
-                                    : item.substr(colon2 + 1);
+    const std::string_view rest = colon == std::string_view::npos
+                                      ? std::string_view()
+                                      : item.substr(colon + 1);
+    const size_t id_colon = rest.find(':');
+    const bool has_id = id_colon != std::string_view::npos;
+    const std::string_view id = has_id ? rest.substr(id_colon + 1) : "";
     uint64_t epoch, start;
     if (colon == std::string_view::npos ||
         !ParseU64(item.substr(0, colon), &epoch) ||
-        !ParseU64(item.substr(colon + 1, colon2 == std::string_view::npos
-                                             ? std::string_view::npos
-                                             : colon2 - colon - 1),
-                  &start) ||
-        (colon2 != std::string_view::npos && !IsPromotionId(id)) ||
+        !ParseU64(rest.substr(0, id_colon), &start) ||
+        (has_id && !IsPromotionId(id)) ||
         (!list->empty() && epoch <= list->back().epoch) ||
         list->size() >= kMaxEpochs) {
       list->clear();

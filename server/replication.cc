@@ -42,6 +42,19 @@ std::string NormalizeDir(const std::string& path) {
   return p;
 }
 
+// Renames `from` to `to` and fsyncs the directory holding `to`, so the
+// rename survives a crash.
+Status RenameDurably(const std::string& from, const std::string& to) {
+  std::error_code ec;
+  fs::rename(from, to, ec);
+  if (ec) {
+    return Status::IOError("cannot rename " + from + " to " + to, ec.message());
+  }
+  const fs::path parent = fs::path(to).parent_path();
+  return SyncPath(parent.empty() ? std::string(".") : parent.string(),
+                  /*directory=*/true);
+}
+
 std::string HeldByAnotherNodeError(const std::string& addr,
                                    const std::string& holder) {
   return "ERR another replica (node " + holder + ") is connected as " + addr +
@@ -157,12 +170,7 @@ Status Replication::AdoptFullSync(const std::string& db_path) {
       if (ec)
         return Status::IOError("cannot move " + db + " aside", ec.message());
     }
-    fs::rename(ready, db, ec);
-    if (ec) return Status::IOError("cannot rename " + ready, ec.message());
-    Status s = SyncPath(fs::path(db).parent_path().empty()
-                            ? std::string(".")
-                            : fs::path(db).parent_path().string(),
-                        /*directory=*/true);
+    Status s = RenameDurably(ready, db);
     if (!s.ok()) return s;
     LOG(INFO) << "replication: the full copy in " << ready << " replaced "
               << db;
@@ -237,14 +245,7 @@ Status Replication::DropReadyCopy(const std::string& db_path) {
   // Renamed first, so that a crash midway leaves a directory a start drops
   // (AdoptFullSync), never a partial copy it would swap in.
   fs::remove_all(tmp, ec);
-  fs::rename(ready, tmp, ec);
-  if (ec) {
-    return Status::IOError("cannot drop the unused full copy " + ready,
-                           ec.message());
-  }
-  const fs::path parent = fs::path(ready).parent_path();
-  Status s = SyncPath(parent.empty() ? std::string(".") : parent.string(),
-                      /*directory=*/true);
+  Status s = RenameDurably(ready, tmp);
   if (!s.ok()) return s;
   fs::remove_all(tmp, ec);
   return Status::OK();
@@ -1185,12 +1186,7 @@ Status Replication::ReceiveFullSync(ReplSocket* socket, FrameReader* in,
     s = keep.Store(tmp);  // also syncs the directory
   }
   if (!s.ok()) return s;
-  fs::rename(tmp, ready, ec);
-  if (ec) return Status::IOError("cannot rename " + tmp, ec.message());
-  s = SyncPath(fs::path(ready).parent_path().empty()
-                   ? std::string(".")
-                   : fs::path(ready).parent_path().string(),
-               /*directory=*/true);
+  s = RenameDurably(tmp, ready);
   if (!s.ok()) return s;
   LOG(INFO) << "replication: full copy received (" << names.size() << " files, "
             << bytes << " bytes) in " << ready << "; restarting on it";
