@@ -27,6 +27,7 @@
 #include "command_table.h"
 #include "resp_writer.h"
 #include "util/mutexlock.h"
+#include "util/thread_name.h"
 
 namespace fencedkv {
 namespace server {
@@ -67,6 +68,7 @@ class BackupJobs {
                {}};
     *id = job_.id;
     thread_ = std::thread([this, work = std::move(work)] {
+      SetThreadName("fencedkv:backup");
       std::string result;
       Status s = work(&result);
       MutexLock lock(&mu_);

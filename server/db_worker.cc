@@ -3,6 +3,7 @@
 #include "db_worker.h"
 
 #include "util/sync_point.h"
+#include "util/thread_name.h"
 
 namespace fencedkv {
 namespace server {
@@ -43,7 +44,10 @@ void WriteGroupsBounded(DB* db, const WriteOptions& options,
 }
 
 DbWorker::DbWorker(DB* db, const WriteOptions& options)
-    : db_(db), options_(options), thread_([this] { Run(); }) {}
+    : db_(db), options_(options), thread_([this] {
+        SetThreadName("fencedkv:db");
+        Run();
+      }) {}
 
 DbWorker::~DbWorker() { Stop(); }
 

@@ -8,6 +8,8 @@
 #include <glog/logging.h>
 #include <nlohmann/json.hpp>
 
+#include "util/thread_name.h"
+
 namespace fencedkv {
 namespace server {
 
@@ -85,7 +87,10 @@ std::unique_ptr<EtcdRevisionSource> EtcdRevisionSource::Start(
   std::unique_ptr<EtcdRevisionSource> source(
       new EtcdRevisionSource(db, options));
   *first = source->Refresh();
-  source->thread_ = std::thread([s = source.get()] { s->Run(); });
+  source->thread_ = std::thread([s = source.get()] {
+    SetThreadName("fencedkv:etcdrv");
+    s->Run();
+  });
   return source;
 }
 

@@ -41,6 +41,7 @@
 #include "server.h"
 #include "server_flags.h"
 #include "util/help_flags.h"
+#include "util/thread_name.h"
 
 namespace {
 
@@ -100,6 +101,15 @@ int Fail(const char* step, const fencedkv::Status& s) {
 int main(int argc, char** argv) {
   // Kept for a restart on a replica's full copy (the same flags again).
   const std::vector<std::string> original_args(argv, argv + argc);
+  // Executed again through /proc/self/exe (--malloc_hugepages, a replica's
+  // restart onto its full copy), the process would be called "exe" in ps,
+  // top and pkill: it takes its program's name back (the kernel keeps 15
+  // characters), before any thread starts and inherits the name.
+  {
+    const char* slash = std::strrchr(argv[0], '/');
+    const std::string name(slash != nullptr ? slash + 1 : argv[0]);
+    fencedkv::SetThreadName(name.substr(0, 15).c_str());
+  }
   FLAGS_logtostderr = true;  // glog: overridable on the command line
   gflags::SetUsageMessage(
       "fencedkv-server: a Redis-protocol key-value server with fencing tokens "

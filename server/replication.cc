@@ -18,6 +18,7 @@
 #include "fencedkv/replication.h"
 
 #include "resp_writer.h"
+#include "util/thread_name.h"
 
 namespace fencedkv {
 namespace server {
@@ -122,6 +123,7 @@ Replication::Replication(ReplicationOptions options, DB* db, LeaseSlot* leases)
       leases_(leases),
       tracker_(options_.min_insync_replicas) {
   ticker_ = std::thread([this] {
+    SetThreadName("fencedkv:isr");
     for (;;) {
       {
         MutexLock lock(&mu_);
@@ -195,7 +197,10 @@ Status Replication::Start(const std::string& replicaof) {
                         "READONLY this server has not yet learnt its role "
                         "from etcd");
     db_->SetFollowing(true);
-    etcd_thread_ = std::thread([this] { EtcdLoop(); });
+    etcd_thread_ = std::thread([this] {
+      SetThreadName("fencedkv:etcd");
+      EtcdLoop();
+    });
     return Status::OK();
   }
   if (replicaof.empty()) return BecomePrimary();
@@ -363,8 +368,10 @@ Status Replication::BecomeReplica(const std::string& primary) {
       if (kept.ok()) state_ = next;
     }
   }
-  replica_thread_ = std::thread(
-      [this, primary, generation] { ReplicaLoop(primary, generation); });
+  replica_thread_ = std::thread([this, primary, generation] {
+    SetThreadName("fencedkv:follow");
+    ReplicaLoop(primary, generation);
+  });
   LOG(INFO) << "replication: replica of " << primary;
   if (!kept.ok()) {
     LOG(ERROR) << "replication: cannot keep the primary to follow for a "
@@ -466,6 +473,7 @@ void Replication::AcceptReplica(int fd, std::vector<std::string> args) {
                 std::to_string(options_.max_replicas) + ")\r\n";
     } else {
       link->thread = std::thread([this, l, args = std::move(args)]() mutable {
+        SetThreadName("fencedkv:ship");
         ServeReplica(l, std::move(args));
         l->socket->Close();
         l->done.store(true);

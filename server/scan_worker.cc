@@ -2,10 +2,16 @@
 
 #include "scan_worker.h"
 
+#include "util/thread_name.h"
+
 namespace fencedkv {
 namespace server {
 
-ScanWorker::ScanWorker() : thread_([this] { Run(); }) {}
+ScanWorker::ScanWorker()
+    : thread_([this] {
+        SetThreadName("fencedkv:scan");
+        Run();
+      }) {}
 
 ScanWorker::~ScanWorker() { Stop(); }
 

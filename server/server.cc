@@ -20,6 +20,7 @@
 #include "resp_writer.h"
 #include "server_impl.h"
 #include "util/sync_point.h"
+#include "util/thread_name.h"
 
 namespace fencedkv {
 namespace server {
@@ -220,12 +221,15 @@ Status Server::Impl::Start(DB* db, LeaseService* leases, Replication* repl) {
   DoAccept();
   loops_[0]->sweep.emplace(loops_[0]->io);
   ScheduleSweep();
-  for (auto& loop : loops_) {
-    Loop* l = loop.get();
+  for (size_t i = 0; i < loops_.size(); i++) {
+    Loop* l = loops_[i].get();
     l->timeouts.emplace(l->io);
     ScheduleTimeouts(l);
     l->work.emplace(l->io.get_executor());
-    l->thread = std::thread([l] { l->io.run(); });
+    l->thread = std::thread([l, i] {
+      SetThreadName(("fencedkv:io" + std::to_string(i)).c_str());
+      l->io.run();
+    });
   }
   started_ = true;
   return Status::OK();

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <thread>
 
@@ -595,6 +596,36 @@ TEST_F(ServerE2ETest, PrometheusMetrics) {
   EXPECT_GE(value("fencedkv_rocksdb_block_cache_misses_total"), 0);
   EXPECT_GT(value("fencedkv_memory_used_bytes"), 0);
   EXPECT_GT(value("fencedkv_memory_rss_bytes"), 0);
+  EXPECT_EQ(0, server_.Stop());
+}
+
+// Run through /proc/self/exe again (--malloc_hugepages is on by default),
+// the process was called "exe": `pkill fencedkv-server` missed it and top
+// showed "exe". Every thread of its own carries a role in its name.
+TEST_F(ServerE2ETest, TheProcessAndItsThreadsAreNamed) {
+  ASSERT_TRUE(StartServer({"--malloc_hugepages=true"}));
+  const std::string proc = "/proc/" + std::to_string(server_.pid());
+  auto read_name = [](const std::string& path) {
+    std::ifstream in(path);
+    std::string name;
+    std::getline(in, name);
+    return name;
+  };
+  EXPECT_EQ("fencedkv-server", read_name(proc + "/comm"));
+  std::vector<std::string> names;
+  for (const auto& task : std::filesystem::directory_iterator(proc + "/task")) {
+    names.push_back(read_name(task.path().string() + "/comm"));
+  }
+  auto has = [&names](const std::string& name) {
+    return std::find(names.begin(), names.end(), name) != names.end();
+  };
+  std::string all;
+  for (const std::string& name : names) all += name + " ";
+  for (const char* want : {"fencedkv:io0", "fencedkv:db", "fencedkv:scan",
+                           "fencedkv:isr", "rocksdb:low"}) {
+    EXPECT_TRUE(has(want)) << want << " is not among " << all;
+  }
+  EXPECT_FALSE(has("exe")) << all;
   EXPECT_EQ(0, server_.Stop());
 }
 

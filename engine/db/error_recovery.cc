@@ -10,6 +10,7 @@
 #include <rocksdb/listener.h>
 
 #include "db/info_logger.h"
+#include "util/thread_name.h"
 
 namespace fencedkv {
 
@@ -456,7 +457,7 @@ void ErrorRecovery::WaitForBackgroundJobs(rocksdb::DB* db) {
 
 void ErrorRecovery::Run() {
   // Started from a RocksDB callback, it would carry that thread's name.
-  pthread_setname_np(pthread_self(), "fencedkv:recov");
+  SetThreadName("fencedkv:recov");
   mu_.Lock();
   while (!stopped_) {
     rocksdb::DB* const db = db_;

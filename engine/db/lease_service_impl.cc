@@ -18,6 +18,7 @@
 #include "db/fence_format.h"
 #include "util/mutexlock.h"
 #include "util/thread_annotations.h"
+#include "util/thread_name.h"
 
 namespace fencedkv {
 
@@ -57,7 +58,10 @@ class LeaseServiceImpl final : public LeaseService {
   // Starts the background reclaimer (LeaseOptions::reclaim_interval_ms).
   void StartReclaimer() {
     if (options_.reclaim_interval_ms <= 0) return;
-    reclaimer_ = std::thread([this] { ReclaimLoop(); });
+    reclaimer_ = std::thread([this] {
+      SetThreadName("fencedkv:lease");
+      ReclaimLoop();
+    });
   }
 
   Status Load() {
