@@ -38,6 +38,8 @@ Slice UserKeyOf(const char* entry) {
 // Iterates over a sorted vector of entries. Not thread-safe (one user, as
 // every MemTableRep::Iterator).
 class SortedIterator final : public MemTableRep::Iterator {
+  static constexpr size_t kPrefetchAhead = 8;
+
  public:
   // `release`, if set, is called from the destructor with this object's
   // storage, to be reused (by the same thread: see SortedFlushRep).
@@ -54,7 +56,19 @@ class SortedIterator final : public MemTableRep::Iterator {
 
   bool Valid() const override { return pos_ < v_.size(); }
   const char* key() const override { return v_[pos_]; }
-  void Next() override { ++pos_; }
+  void Next() override {
+    ++pos_;
+    // The entries are in key order, which is random in memory: a flush
+    // reading each one in turn missed the cache on every key() (a fifth of
+    // the flush's CPU). The entry a few steps ahead is fetched meanwhile,
+    // its first three cache lines (a 100-byte value's entry spans them).
+    if (pos_ + kPrefetchAhead < v_.size()) {
+      const char* ahead = v_[pos_ + kPrefetchAhead];
+      __builtin_prefetch(ahead);
+      __builtin_prefetch(ahead + 64);
+      __builtin_prefetch(ahead + 128);
+    }
+  }
   void Prev() override { pos_ = pos_ == 0 ? v_.size() : pos_ - 1; }
   void Seek(const Slice& internal_key, const char* memtable_key) override {
     pos_ = Bound(internal_key, memtable_key, /*upper=*/false);
