@@ -556,11 +556,12 @@ bool Connection::HoldReplies(size_t mark, std::vector<std::string> grouped,
   held_grouped_ = std::move(grouped);
   held_commands_ = commands;
   Replication* const repl = server_->state_.repl;
-  if (repl->tracker().NeedsAcks()) repl->NotifyLinks();
+  const uint64_t latest = server_->state_.db->GetLatestSequenceNumber();
+  if (repl->tracker().NeedsAcks()) repl->NotifyLinks(latest);
   auto self = shared_from_this();
   std::string error;
   const CommitTracker::Verdict verdict = repl->tracker().Release(
-      server_->state_.db->GetLatestSequenceNumber(),
+      latest,
       [self](const std::string* e) {
         std::string line = e != nullptr ? *e : std::string();
         asio::post(self->loop_->io, [self, line = std::move(line)] {

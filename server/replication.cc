@@ -107,7 +107,15 @@ Replication::Link::~Link() {
   if (wake_fd >= 0) close(wake_fd);
 }
 
-void Replication::NotifyLinks() {
+void Replication::NotifyLinks(uint64_t seq) {
+  // A caller that finds `seq` notified already returns at once: whoever
+  // raised notified_seq_ to it or past it writes the eventfds after doing
+  // so, and a link woken then reads every batch the log holds by then.
+  uint64_t notified = notified_seq_.load(std::memory_order_relaxed);
+  do {
+    if (notified >= seq) return;
+  } while (!notified_seq_.compare_exchange_weak(notified, seq,
+                                                std::memory_order_relaxed));
   MutexLock lock(&wake_mu_);
   const uint64_t one = 1;
   for (int fd : wake_fds_) {
