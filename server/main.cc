@@ -335,6 +335,14 @@ int main(int argc, char** argv) {
     ro.shard = FLAGS_shard;
     ro.etcd_prefix = FLAGS_etcd_prefix;
     ro.etcd_lease_ttl_ms = FLAGS_etcd_lease_ttl_ms;
+    // On the etcd thread, which also renews the lease every third of a
+    // TTL: a probe takes a quarter of one at most (a loopback connection
+    // and its accept take well under a millisecond).
+    const auto probe_timeout = std::chrono::milliseconds(
+        std::clamp<int64_t>(FLAGS_etcd_lease_ttl_ms / 4, 50, 500));
+    ro.reaches_self = [&server, probe_timeout](const std::string& addr) {
+      return server.ReachesSelf(addr, probe_timeout);
+    };
   }
   ro.restart = [](const std::string& primary) {
     {

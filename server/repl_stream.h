@@ -78,6 +78,12 @@ class ReplSocket {
 // 1..65535, host only letters, digits and . - : _ % (a name or an address),
 // and a host with a colon an IPv6 address.
 bool SplitHostPort(std::string_view host_port, std::string* host, int* port);
+
+// Where a connection to an address lands, as far as this server can tell
+// (Server::ReachesSelf): on this very server's acceptor, somewhere else (or
+// nowhere: refused, timed out), or unknown (this server does not accept
+// connections yet).
+enum class AddressReach { kThisServer, kElsewhere, kUnknown };
 // "host:port", or "[host]:port" for an IPv6 host.
 std::string JoinHostPort(const std::string& host, int port);
 // --replicaof's "start as a primary": "none" or "no one", any case.

@@ -78,6 +78,14 @@ struct ReplicationOptions {
   std::string shard;
   std::string etcd_prefix = "/fencedkv";
   int64_t etcd_lease_ttl_ms = 2000;
+  // etcd mode: whether a connection to this server's own address (self_addr)
+  // reaches this server (Server::ReachesSelf). A member key of another node
+  // under that address is then this server's previous run, whose data
+  // directory was replaced, or a server announcing an address not its own:
+  // this server waits for that key's lease to end and takes its name.
+  // Unset, or kElsewhere: another server holds the name, and this one takes
+  // no part until it is restarted.
+  std::function<AddressReach(const std::string& addr)> reaches_self;
   // Called on the replica's thread once a full copy is in place beside the
   // database (FullSyncDir): the server must stop, then restart with
   // --replicaof=`primary`; at start, AdoptFullSync swaps it in.

@@ -104,6 +104,10 @@ void Replication::EtcdLoop() {
   // Another server holds member_key (name_held), for good if it is a
   // known other node (shut_out: this run never takes part).
   bool name_held = false, shut_out = false;
+  // The etcd lease of another node's key under this server's name that was
+  // found to be this server's own previous run (its address leads here):
+  // waited out, not probed again.
+  int64_t own_previous_lease = 0;
   int64_t primary_dead_since = 0;
   // Replicas joining the record's ISR, each with its floor: the latest
   // sequence once the replica was required (every write acknowledged
@@ -198,16 +202,45 @@ void Replication::EtcdLoop() {
                 "retrying");
           }
         } else if (known_node) {
-          // Another node: for the rest of this run. A server that once saw
-          // its name held by another never takes it, not even once the
-          // other's key is gone (a restart of the rightful owner deletes
-          // it; this one must not step into its place).
-          shut_out = true;
-          s = Status::Busy("another server (node " + other.node +
-                           ") holds the name " + me +
-                           ": two servers announce the same address "
-                           "(--announce_addr); this one takes no part in "
-                           "the shard until it is restarted");
+          // Another node id under this server's name. If the name leads to
+          // this server, no other server can be serving there: the key is
+          // this server's previous run with its data directory replaced (a
+          // wiped member restarted within a TTL), or a server announcing
+          // an address not its own. It is left to its lease (the replaced
+          // run's ends within a TTL), then the name is this server's, as a
+          // new node (docs/replication.md, Coordination).
+          AddressReach reach = AddressReach::kElsewhere;
+          if (held[0].lease == own_previous_lease) {
+            reach = AddressReach::kThisServer;
+          } else if (options_.reaches_self) {
+            reach = options_.reaches_self(me);
+          }
+          if (reach == AddressReach::kThisServer) {
+            own_previous_lease = held[0].lease;
+            s = Status::Busy("the name " + me + " is held by node " +
+                             other.node +
+                             " under another etcd lease, but it leads to "
+                             "this server: that key is this server's "
+                             "previous run (its data directory replaced) "
+                             "or a server announcing an address not its "
+                             "own; waiting for its lease to end");
+          } else if (reach == AddressReach::kUnknown) {
+            s = Status::Busy("the name " + me + " is held by node " +
+                             other.node +
+                             ": checking whether it leads to this server "
+                             "once this server accepts connections");
+          } else {
+            // At another server: for the rest of this run. A server that
+            // once saw its name held by another never takes it, not even
+            // once the other's key is gone (a restart of the rightful
+            // owner deletes it; this one must not step into its place).
+            shut_out = true;
+            s = Status::Busy("another server (node " + other.node +
+                             ") holds the name " + me +
+                             ": two servers announce the same address "
+                             "(--announce_addr); this one takes no part in "
+                             "the shard until it is restarted");
+          }
         } else {
           // A key without a node id (a server of an older build, or not a
           // member record): wait for its lease to end.

@@ -11,8 +11,11 @@
 #include <filesystem>
 #include <thread>
 
+#include <arpa/inet.h>
 #include <glog/logging.h>
+#include <netinet/in.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 
 #include "connection.h"
 #include "process_memory.h"
@@ -219,6 +222,7 @@ Status Server::Impl::Start(DB* db, LeaseService* leases, Replication* repl) {
   worker_ = std::make_unique<DbWorker>(db, ServerWriteOptions(state_));
   accept_retry_.emplace(loops_[0]->io);
   DoAccept();
+  accepting_.store(true);
   loops_[0]->sweep.emplace(loops_[0]->io);
   ScheduleSweep();
   for (size_t i = 0; i < loops_.size(); i++) {
@@ -302,6 +306,7 @@ void Server::Impl::DoAccept() {
                                                  asio::ip::tcp::socket socket) {
     if (stopping_.load()) return;
     if (!ec) {
+      if (probing_.load()) NoteAccepted(socket.native_handle());
       stats_.connections_received.fetch_add(1);
       if (stats_.connected.load() >= options_.maxclients) {
         stats_.connections_rejected.fetch_add(1);
@@ -325,6 +330,89 @@ void Server::Impl::DoAccept() {
     }
     DoAccept();
   });
+}
+
+namespace {
+
+// "ip:port" of a socket address; an IPv4 address mapped into IPv6 (a
+// dual-stack listener's view of an IPv4 peer) as the IPv4 one. Empty if
+// neither family.
+std::string EndpointText(const sockaddr_storage& a) {
+  char ip[INET6_ADDRSTRLEN] = {};
+  int port = 0;
+  if (a.ss_family == AF_INET) {
+    const auto* v4 = reinterpret_cast<const sockaddr_in*>(&a);
+    inet_ntop(AF_INET, &v4->sin_addr, ip, sizeof(ip));
+    port = ntohs(v4->sin_port);
+  } else if (a.ss_family == AF_INET6) {
+    const auto* v6 = reinterpret_cast<const sockaddr_in6*>(&a);
+    if (IN6_IS_ADDR_V4MAPPED(&v6->sin6_addr)) {
+      inet_ntop(AF_INET, &v6->sin6_addr.s6_addr[12], ip, sizeof(ip));
+    } else {
+      inet_ntop(AF_INET6, &v6->sin6_addr, ip, sizeof(ip));
+    }
+    port = ntohs(v6->sin6_port);
+  } else {
+    return std::string();
+  }
+  return std::string(ip) + ":" + std::to_string(port);
+}
+
+}  // namespace
+
+void Server::Impl::NoteAccepted(int fd) {
+  sockaddr_storage peer{};
+  socklen_t len = sizeof(peer);
+  if (getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &len) != 0) return;
+  const std::string from = EndpointText(peer);
+  MutexLock lock(&probe_mu_);
+  if (probe_seen_.size() < 1024) probe_seen_.push_back(from);
+  probe_cv_.notify_all();
+}
+
+AddressReach Server::Impl::ReachesSelf(const std::string& host_port,
+                                       std::chrono::milliseconds timeout) {
+  if (!accepting_.load() || stopping_.load()) return AddressReach::kUnknown;
+  MutexLock one(&probe_run_mu_);
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  {
+    MutexLock lock(&probe_mu_);
+    probe_seen_.clear();
+  }
+  // Set before the connection exists: the acceptor may take it at once.
+  probing_.store(true);
+  struct EndProbe {
+    Impl* impl;
+    ~EndProbe() {
+      impl->probing_.store(false);
+      MutexLock lock(&impl->probe_mu_);
+      impl->probe_seen_.clear();
+    }
+  } end_probe{this};
+  ReplSocket socket;
+  if (!socket.Connect(host_port, timeout).ok()) return AddressReach::kElsewhere;
+  sockaddr_storage local{};
+  socklen_t len = sizeof(local);
+  if (getsockname(socket.fd(), reinterpret_cast<sockaddr*>(&local), &len) !=
+      0) {
+    return AddressReach::kUnknown;
+  }
+  const std::string from = EndpointText(local);
+  if (from.empty()) return AddressReach::kUnknown;
+  MutexLock lock(&probe_mu_);
+  for (;;) {
+    if (std::find(probe_seen_.begin(), probe_seen_.end(), from) !=
+        probe_seen_.end()) {
+      return AddressReach::kThisServer;
+    }
+    if (probe_cv_.wait_until(probe_mu_, deadline) ==
+        std::cv_status::timeout) {
+      return std::find(probe_seen_.begin(), probe_seen_.end(), from) !=
+                     probe_seen_.end()
+                 ? AddressReach::kThisServer
+                 : AddressReach::kElsewhere;
+    }
+  }
 }
 
 void Server::Impl::AcceptFailed(const asio::error_code& ec) {
@@ -447,6 +535,10 @@ const CommandStats& Server::command_stats() const {
 }
 size_t Server::maxclients() const { return impl_->options_.maxclients; }
 bool Server::stopping() const { return impl_->stopping_.load(); }
+AddressReach Server::ReachesSelf(const std::string& host_port,
+                                 std::chrono::milliseconds timeout) {
+  return impl_->ReachesSelf(host_port, timeout);
+}
 
 }  // namespace server
 }  // namespace fencedkv

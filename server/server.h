@@ -44,6 +44,7 @@
 #include "fencedkv/db.h"
 #include "fencedkv/lease.h"
 
+#include "repl_stream.h"
 #include "resp_parser.h"
 
 namespace fencedkv {
@@ -162,6 +163,14 @@ class Server {
   size_t maxclients() const;
   // True once Stop has begun.
   bool stopping() const;
+  // Connects to `host_port` and tells whether this server's acceptor took
+  // that connection within `timeout` (kThisServer), or not: refused, timed
+  // out, or taken by another (kElsewhere). kUnknown before Start (nothing
+  // is accepted yet) or when the probe's own address cannot be read. One
+  // probe at a time; the connection is closed before it returns. (etcd
+  // mode: is a member key under this server's address its previous run's?)
+  AddressReach ReachesSelf(const std::string& host_port,
+                           std::chrono::milliseconds timeout);
 
   class Impl;
 

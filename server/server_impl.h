@@ -16,6 +16,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -115,6 +116,9 @@ class Server::Impl {
   std::vector<std::shared_ptr<Connection>> LiveConnections()
       LOCKS_EXCLUDED(conns_mu_);
   void DoAccept();
+  // The acceptor, during a ReachesSelf probe: notes where a connection
+  // came from.
+  void NoteAccepted(int fd) LOCKS_EXCLUDED(probe_mu_);
   // After a failed accept: logs (rate-limited) and retries after a pause.
   void AcceptFailed(const asio::error_code& ec);
 
@@ -130,6 +134,23 @@ class Server::Impl {
   std::optional<asio::steady_timer> accept_retry_;
   std::chrono::steady_clock::time_point accept_logged_;
   uint64_t accept_errors_unlogged_ = 0;
+
+ public:
+  AddressReach ReachesSelf(const std::string& host_port,
+                           std::chrono::milliseconds timeout)
+      LOCKS_EXCLUDED(probe_run_mu_, probe_mu_);
+
+ private:
+  // ReachesSelf: set once the acceptor runs; while a probe runs, the
+  // acceptor adds each connection's peer address ("ip:port", an IPv4
+  // mapped into IPv6 as IPv4) to probe_seen_ (bounded: a probe that
+  // misses its own among more is kElsewhere, as if it never came).
+  std::atomic<bool> accepting_{false};
+  std::atomic<bool> probing_{false};
+  Mutex probe_run_mu_;  // one probe at a time
+  Mutex probe_mu_;
+  std::condition_variable_any probe_cv_;
+  std::vector<std::string> probe_seen_ GUARDED_BY(probe_mu_);
 };
 
 }  // namespace server

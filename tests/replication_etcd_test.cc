@@ -532,6 +532,31 @@ TEST_F(EtcdWipedMemberTest, AWipedMemberRejoinsUnderItsNewNodeAndMayTakeOver) {
   EXPECT_EQ(":" + std::to_string(kWrites), c.Call({"DBSIZE"}));
 }
 
+// A member wiped and restarted at once, within its previous run's TTL, finds
+// its name held by another node id: that previous run's key. Its address
+// leads to itself, so no other server can be serving there: it waits for
+// the key's lease to end and rejoins as a new node. Before, it took the key
+// for another live server's and took no part until restarted again.
+TEST_F(EtcdWipedMemberTest, AMemberWipedAndRestartedWithinItsTtlRejoins) {
+  KillAndWipe(wiped);
+  ASSERT_TRUE(StartServer(wiped));  // at once: its old key is still there
+  const int port = ports_[wiped];
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        return Info(port)["etcd_last_error"].find("leads to this server") !=
+               std::string::npos;
+      },
+      5000))
+      << Info(port)["etcd_last_error"];
+  ASSERT_TRUE(WaitUntil(
+      [&] { return InRecordIsr(primary, wiped) && Converged(primary); }, 30000))
+      << Info(port)["etcd_last_error"] << " / "
+      << Info(ports_[primary])["shard_isr"];
+  EXPECT_EQ(Digest(primary), Digest(wiped));
+  Client c(port, 5000);
+  EXPECT_EQ(":" + std::to_string(kWrites), c.Call({"DBSIZE"}));
+}
+
 // The record names, for an ISR member, only the node whose link's
 // acknowledgements counted for it. Here a replica loses etcd but keeps its
 // link to the primary; its member key ends with its lease, and another

@@ -126,6 +126,45 @@ class ServerInProcessTest : public testing::Test {
   test::TempDir dir_;
 };
 
+// ReachesSelf (etcd mode's test of a member key under this server's name):
+// only a connection this server's own acceptor takes counts.
+TEST_F(ServerInProcessTest, ReachesSelfTellsItsOwnAddressFromOthers) {
+  Options o;
+  o.create_if_missing = true;
+  test::TempDir other_dir;
+  InProcessServer a, b;
+  ASSERT_FENCEDKV_OK(a.Start(dir_.path(), o, server::ServerOptions()));
+  ASSERT_FENCEDKV_OK(b.Start(other_dir.path(), o, server::ServerOptions()));
+  const std::chrono::milliseconds timeout(500);
+  auto at = [](int port) { return "127.0.0.1:" + std::to_string(port); };
+  EXPECT_EQ(server::AddressReach::kThisServer,
+            a.server()->ReachesSelf(at(a.port()), timeout));
+  EXPECT_EQ(server::AddressReach::kElsewhere,
+            a.server()->ReachesSelf(at(b.port()), timeout));
+  EXPECT_EQ(server::AddressReach::kThisServer,
+            b.server()->ReachesSelf(at(b.port()), timeout));
+  // Nobody there: refused.
+  const int gone = b.port();
+  b.Stop();
+  EXPECT_EQ(server::AddressReach::kElsewhere,
+            a.server()->ReachesSelf(at(gone), timeout));
+  // Other connections coming and going meanwhile do not confuse it.
+  std::vector<std::unique_ptr<test::RespTestClient>> clients;
+  for (int i = 0; i < 20; ++i) {
+    clients.push_back(std::make_unique<test::RespTestClient>(a.port()));
+  }
+  EXPECT_EQ(server::AddressReach::kThisServer,
+            a.server()->ReachesSelf(at(a.port()), timeout));
+  // Before Start nothing is accepted: unknown, not "elsewhere".
+  server::ServerOptions so;
+  so.port = 0;
+  server::Server idle(so);
+  ASSERT_FENCEDKV_OK(idle.Listen());
+  EXPECT_EQ(server::AddressReach::kUnknown,
+            idle.ReachesSelf(at(idle.port()), timeout));
+  idle.Stop(std::chrono::milliseconds(0));
+}
+
 // Issue 10.2: when DB::WriteGroup failed but left batches' statuses OK (a
 // failed read of a stored max), both the loop's group write and the database
 // thread's (--sync) answered +OK for writes that never happened. Checked
