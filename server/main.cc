@@ -105,10 +105,9 @@ int main(int argc, char** argv) {
   // restart onto its full copy), the process would be called "exe" in ps,
   // top and pkill: it takes its program's name back (the kernel keeps 15
   // characters), before any thread starts and inherits the name.
-  {
+  if (argc > 0 && argv[0] != nullptr) {
     const char* slash = std::strrchr(argv[0], '/');
-    const std::string name(slash != nullptr ? slash + 1 : argv[0]);
-    fencedkv::SetThreadName(name.substr(0, 15).c_str());
+    fencedkv::SetThreadName(slash != nullptr ? slash + 1 : argv[0]);
   }
   FLAGS_logtostderr = true;  // glog: overridable on the command line
   gflags::SetUsageMessage(
@@ -339,7 +338,7 @@ int main(int argc, char** argv) {
     // TTL: a probe takes a quarter of one at most (a loopback connection
     // and its accept take well under a millisecond).
     const auto probe_timeout = std::chrono::milliseconds(
-        std::clamp<int64_t>(FLAGS_etcd_lease_ttl_ms / 4, 50, 500));
+        std::clamp<int64_t>(FLAGS_etcd_lease_ttl_ms / 4, 10, 500));
     ro.reaches_self = [&server, probe_timeout](const std::string& addr) {
       return server.ReachesSelf(addr, probe_timeout);
     };

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <chrono>
 #include <map>
+#include <optional>
 
 #include <glog/logging.h>
 
@@ -107,7 +108,7 @@ void Replication::EtcdLoop() {
   // The etcd lease of another node's key under this server's name that was
   // found to be this server's own previous run (its address leads here):
   // waited out, not probed again.
-  int64_t own_previous_lease = 0;
+  std::optional<int64_t> own_previous_lease;
   int64_t primary_dead_since = 0;
   // Replicas joining the record's ISR, each with its floor: the latest
   // sequence once the replica was required (every write acknowledged
@@ -210,7 +211,7 @@ void Replication::EtcdLoop() {
           // run's ends within a TTL), then the name is this server's, as a
           // new node (docs/replication.md, Coordination).
           AddressReach reach = AddressReach::kElsewhere;
-          if (held[0].lease == own_previous_lease) {
+          if (own_previous_lease == held[0].lease) {
             reach = AddressReach::kThisServer;
           } else if (options_.reaches_self) {
             reach = options_.reaches_self(me);

@@ -231,7 +231,7 @@ Status Server::Impl::Start(DB* db, LeaseService* leases, Replication* repl) {
     ScheduleTimeouts(l);
     l->work.emplace(l->io.get_executor());
     l->thread = std::thread([l, i] {
-      SetThreadName(("fencedkv:io" + std::to_string(i)).c_str());
+      SetThreadName("fencedkv:io" + std::to_string(i));
       l->io.run();
     });
   }
@@ -358,13 +358,25 @@ std::string EndpointText(const sockaddr_storage& a) {
   return std::string(ip) + ":" + std::to_string(port);
 }
 
+// "peer->local" of a connected socket, "" if either cannot be read.
+std::string ConnectionText(int fd, bool peer_first) {
+  sockaddr_storage peer{}, local{};
+  socklen_t peer_len = sizeof(peer), local_len = sizeof(local);
+  if (getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peer_len) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&local), &local_len) != 0) {
+    return std::string();
+  }
+  const std::string p = EndpointText(peer), l = EndpointText(local);
+  if (p.empty() || l.empty()) return std::string();
+  return peer_first ? p + "->" + l : l + "->" + p;
+}
+
 }  // namespace
 
 void Server::Impl::NoteAccepted(int fd) {
-  sockaddr_storage peer{};
-  socklen_t len = sizeof(peer);
-  if (getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &len) != 0) return;
-  const std::string from = EndpointText(peer);
+  // Seen from this end: the client (peer) first.
+  const std::string from = ConnectionText(fd, /*peer_first=*/true);
+  if (from.empty()) return;
   MutexLock lock(&probe_mu_);
   if (probe_seen_.size() < 1024) probe_seen_.push_back(from);
   probe_cv_.notify_all();
@@ -391,13 +403,9 @@ AddressReach Server::Impl::ReachesSelf(const std::string& host_port,
   } end_probe{this};
   ReplSocket socket;
   if (!socket.Connect(host_port, timeout).ok()) return AddressReach::kElsewhere;
-  sockaddr_storage local{};
-  socklen_t len = sizeof(local);
-  if (getsockname(socket.fd(), reinterpret_cast<sockaddr*>(&local), &len) !=
-      0) {
-    return AddressReach::kUnknown;
-  }
-  const std::string from = EndpointText(local);
+  // Seen from the probe's end: itself (local) first, as the acceptor
+  // writes its client first.
+  const std::string from = ConnectionText(socket.fd(), /*peer_first=*/false);
   if (from.empty()) return AddressReach::kUnknown;
   MutexLock lock(&probe_mu_);
   for (;;) {

@@ -142,9 +142,12 @@ class Server::Impl {
 
  private:
   // ReachesSelf: set once the acceptor runs; while a probe runs, the
-  // acceptor adds each connection's peer address ("ip:port", an IPv4
-  // mapped into IPv6 as IPv4) to probe_seen_ (bounded: a probe that
-  // misses its own among more is kElsewhere, as if it never came).
+  // acceptor adds each connection's whole identity, "peer->local" (each
+  // "ip:port", an IPv4 mapped into IPv6 as IPv4), to probe_seen_ (bounded:
+  // a probe that misses its own among more is kElsewhere, as if it never
+  // came). The peer alone would not do: a connection of another process
+  // on this host may take the probe's source port while the probe goes to
+  // another server, as long as its destination differs.
   std::atomic<bool> accepting_{false};
   std::atomic<bool> probing_{false};
   Mutex probe_run_mu_;  // one probe at a time
