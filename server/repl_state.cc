@@ -286,24 +286,37 @@ bool MemberRecord::Parse(std::string_view text, MemberRecord* member) {
 
 bool IsNodeId(std::string_view text) { return IsLowerHex(text, 32); }
 
-Status LoadOrCreateNodeId(const std::string& dir, std::string* id) {
+Status ReadNodeId(const std::string& dir, std::string* id) {
+  id->clear();
   const std::string path = dir + "/" + kNodeIdFile;
-  if (access(path.c_str(), F_OK) == 0) {
-    // There: read it or fail (never replaced: that would make this server
-    // another node).
-    std::ifstream in(path);
-    std::string text;
-    if (!in || !std::getline(in, text)) {
-      return Status::IOError("cannot read " + path);
-    }
-    if (!IsNodeId(text)) {
-      return Status::Corruption(path + " is not a node id (32 hex digits)");
-    }
-    *id = text;
-    return Status::OK();
+  if (access(path.c_str(), F_OK) != 0) return Status::OK();
+  std::ifstream in(path);
+  std::string text;
+  if (!in || !std::getline(in, text)) {
+    return Status::IOError("cannot read " + path);
   }
+  if (!IsNodeId(text)) {
+    return Status::Corruption(path + " is not a node id (32 hex digits)");
+  }
+  *id = text;
+  return Status::OK();
+}
+
+Status StoreNodeId(const std::string& dir, const std::string& id) {
+  if (!IsNodeId(id)) {
+    return Status::InvalidArgument("not a node id (32 lowercase hex digits): " +
+                                   id);
+  }
+  return ReplaceFileDurably(dir, kNodeIdFile, id + "\n");
+}
+
+Status LoadOrCreateNodeId(const std::string& dir, std::string* id) {
+  // There: read it or fail (never replaced: that would make this server
+  // another node).
+  Status s = ReadNodeId(dir, id);
+  if (!s.ok() || !id->empty()) return s;
   const std::string fresh = NewHistoryId();
-  Status s = ReplaceFileDurably(dir, kNodeIdFile, fresh + "\n");
+  s = ReplaceFileDurably(dir, kNodeIdFile, fresh + "\n");
   if (s.ok()) *id = fresh;
   return s;
 }

@@ -172,6 +172,15 @@ std::string NewHistoryId();
 // a whole database directory (cp -r, a disk image) copies the id: delete
 // NODE_ID in the copy, or two servers count as one node.
 Status LoadOrCreateNodeId(const std::string& dir, std::string* id);
+// Reads dir/NODE_ID: OK with "" if there is none yet; Corruption or IOError
+// as LoadOrCreateNodeId. Creates nothing.
+Status ReadNodeId(const std::string& dir, std::string* id);
+// Puts `id` (IsNodeId, else InvalidArgument) in dir/NODE_ID atomically and
+// durably, replacing any: fencedkv-admin's `replication --set_node_id`, for
+// a member whose directory was moved without its NODE_ID
+// (docs/replication.md, Coordination). The caller holds the directory's
+// LOCK (no server runs on it).
+Status StoreNodeId(const std::string& dir, const std::string& id);
 // 32 lowercase hex digits.
 bool IsNodeId(std::string_view text);
 constexpr const char* kNodeIdFile = "NODE_ID";

@@ -37,6 +37,9 @@
 #ifndef FENCEDKV_SERVER_BIN
 #error "FENCEDKV_SERVER_BIN must name the fencedkv-server binary"
 #endif
+#ifndef FENCEDKV_ADMIN_BIN
+#error "FENCEDKV_ADMIN_BIN must name the fencedkv-admin binary"
+#endif
 
 namespace fencedkv {
 namespace {
@@ -553,6 +556,43 @@ TEST_F(EtcdWipedMemberTest, AMemberWipedAndRestartedWithinItsTtlRejoins) {
       << Info(port)["etcd_last_error"] << " / "
       << Info(ports_[primary])["shard_isr"];
   EXPECT_EQ(Digest(primary), Digest(wiped));
+  Client c(port, 5000);
+  EXPECT_EQ(":" + std::to_string(kWrites), c.Call({"DBSIZE"}));
+}
+
+// A member's data moved without its NODE_ID (a new node to the shard) while
+// the rest of the ISR is lost: no server may take over, until the operator
+// gives the directory its node id back with fencedkv-admin (the id the
+// record names for its address); then it takes over with every write.
+TEST_F(EtcdWipedMemberTest, AMovedMemberGivenItsNodeIdBackTakesOver) {
+  const std::string db = dir_.Sub("s" + std::to_string(wiped)) + "/db";
+  std::string id;
+  std::getline(std::ifstream(db + "/NODE_ID"), id);
+  ASSERT_EQ(32u, id.size());
+  servers_[wiped].Kill9();
+  servers_[primary].Kill9();
+  servers_[other].Kill9();
+  ASSERT_EQ(0, std::remove((db + "/NODE_ID").c_str()));  // the move
+  std::this_thread::sleep_for(milliseconds(2500));  // the old keys end
+  ASSERT_TRUE(StartServer(wiped));
+  const int port = ports_[wiped];
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        return Info(port)["etcd_last_error"].find("node") != std::string::npos;
+      },
+      10000))
+      << Info(port)["etcd_last_error"];
+  EXPECT_NE("master", Info(port)["role"]);
+  // The operator: stop it, give it its id back, start it again.
+  ASSERT_EQ(0, servers_[wiped].Stop());
+  const std::string admin = std::string(FENCEDKV_ADMIN_BIN) + " --db=" + db +
+                            " replication --set_node_id=" + id;
+  ASSERT_EQ(0, std::system(admin.c_str())) << admin;
+  std::this_thread::sleep_for(milliseconds(2500));  // its own key ends too
+  ASSERT_TRUE(StartServer(wiped));
+  ASSERT_TRUE(
+      WaitUntil([&] { return Info(port)["role"] == "master"; }, 15000))
+      << Info(port)["etcd_last_error"];
   Client c(port, 5000);
   EXPECT_EQ(":" + std::to_string(kWrites), c.Call({"DBSIZE"}));
 }

@@ -36,6 +36,9 @@ DEFINE_bool(verify, false,
             "checksum");
 DEFINE_string(output, "-", "export: the file to write; - = stdout");
 DEFINE_string(input, "-", "import: the file to read; - = stdin");
+DEFINE_string(set_node_id, "",
+              "replication: the node id (32 lowercase hex digits) to put in "
+              "the stopped server's NODE_ID");
 DEFINE_int64(timeout_ms, 3600 * 1000,
              "With --server: how long to wait for the server's checkpoint or "
              "backup to finish");
@@ -49,7 +52,7 @@ namespace {
 const char* const kAllFlags[] = {
     "hex",    "from",   "to",       "limit",      "max_keys",  "prefix",
     "server", "user",   "password", "backup_dir", "backup_id", "fence_floor",
-    "verify", "output", "input",    "timeout_ms"};
+    "verify", "output", "input",    "timeout_ms", "set_node_id"};
 
 const char kUsageHead[] =
     "fencedkv-admin: inspect, check, back up and restore a fencedkv store "
@@ -86,6 +89,7 @@ std::vector<std::unique_ptr<AdminCommand>> AllCommands() {
   AppendCheckCommand(&factories);
   AppendCopyCommands(&factories);
   AppendExportCommands(&factories);
+  AppendReplicationCommand(&factories);
   std::vector<std::unique_ptr<AdminCommand>> commands;
   commands.reserve(factories.size());
   for (CommandFactory f : factories) commands.push_back(f());

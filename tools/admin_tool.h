@@ -50,6 +50,7 @@ DECLARE_bool(verify);
 DECLARE_string(output);
 DECLARE_string(input);
 DECLARE_int64(timeout_ms);
+DECLARE_string(set_node_id);
 
 namespace fencedkv {
 
@@ -122,6 +123,7 @@ void AppendReadCommands(std::vector<CommandFactory>* table);
 void AppendCheckCommand(std::vector<CommandFactory>* table);
 void AppendCopyCommands(std::vector<CommandFactory>* table);
 void AppendExportCommands(std::vector<CommandFactory>* table);
+void AppendReplicationCommand(std::vector<CommandFactory>* table);
 
 // Parses flags, finds the verb, runs it: the whole of main().
 int RunAdminTool(int argc, char** argv);

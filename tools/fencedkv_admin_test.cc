@@ -678,6 +678,64 @@ TEST_F(AdminTest, ADirectoryInUseIsReadButNeverWritten) {
   EXPECT_FALSE(fs::exists(tmp_.Sub("cp")));
 }
 
+// replication: what a server keeps of its replication in its directory, and
+// --set_node_id, the one way to give a moved member its node id back: only
+// on a stopped server, only a well-formed id, and nothing else changed.
+TEST_F(AdminTest, ReplicationStateAndSettingTheNodeId) {
+  const std::string dir = tmp_.Sub("db");
+  Build(dir, "key", FenceMode::kMonotonic);
+  Result r = OnDb(dir, {"replication"});
+  ASSERT_EQ(0, r.code) << r.err;
+  EXPECT_EQ(
+      "node_id -\nhistory -\nmax_epoch 0\nlog_epoch 0\nepochs -\nfollow -\n",
+      r.out);
+  const std::string old_id(32, 'a'), new_id = "0123456789abcdef0123456789abcdef";
+  std::ofstream(dir + "/NODE_ID") << old_id << "\n";
+  std::ofstream(dir + "/REPLICATION")
+      << "fencedkv-replication 1\nhistory " << std::string(32, 'c')
+      << "\nmax_epoch 3\nlog_epoch 2\nepochs 1:0,2:17:00112233aabbccdd\n"
+         "follow 10.0.0.1:7379\n";
+  r = OnDb(dir, {"replication"});
+  ASSERT_EQ(0, r.code) << r.err;
+  EXPECT_EQ("node_id " + old_id + "\nhistory " + std::string(32, 'c') +
+                "\nmax_epoch 3\nlog_epoch 2\nepochs "
+                "1:0,2:17:00112233aabbccdd\nfollow 10.0.0.1:7379\n",
+            r.out);
+  const auto before = Snapshot(dir);
+  // Refused, nothing changed: a malformed id, an argument, a running server.
+  for (const std::string& bad :
+       {std::string("xyz"), std::string(32, 'A'), std::string(31, 'a'),
+        std::string(33, 'a')}) {
+    r = OnDb(dir, {"replication", "--set_node_id=" + bad});
+    EXPECT_EQ(1, r.code) << bad;
+    EXPECT_NE(std::string::npos, r.err.find("not a node id")) << r.err;
+  }
+  r = OnDb(dir, {"replication", "extra"});
+  EXPECT_EQ(1, r.code);
+  {
+    std::unique_ptr<DB> db;
+    ASSERT_FENCEDKV_OK(DB::Open(Options(), dir, &db));  // a running server
+    r = OnDb(dir, {"replication", "--set_node_id=" + new_id});
+    EXPECT_EQ(1, r.code);
+    EXPECT_NE(std::string::npos, r.err.find("is in use by a running process"))
+        << r.err;
+    EXPECT_EQ(old_id + "\n", ReadFile(dir + "/NODE_ID"));
+  }
+  // (The open above rewrote RocksDB's own files; NODE_ID is what counts.)
+  EXPECT_EQ(before.at(dir + "/NODE_ID"), Snapshot(dir).at(dir + "/NODE_ID"));
+  r = OnDb(dir, {"replication", "--set_node_id=" + new_id});
+  ASSERT_EQ(0, r.code) << r.err;
+  EXPECT_EQ("node_id " + old_id + " -> " + new_id + "\n", r.out);
+  EXPECT_EQ(new_id + "\n", ReadFile(dir + "/NODE_ID"));
+  EXPECT_EQ(0, OnDb(dir, {"check"}).code);
+  // Not a fencedkv directory: refused before anything is written.
+  const std::string empty = tmp_.Sub("empty");
+  fs::create_directories(empty);
+  r = OnDb(empty, {"replication", "--set_node_id=" + new_id});
+  EXPECT_EQ(1, r.code);
+  EXPECT_FALSE(fs::exists(empty + "/NODE_ID"));
+}
+
 TEST_F(AdminTest, MissingAndCorruptBackups) {
   const std::string dir = tmp_.Sub("db"), bk = tmp_.Sub("bk");
   const std::string target = tmp_.Sub("restored");

@@ -1,0 +1,101 @@
+// Copyright (c) fencedkv authors.
+//
+// replication: a server's replication state as kept in its data directory
+// (NODE_ID and REPLICATION, docs/format.md), read without opening RocksDB;
+// and, on a stopped server, --set_node_id: the one way to give a directory
+// a member's node id back (docs/replication.md, Coordination).
+
+#include <rocksdb/env.h>
+
+#include "admin_tool.h"
+#include "db/read_only_store.h"
+#include "repl_state.h"
+
+namespace fencedkv {
+namespace admin {
+
+namespace {
+
+using server::ReplState;
+
+std::string OrDash(const std::string& s) { return s.empty() ? "-" : s; }
+
+class ReplicationCommand : public AdminCommand {
+ public:
+  const char* Name() const override { return "replication"; }
+  void Help(std::string* out) const override {
+    *out +=
+        "  replication [--set_node_id=ID]\n"
+        "      the node id and replication state kept in DIR (NODE_ID, "
+        "REPLICATION): history,\n"
+        "      epochs, the primary followed. --set_node_id (server stopped) "
+        "puts ID in NODE_ID:\n"
+        "      only for a member's own data moved without its NODE_ID, to "
+        "match the shard\n"
+        "      record's `nodes` entry (docs/replication.md); any other use "
+        "lets a server stand\n"
+        "      for a member whose writes it lacks\n";
+  }
+  std::vector<const char*> Flags() const override { return {"set_node_id"}; }
+
+  ExecResult DoCommand(const std::vector<std::string>& args,
+                       FILE* out) override {
+    if (!args.empty()) {
+      return ExecResult::Error("takes no argument (got '" +
+                               EscapeBytes(args[0]) + "')");
+    }
+    // A fencedkv store (its meta records valid), read without a lock.
+    {
+      std::unique_ptr<ReadOnlyStore> store;
+      Status s = ReadOnlyStore::OpenChecked(FLAGS_db, &store);
+      if (!s.ok()) return ExecResult::FromStatus(s);
+    }
+    std::string node;
+    Status s = server::ReadNodeId(FLAGS_db, &node);
+    ReplState state;
+    if (s.ok()) s = ReplState::Load(FLAGS_db, &state);
+    if (!s.ok()) return ExecResult::FromStatus(s);
+    if (!FLAGS_set_node_id.empty()) return SetNodeId(node, out);
+    Print(out, "node_id " + OrDash(node) + "\n");
+    Print(out, "history " + OrDash(state.history) + "\n");
+    Print(out, "max_epoch " + std::to_string(state.max_epoch) + "\n");
+    Print(out, "log_epoch " + std::to_string(state.log_epoch) + "\n");
+    Print(out, "epochs " + OrDash(server::FormatEpochs(state.epochs)) + "\n");
+    Print(out, "follow " + OrDash(state.follow) + "\n");
+    return ExecResult::Ok();
+  }
+
+ private:
+  // Holds the directory's RocksDB LOCK while NODE_ID is replaced, so no
+  // server starts on it meanwhile.
+  static ExecResult SetNodeId(const std::string& before, FILE* out) {
+    if (!server::IsNodeId(FLAGS_set_node_id)) {
+      return ExecResult::Error(
+          "--set_node_id: not a node id (32 lowercase hex digits): " +
+          EscapeBytes(FLAGS_set_node_id));
+    }
+    rocksdb::Env* env = rocksdb::Env::Default();
+    rocksdb::FileLock* lock = nullptr;
+    rocksdb::Status rs = env->LockFile(FLAGS_db + "/LOCK", &lock);
+    if (!rs.ok()) {
+      return ExecResult::Error(FLAGS_db +
+                               " is in use by a running process (its LOCK "
+                               "is held): stop it first (" +
+                               rs.ToString() + ")");
+    }
+    Status s = server::StoreNodeId(FLAGS_db, FLAGS_set_node_id);
+    env->UnlockFile(lock);
+    if (!s.ok()) return ExecResult::FromStatus(s);
+    Print(out, "node_id " + OrDash(before) + " -> " + FLAGS_set_node_id + "\n");
+    return ExecResult::Ok();
+  }
+};
+
+}  // namespace
+
+void AppendReplicationCommand(std::vector<CommandFactory>* table) {
+  table->push_back(&MakeCommand<ReplicationCommand>);
+}
+
+}  // namespace admin
+}  // namespace fencedkv
