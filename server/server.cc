@@ -413,8 +413,7 @@ AddressReach Server::Impl::ReachesSelf(const std::string& host_port,
         probe_seen_.end()) {
       return AddressReach::kThisServer;
     }
-    if (probe_cv_.wait_until(probe_mu_, deadline) ==
-        std::cv_status::timeout) {
+    if (probe_cv_.wait_until(probe_mu_, deadline) == std::cv_status::timeout) {
       return std::find(probe_seen_.begin(), probe_seen_.end(), from) !=
                      probe_seen_.end()
                  ? AddressReach::kThisServer

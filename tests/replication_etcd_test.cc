@@ -573,7 +573,7 @@ TEST_F(EtcdWipedMemberTest, AMovedMemberGivenItsNodeIdBackTakesOver) {
   servers_[primary].Kill9();
   servers_[other].Kill9();
   ASSERT_EQ(0, std::remove((db + "/NODE_ID").c_str()));  // the move
-  std::this_thread::sleep_for(milliseconds(2500));  // the old keys end
+  std::this_thread::sleep_for(milliseconds(2500));       // the old keys end
   ASSERT_TRUE(StartServer(wiped));
   const int port = ports_[wiped];
   ASSERT_TRUE(WaitUntil(
@@ -590,8 +590,7 @@ TEST_F(EtcdWipedMemberTest, AMovedMemberGivenItsNodeIdBackTakesOver) {
   ASSERT_EQ(0, std::system(admin.c_str())) << admin;
   std::this_thread::sleep_for(milliseconds(2500));  // its own key ends too
   ASSERT_TRUE(StartServer(wiped));
-  ASSERT_TRUE(
-      WaitUntil([&] { return Info(port)["role"] == "master"; }, 15000))
+  ASSERT_TRUE(WaitUntil([&] { return Info(port)["role"] == "master"; }, 15000))
       << Info(port)["etcd_last_error"];
   Client c(port, 5000);
   EXPECT_EQ(":" + std::to_string(kWrites), c.Call({"DBSIZE"}));

@@ -119,6 +119,7 @@ TEST_F(ServerE2ETest, ManyConcurrentClients) {
   ASSERT_TRUE(StartServer());
   const int kClients = 16, kOps = 200;
   std::vector<std::thread> threads;
+  threads.reserve(kClients);
   std::atomic<int> ok{0};
   for (int t = 0; t < kClients; ++t) {
     threads.emplace_back([&, t] {
@@ -450,6 +451,7 @@ TEST_F(ServerE2ETest, KeysDoNotStallOtherClients) {
   const auto keys_ms = ms(Clock::now() - t0);
   std::atomic<bool> done{false};
   std::vector<std::thread> loops;
+  loops.reserve(4);
   for (int i = 0; i < 4; ++i) {
     loops.emplace_back([&] {
       Client c(server_.port());
@@ -570,6 +572,7 @@ TEST_F(ServerE2ETest, PrometheusMetrics) {
            "fencedkv_command_failed_calls_total{cmd=\"set\"} 2\n",
            "fencedkv_command_calls_total{cmd=\"get\"} 1\n",
            "fencedkv_command_duration_seconds_count{cmd=\"set\"} 3\n",
+           // NOLINTNEXTLINE(bugprone-suspicious-missing-comma): one line
            "fencedkv_command_duration_seconds_bucket{cmd=\"set\",le=\"+Inf\"} "
            "3\n",
            "fencedkv_errors_total{code=\"STALE\"} 1\n",

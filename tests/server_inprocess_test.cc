@@ -150,6 +150,7 @@ TEST_F(ServerInProcessTest, ReachesSelfTellsItsOwnAddressFromOthers) {
             a.server()->ReachesSelf(at(gone), timeout));
   // Other connections coming and going meanwhile do not confuse it.
   std::vector<std::unique_ptr<test::RespTestClient>> clients;
+  clients.reserve(20);
   for (int i = 0; i < 20; ++i) {
     clients.push_back(std::make_unique<test::RespTestClient>(a.port()));
   }

@@ -20,7 +20,7 @@ using server::ReplState;
 
 std::string OrDash(const std::string& s) { return s.empty() ? "-" : s; }
 
-class ReplicationCommand : public AdminCommand {
+class ReplicationCommand : public ReadCommand {
  public:
   const char* Name() const override { return "replication"; }
   void Help(std::string* out) const override {
@@ -38,18 +38,12 @@ class ReplicationCommand : public AdminCommand {
   }
   std::vector<const char*> Flags() const override { return {"set_node_id"}; }
 
-  ExecResult DoCommand(const std::vector<std::string>& args,
-                       FILE* out) override {
-    if (!args.empty()) {
-      return ExecResult::Error("takes no argument (got '" +
-                               EscapeBytes(args[0]) + "')");
-    }
-    // A fencedkv store (its meta records valid), read without a lock.
-    {
-      std::unique_ptr<ReadOnlyStore> store;
-      Status s = ReadOnlyStore::OpenChecked(FLAGS_db, &store);
-      if (!s.ok()) return ExecResult::FromStatus(s);
-    }
+ protected:
+  // (ReadCommand: no argument, and DIR a fencedkv store, opened read-only
+  // without its lock.)
+  ExecResult Read(const ReadOnlyStore& /*store*/,
+                  const std::vector<std::string>& /*args*/,
+                  FILE* out) override {
     std::string node;
     Status s = server::ReadNodeId(FLAGS_db, &node);
     ReplState state;

@@ -50,8 +50,8 @@ namespace {
 
 // Every flag defined above (the ones a verb may or may not accept).
 const char* const kAllFlags[] = {
-    "hex",    "from",   "to",       "limit",      "max_keys",  "prefix",
-    "server", "user",   "password", "backup_dir", "backup_id", "fence_floor",
+    "hex",    "from",   "to",       "limit",      "max_keys",   "prefix",
+    "server", "user",   "password", "backup_dir", "backup_id",  "fence_floor",
     "verify", "output", "input",    "timeout_ms", "set_node_id"};
 
 const char kUsageHead[] =

@@ -689,7 +689,8 @@ TEST_F(AdminTest, ReplicationStateAndSettingTheNodeId) {
   EXPECT_EQ(
       "node_id -\nhistory -\nmax_epoch 0\nlog_epoch 0\nepochs -\nfollow -\n",
       r.out);
-  const std::string old_id(32, 'a'), new_id = "0123456789abcdef0123456789abcdef";
+  const std::string old_id(32, 'a'),
+      new_id = "0123456789abcdef0123456789abcdef";
   std::ofstream(dir + "/NODE_ID") << old_id << "\n";
   std::ofstream(dir + "/REPLICATION")
       << "fencedkv-replication 1\nhistory " << std::string(32, 'c')
@@ -703,9 +704,8 @@ TEST_F(AdminTest, ReplicationStateAndSettingTheNodeId) {
             r.out);
   const auto before = Snapshot(dir);
   // Refused, nothing changed: a malformed id, an argument, a running server.
-  for (const std::string& bad :
-       {std::string("xyz"), std::string(32, 'A'), std::string(31, 'a'),
-        std::string(33, 'a')}) {
+  for (const std::string& bad : {std::string("xyz"), std::string(32, 'A'),
+                                 std::string(31, 'a'), std::string(33, 'a')}) {
     r = OnDb(dir, {"replication", "--set_node_id=" + bad});
     EXPECT_EQ(1, r.code) << bad;
     EXPECT_NE(std::string::npos, r.err.find("not a node id")) << r.err;

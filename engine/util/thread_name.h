@@ -8,9 +8,9 @@
 #ifndef FENCEDKV_ENGINE_UTIL_THREAD_NAME_H_
 #define FENCEDKV_ENGINE_UTIL_THREAD_NAME_H_
 
-#include <pthread.h>
-
 #include <string>
+
+#include <pthread.h>
 
 namespace fencedkv {
 
