@@ -31,6 +31,17 @@ class EtcdClientTest : public testing::Test {
     o.timeout = milliseconds(500);
     return o;
   }
+  // True once a Get through `c` succeeds, within 10 s.
+  static bool GetsAgain(EtcdClient* c) {
+    const auto until = std::chrono::steady_clock::now() + milliseconds(10000);
+    EtcdKv kv;
+    bool found = false;
+    while (!c->Get("k", &kv, &found).ok()) {
+      if (std::chrono::steady_clock::now() > until) return false;
+      std::this_thread::sleep_for(milliseconds(100));
+    }
+    return true;
+  }
   test::TempDir dir_;
   test::EtcdProcess etcd_;
 };
@@ -191,7 +202,9 @@ TEST_F(EtcdClientTest, FailsOverToALiveEndpointAndBoundsEveryCall) {
   etcd_.Resume();
   EXPECT_TRUE(s.IsIOError()) << s.ToString();
   EXPECT_LT(took, milliseconds(2500));
-  ASSERT_FENCEDKV_OK(c.Get("k", &kv, &found));
+  // Resumed, it answers again (its first answers may take longer than the
+  // 500 ms timeout on a loaded machine: the client retries as its users do).
+  ASSERT_TRUE(GetsAgain(&c)) << "no answer within 10 s of SIGCONT";
   // Stopped: a clear IOError naming the endpoint.
   etcd_.Stop();
   start = std::chrono::steady_clock::now();
@@ -202,6 +215,7 @@ TEST_F(EtcdClientTest, FailsOverToALiveEndpointAndBoundsEveryCall) {
   EXPECT_LT(took, milliseconds(2500));
   // Back (same data, same port): the client goes on.
   ASSERT_TRUE(etcd_.Start(dir_.Sub("etcd")));
+  ASSERT_TRUE(GetsAgain(&c)) << "no answer within 10 s of the restart";
   ASSERT_FENCEDKV_OK(c.Get("k", &kv, &found));
   EXPECT_TRUE(found);
   EXPECT_EQ("v", kv.value);
