@@ -556,11 +556,17 @@ void Harness::Execute(const Args& args) {
     }
     return t;
   };
+  // A max or a floor is a token, or 0 while there is none: a floor never
+  // raised, or FENCE.ADVANCE k 1 in strict mode (the max becomes t - 1).
+  auto max_of = [&](const Reply& e) {
+    return e.type == '$' && !e.is_null && e.text == "0" ? Token{0}
+                                                        : token_of(e);
+  };
   if (runs && name == "fence.advance" && r.type != '-') {
     Token t = 0, now = 0;
     ParseToken(a[2], &t);
     db_->GetFence(a[1], &now);
-    const Token after = token_of(r);
+    const Token after = max_of(r);
     // Strict mode: the max becomes t - 1, so that t itself still passes.
     const Token least = db_->GetFenceMode() == FenceMode::kStrict ? t - 1 : t;
     if (after < least || after != now) {
@@ -569,10 +575,7 @@ void Harness::Execute(const Args& args) {
     }
   }
   if (runs && name == "fence.floor" && r.type != '-') {
-    // The floor is 0 until one is raised (FENCE.FLOOR with no argument on
-    // a fresh store), which is not a token.
-    const Token f =
-        r.type == '$' && !r.is_null && r.text == "0" ? 0 : token_of(r);
+    const Token f = max_of(r);
     if (f < floor_seen_ || f != db_->GetFenceFloor()) {
       Fail("FENCE.FLOOR",
            "answered " + r.text + " after " + std::to_string(floor_seen_));
