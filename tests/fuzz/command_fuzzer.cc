@@ -32,6 +32,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <optional>
@@ -159,6 +160,13 @@ bool ParseReply(std::string_view s, size_t* pos, int depth, Reply* r,
       *why = std::string("bad type byte '") + r->type + "'";
       return false;
   }
+}
+
+// The pieces joined into one string (a finding's message).
+std::string Cat(std::initializer_list<std::string_view> pieces) {
+  std::string out;
+  for (std::string_view p : pieces) out.append(p);
+  return out;
 }
 
 std::string Lower(std::string_view s) {
@@ -343,8 +351,8 @@ void Harness::CheckWrite(const std::string& name,
   auto unchanged = [&](const std::string& why) {
     for (const auto& [k, v] : before) {
       if (Value(k) != v) {
-        Fail(why + " but key '" + k + "' changed",
-             "was '" + v + "', now '" + Value(k) + "'");
+        Fail(Cat({why, " but key '", k, "' changed"}),
+             Cat({"was '", v, "', now '", Value(k), "'"}));
       }
     }
   };
@@ -422,7 +430,7 @@ void Harness::CheckRead(const std::string& name,
       const std::string got = BulkValue(r.elems[i - 1]);
       if (got != v && !(got == "<absent>" && v == "<invalid>")) {
         Fail("MGET element " + std::to_string(i),
-             "'" + got + "', the store holds '" + v + "'");
+             Cat({"'", got, "', the store holds '", v, "'"}));
       }
     }
   } else if (name == "exists") {
@@ -519,7 +527,7 @@ void Harness::Execute(const Args& args) {
         for (const auto& [k, v] : last) {
           if (Value(k) != v)
             Fail("EXEC applied",
-                 "'" + k + "' is '" + Value(k) + "', not '" + v + "'");
+                 Cat({"'", k, "' is '", Value(k), "', not '", v, "'"}));
         }
       } else {
         CheckWrite("exec", a, effect, before, r);

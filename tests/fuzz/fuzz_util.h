@@ -44,7 +44,7 @@ inline const std::string& ProcessDir() {
 
 // ProcessDir()/db, emptied: a fresh database path for one input.
 inline std::string FreshDbPath() {
-  const std::string path = ProcessDir() + "/db";
+  std::string path = ProcessDir() + "/db";
   std::error_code ec;
   std::filesystem::remove_all(path, ec);
   return path;
