@@ -168,6 +168,23 @@ class EtcdReplicationTest : public testing::Test {
 
   // Whether the record, as server p last read it, names server i in the
   // ISR.
+  // Server i's INFO replication etcd_last_error holds `text` within `ms`
+  // (the failure shows the last one).
+  testing::AssertionResult LastErrorSays(int i, const std::string& text,
+                                         int ms) {
+    std::string last;
+    if (WaitUntil(
+            [&] {
+              last = Info(ports_[i])["etcd_last_error"];
+              return last.find(text) != std::string::npos;
+            },
+            ms)) {
+      return testing::AssertionSuccess();
+    }
+    return testing::AssertionFailure()
+           << "etcd_last_error never said \"" << text << "\": " << last;
+  }
+
   bool InRecordIsr(int p, int i) {
     return Info(ports_[p])["shard_isr"].find(
                "127.0.0.1:" + std::to_string(ports_[i])) != std::string::npos;
@@ -541,13 +558,7 @@ TEST_F(EtcdWipedMemberTest, AMemberWipedAndRestartedWithinItsTtlRejoins) {
   KillAndWipe(wiped);
   ASSERT_TRUE(StartServer(wiped));  // at once: its old key is still there
   const int port = ports_[wiped];
-  EXPECT_TRUE(WaitUntil(
-      [&] {
-        return Info(port)["etcd_last_error"].find("leads to this server") !=
-               std::string::npos;
-      },
-      5000))
-      << Info(port)["etcd_last_error"];
+  EXPECT_TRUE(LastErrorSays(wiped, "but it leads to this server", 5000));
   ASSERT_TRUE(WaitUntil(
       [&] { return InRecordIsr(primary, wiped) && Converged(primary); }, 30000))
       << Info(port)["etcd_last_error"] << " / "
@@ -577,12 +588,9 @@ TEST_F(EtcdWipedMemberTest, AMovedMemberGivenItsNodeIdBackTakesOver) {
   std::this_thread::sleep_for(milliseconds(2500));       // the old keys end
   ASSERT_TRUE(StartServer(wiped));
   const int port = ports_[wiped];
-  ASSERT_TRUE(WaitUntil(
-      [&] {
-        return Info(port)["etcd_last_error"].find("node") != std::string::npos;
-      },
-      10000))
-      << Info(port)["etcd_last_error"];
+  // Refused by its node id (the others are gone: it would take over).
+  ASSERT_TRUE(
+      LastErrorSays(wiped, "the record's ISR names another node", 10000));
   EXPECT_NE("master", Info(port)["role"]);
   // The operator: stop it, give it its id back, start it again.
   ASSERT_EQ(0, servers_[wiped].Stop());

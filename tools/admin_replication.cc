@@ -1,7 +1,7 @@
 // Copyright (c) fencedkv authors.
 //
 // replication: a server's replication state as kept in its data directory
-// (NODE_ID and REPLICATION, docs/format.md), read without opening RocksDB;
+// (NODE_ID and REPLICATION, docs/format.md), the store opened read-only;
 // and, on a stopped server, --set_node_id: the one way to give a directory
 // a member's node id back (docs/replication.md, Coordination).
 
@@ -46,10 +46,15 @@ class ReplicationCommand : public ReadCommand {
                   FILE* out) override {
     std::string node;
     Status s = server::ReadNodeId(FLAGS_db, &node);
+    // A damaged NODE_ID (the server refuses to start with it) may be
+    // replaced: the old one is shown as unreadable.
+    if (!FLAGS_set_node_id.empty()) {
+      return SetNodeId(s.ok() ? node : "(unreadable: " + s.ToString() + ")",
+                       out);
+    }
     ReplState state;
     if (s.ok()) s = ReplState::Load(FLAGS_db, &state);
     if (!s.ok()) return ExecResult::FromStatus(s);
-    if (!FLAGS_set_node_id.empty()) return SetNodeId(node, out);
     Print(out, "node_id " + OrDash(node) + "\n");
     Print(out, "history " + OrDash(state.history) + "\n");
     Print(out, "max_epoch " + std::to_string(state.max_epoch) + "\n");
@@ -69,13 +74,22 @@ class ReplicationCommand : public ReadCommand {
           EscapeBytes(FLAGS_set_node_id));
     }
     rocksdb::Env* env = rocksdb::Env::Default();
+    const std::string lock_path = FLAGS_db + "/LOCK";
+    // Not made here: one created by this tool (as root, say) could keep
+    // the server from opening its directory.
+    if (!env->FileExists(lock_path).ok()) {
+      return ExecResult::Error(lock_path +
+                               " is missing: not a directory a server has "
+                               "opened (nothing written)");
+    }
     rocksdb::FileLock* lock = nullptr;
-    rocksdb::Status rs = env->LockFile(FLAGS_db + "/LOCK", &lock);
+    rocksdb::Status rs = env->LockFile(lock_path, &lock);
     if (!rs.ok()) {
-      return ExecResult::Error(FLAGS_db +
-                               " is in use by a running process (its LOCK "
-                               "is held): stop it first (" +
-                               rs.ToString() + ")");
+      return ExecResult::Error(
+          FLAGS_db +
+          " is in use by a running process, or its LOCK cannot be locked: "
+          "stop the server first (" +
+          rs.ToString() + ")");
     }
     Status s = server::StoreNodeId(FLAGS_db, FLAGS_set_node_id);
     env->UnlockFile(lock);

@@ -728,6 +728,24 @@ TEST_F(AdminTest, ReplicationStateAndSettingTheNodeId) {
   EXPECT_EQ("node_id " + old_id + " -> " + new_id + "\n", r.out);
   EXPECT_EQ(new_id + "\n", ReadFile(dir + "/NODE_ID"));
   EXPECT_EQ(0, OnDb(dir, {"check"}).code);
+  // A damaged NODE_ID (the server refuses it) is read as an error, and may
+  // be replaced.
+  std::ofstream(dir + "/NODE_ID", std::ios::trunc) << "garbage\n";
+  r = OnDb(dir, {"replication"});
+  EXPECT_EQ(1, r.code);
+  EXPECT_NE(std::string::npos, r.err.find("not a node id")) << r.err;
+  r = OnDb(dir, {"replication", "--set_node_id=" + old_id});
+  ASSERT_EQ(0, r.code) << r.err;
+  EXPECT_EQ(0u, r.out.find("node_id (unreadable: ")) << r.out;
+  EXPECT_EQ(old_id + "\n", ReadFile(dir + "/NODE_ID"));
+  // No LOCK (never opened by a server, or copied without it): refused, and
+  // none is made (one made by root could keep the server out).
+  fs::remove(dir + "/LOCK");
+  r = OnDb(dir, {"replication", "--set_node_id=" + new_id});
+  EXPECT_EQ(1, r.code);
+  EXPECT_NE(std::string::npos, r.err.find("LOCK is missing")) << r.err;
+  EXPECT_FALSE(fs::exists(dir + "/LOCK"));
+  EXPECT_EQ(old_id + "\n", ReadFile(dir + "/NODE_ID"));
   // Not a fencedkv directory: refused before anything is written.
   const std::string empty = tmp_.Sub("empty");
   fs::create_directories(empty);
