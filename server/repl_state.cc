@@ -316,7 +316,7 @@ Status LoadOrCreateNodeId(const std::string& dir, std::string* id) {
   Status s = ReadNodeId(dir, id);
   if (!s.ok() || !id->empty()) return s;
   const std::string fresh = NewHistoryId();
-  s = ReplaceFileDurably(dir, kNodeIdFile, fresh + "\n");
+  s = StoreNodeId(dir, fresh);
   if (s.ok()) *id = fresh;
   return s;
 }

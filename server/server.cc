@@ -408,18 +408,18 @@ AddressReach Server::Impl::ReachesSelf(const std::string& host_port,
   const std::string from = ConnectionText(socket.fd(), /*peer_first=*/false);
   if (from.empty()) return AddressReach::kUnknown;
   MutexLock lock(&probe_mu_);
-  for (;;) {
-    if (std::find(probe_seen_.begin(), probe_seen_.end(), from) !=
-        probe_seen_.end()) {
-      return AddressReach::kThisServer;
+  while (!ProbeSeen(from)) {
+    if (std::chrono::steady_clock::now() >= deadline) {
+      return AddressReach::kElsewhere;
     }
-    if (probe_cv_.wait_until(probe_mu_, deadline) == std::cv_status::timeout) {
-      return std::find(probe_seen_.begin(), probe_seen_.end(), from) !=
-                     probe_seen_.end()
-                 ? AddressReach::kThisServer
-                 : AddressReach::kElsewhere;
-    }
+    probe_cv_.wait_until(probe_mu_, deadline);
   }
+  return AddressReach::kThisServer;
+}
+
+bool Server::Impl::ProbeSeen(const std::string& from) {
+  return std::find(probe_seen_.begin(), probe_seen_.end(), from) !=
+         probe_seen_.end();
 }
 
 void Server::Impl::AcceptFailed(const asio::error_code& ec) {

@@ -119,6 +119,8 @@ class Server::Impl {
   // The acceptor, during a ReachesSelf probe: notes where a connection
   // came from.
   void NoteAccepted(int fd) LOCKS_EXCLUDED(probe_mu_);
+  // Whether the acceptor noted the connection `from` ("peer->local").
+  bool ProbeSeen(const std::string& from) EXCLUSIVE_LOCKS_REQUIRED(probe_mu_);
   // After a failed accept: logs (rate-limited) and retries after a pause.
   void AcceptFailed(const asio::error_code& ec);
 

@@ -73,26 +73,11 @@ class ReplicationCommand : public ReadCommand {
           "--set_node_id: not a node id (32 lowercase hex digits): " +
           EscapeBytes(FLAGS_set_node_id));
     }
-    rocksdb::Env* env = rocksdb::Env::Default();
-    const std::string lock_path = FLAGS_db + "/LOCK";
-    // Not made here: one created by this tool (as root, say) could keep
-    // the server from opening its directory.
-    if (!env->FileExists(lock_path).ok()) {
-      return ExecResult::Error(lock_path +
-                               " is missing: not a directory a server has "
-                               "opened (nothing written)");
-    }
     rocksdb::FileLock* lock = nullptr;
-    rocksdb::Status rs = env->LockFile(lock_path, &lock);
-    if (!rs.ok()) {
-      return ExecResult::Error(
-          FLAGS_db +
-          " is in use by a running process, or its LOCK cannot be locked: "
-          "stop the server first (" +
-          rs.ToString() + ")");
-    }
-    Status s = server::StoreNodeId(FLAGS_db, FLAGS_set_node_id);
-    env->UnlockFile(lock);
+    Status s = LockStore(FLAGS_db, "stop the server first", &lock);
+    if (!s.ok()) return ExecResult::FromStatus(s);
+    s = server::StoreNodeId(FLAGS_db, FLAGS_set_node_id);
+    rocksdb::Env::Default()->UnlockFile(lock);
     if (!s.ok()) return ExecResult::FromStatus(s);
     Print(out, "node_id " + OrDash(before) + " -> " + FLAGS_set_node_id + "\n");
     return ExecResult::Ok();

@@ -27,13 +27,15 @@ Status ReadError(std::string_view what, const rocksdb::Status& s) {
   return Status::Corruption("cannot read " + std::string(what), s.ToString());
 }
 
-Status CheckNotInUse(const std::string& dir, std::string_view advice) {
+Status LockStore(const std::string& dir, std::string_view advice,
+                 rocksdb::FileLock** lock) {
   const std::string lock_path = dir + "/LOCK";
   std::error_code ec;
-  if (!fs::exists(lock_path, ec)) return Status::OK();
-  rocksdb::Env* env = rocksdb::Env::Default();
-  rocksdb::FileLock* lock = nullptr;
-  rocksdb::Status rs = env->LockFile(lock_path, &lock);
+  if (!fs::exists(lock_path, ec)) {
+    return Status::NotFound(lock_path + " is missing",
+                            "not a directory a server has opened");
+  }
+  rocksdb::Status rs = rocksdb::Env::Default()->LockFile(lock_path, lock);
   if (!rs.ok()) {
     return Status::Busy(dir +
                             " is in use by a running process (its LOCK is "
@@ -41,8 +43,15 @@ Status CheckNotInUse(const std::string& dir, std::string_view advice) {
                             std::string(advice),
                         rs.ToString());
   }
-  env->UnlockFile(lock);
   return Status::OK();
+}
+
+Status CheckNotInUse(const std::string& dir, std::string_view advice) {
+  rocksdb::FileLock* lock = nullptr;
+  Status s = LockStore(dir, advice, &lock);
+  if (s.IsNotFound()) return Status::OK();  // nothing holds it
+  if (s.ok()) rocksdb::Env::Default()->UnlockFile(lock);
+  return s;
 }
 
 Status ReadOnlyStore::Open(const std::string& path,

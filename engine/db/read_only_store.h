@@ -103,6 +103,13 @@ Status ReadError(std::string_view what, const rocksdb::Status& s);
 // first renames the running process's LOG file: probe before opening.)
 Status CheckNotInUse(const std::string& dir,
                      std::string_view advice = "stop it first");
+// Takes `dir`'s RocksDB LOCK and keeps it in *lock, for a change no server
+// may start on halfway (release it with rocksdb::Env::Default()->
+// UnlockFile): Busy as CheckNotInUse if a running process holds it,
+// NotFound if `dir` has none (none is made: one made by another user could
+// keep the server out of its directory).
+Status LockStore(const std::string& dir, std::string_view advice,
+                 rocksdb::FileLock** lock);
 
 }  // namespace fencedkv
 
