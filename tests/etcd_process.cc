@@ -24,6 +24,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "server_test_util.h"
+
 namespace fencedkv {
 namespace test {
 
@@ -205,7 +207,9 @@ void EtcdProcess::Kill9() {
 }
 
 void EtcdProcess::Pause() {
-  if (pid_ > 0) kill(pid_, SIGSTOP);
+  // Returns once every thread is stopped: SIGSTOP alone returns before,
+  // and a call made at once could still be answered.
+  if (pid_ > 0) StopProcess(pid_);
 }
 
 void EtcdProcess::Resume() {
