@@ -18,7 +18,8 @@
 //    the hand-off's two thread wake-ups cost a single synced client a
 //    third of its rate on a 2-core VM; RocksDB still merges the synced
 //    writes of several loops into one fsync. The loop serves nothing else
-//    during that fsync, as Redis with appendfsync always.)
+//    during that fsync, as Redis with appendfsync always. Before either, a
+//    loop gathers the writes on their way: sync_gather.h.)
 //  - pipelined reads, when the worker has room: a connection's batch of GETs
 //    (one MultiGet) runs here while the loop serves its other connections,
 //    so reads use a second core even with one loop; and so does the EXEC of

@@ -13,6 +13,7 @@
 #define FENCEDKV_SERVER_LOOP_H_
 
 #define ASIO_STANDALONE
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <thread>
@@ -20,13 +21,16 @@
 
 #include <asio.hpp>
 
+#include "sync_gather.h"
+
 namespace fencedkv {
 namespace server {
 
 class Connection;
 
 struct Loop {
-  Loop() : io(1) {}
+  explicit Loop(std::chrono::microseconds sync_gather_cap)
+      : io(1), gather(sync_gather_cap) {}
   asio::io_context io;
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>>
       work;
@@ -34,6 +38,8 @@ struct Loop {
   // Connections with grouped writes for this pass's flush.
   std::vector<std::shared_ptr<Connection>> writers;
   bool flush_posted = false;
+  // With --sync: whether to look for more writes before writing the group.
+  SyncGather gather;
   // Connections whose collected GETs wait for one shared trip to the
   // database thread (Server::Impl::FlushReads).
   std::vector<std::shared_ptr<Connection>> readers;

@@ -201,6 +201,7 @@ int main(int argc, char** argv) {
   so.idle_timeout = std::chrono::seconds(FLAGS_timeout);
   so.auth_timeout = std::chrono::seconds(FLAGS_auth_timeout);
   so.sync = FLAGS_sync;
+  so.sync_gather = std::chrono::microseconds(FLAGS_sync_gather_us);
   so.allow_unfenced = FLAGS_allow_unfenced;
   so.slowlog_log_slower_than = FLAGS_slowlog_log_slower_than;
   so.slowlog_max_len = static_cast<size_t>(FLAGS_slowlog_max_len);

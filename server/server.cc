@@ -74,7 +74,8 @@ Server::Impl::Impl(const ServerOptions& options) : options_(options) {
   state_.options = &options_;
   state_.stats = &stats_;
   const int n = std::max(1, options_.io_threads);
-  for (int i = 0; i < n; ++i) loops_.push_back(std::make_unique<Loop>());
+  for (int i = 0; i < n; ++i)
+    loops_.push_back(std::make_unique<Loop>(options_.sync_gather));
   acceptor_.emplace(loops_[0]->io);
 }
 
@@ -141,6 +142,15 @@ bool Server::Impl::FlushReads(Loop* loop, bool may_read_here) {
 void Server::Impl::Flush(Loop* loop) {
   loop->flush_posted = false;
   if (loop->writers.empty()) return;
+  // With --sync, first gather the writes that are on their way
+  // (sync_gather.h): a re-posted Flush runs after the loop's next pass over
+  // its ready sockets, whose writes join this group.
+  if (options_.sync && loop->gather.KeepGathering(loop->writers.size(),
+                                                  SyncGather::Clock::now())) {
+    loop->flush_posted = true;
+    asio::post(loop->io, [this, loop] { Flush(loop); });
+    return;
+  }
   // Kept alive (with their batches) until the statuses are back.
   auto conns = std::make_shared<std::vector<std::shared_ptr<Connection>>>();
   conns->swap(loop->writers);
@@ -161,8 +171,11 @@ void Server::Impl::Flush(Loop* loop) {
   if (!options_.sync ||
       (batches.size() <= options_.sync_inline_batches && worker_->Idle())) {
     std::vector<Status> statuses(batches.size());
+    const auto began = SyncGather::Clock::now();
     WriteGroupsBounded(state_.db, ServerWriteOptions(state_), batches.data(),
                        batches.size(), statuses.data());
+    if (options_.sync)
+      loop->gather.RecordWrite(SyncGather::Clock::now() - began);
     complete(statuses);
     return;
   }

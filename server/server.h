@@ -93,6 +93,9 @@ struct ServerOptions {
   // With sync: a loop writes a group of at most this many batches itself
   // while the database thread is idle (db_worker.h); 0 = never (tests).
   size_t sync_inline_batches = kInlineSyncBatches;
+  // With sync: a loop may look for more writes to share one fsync for at
+  // most this long (sync_gather.h); 0 = write each group at once.
+  std::chrono::microseconds sync_gather{500};
   bool allow_unfenced = false;  // writes without FENCE (logged and counted)
   // The users (--aclfile, acl.h); null: only the built-in 'default' user,
   // with requirepass.

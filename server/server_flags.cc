@@ -34,6 +34,13 @@ DEFINE_bool(sync, false,
             "fsync the WAL before replying to each write (a "
             "machine crash then loses nothing acknowledged). Fence advances, "
             "floors and lease grants are always synced");
+DEFINE_int32(sync_gather_us, 500,
+             "With --sync: an event loop may wait up to this many "
+             "microseconds for more clients' writes to share one fsync. The "
+             "wait ends sooner at the first pass over the sockets that "
+             "brings no new write, and never lasts longer than the loop's "
+             "recent fsyncs take. 0 = fsync each group at once, "
+             "0..100000");
 DEFINE_string(requirepass, "",
               "If set, clients must AUTH with this password (the 'default' "
               "user's). Visible in ps: prefer --requirepass_file or the "
@@ -256,6 +263,9 @@ bool ValidateSlowlogThreshold(const char* flag, int64_t v) {
 bool ValidateSlowlogLen(const char* flag, int32_t v) {
   return InRange(flag, v, 0, 100000);
 }
+bool ValidateGather(const char* flag, int32_t v) {
+  return InRange(flag, v, 0, 100000);
+}
 bool ValidateRequestBytes(const char* flag, int64_t v) {
   return InRange(flag, v, 1024, int64_t{1} << 30);
 }
@@ -364,6 +374,7 @@ const bool kRegistered = [] {
   gflags::RegisterFlagValidator(&FLAGS_slowlog_log_slower_than,
                                 &ValidateSlowlogThreshold);
   gflags::RegisterFlagValidator(&FLAGS_slowlog_max_len, &ValidateSlowlogLen);
+  gflags::RegisterFlagValidator(&FLAGS_sync_gather_us, &ValidateGather);
   gflags::RegisterFlagValidator(&FLAGS_write_buffer_size, &ValidateWriteBuffer);
   gflags::RegisterFlagValidator(&FLAGS_block_cache_size, &ValidateCache);
   gflags::RegisterFlagValidator(&FLAGS_value_cache_size, &ValidateCache);

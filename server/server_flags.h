@@ -18,6 +18,7 @@ DECLARE_string(db);
 DECLARE_string(fence_domain);
 DECLARE_string(fence_mode);
 DECLARE_bool(sync);
+DECLARE_int32(sync_gather_us);
 DECLARE_string(requirepass);
 DECLARE_string(requirepass_file);
 DECLARE_string(aclfile);
