@@ -2,6 +2,8 @@
 
 #include "db_worker.h"
 
+#include <chrono>
+
 #include "util/sync_point.h"
 #include "util/thread_name.h"
 
@@ -128,8 +130,13 @@ void DbWorker::WriteJobs(std::vector<Job>* jobs, size_t first, size_t last) {
     ptrs_.insert(ptrs_.end(), b.begin(), b.end());
   }
   statuses_.assign(ptrs_.size(), Status());
+  const auto began = std::chrono::steady_clock::now();
   WriteGroupsBounded(db_, options_, ptrs_.data(), ptrs_.size(),
                      statuses_.data());
+  last_write_nanos_.store(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                              std::chrono::steady_clock::now() - began)
+                              .count(),
+                          std::memory_order_relaxed);
   size_t at = 0;
   for (size_t k = first; k < last; ++k) {
     Job& job = (*jobs)[k];

@@ -35,7 +35,9 @@
 #ifndef FENCEDKV_SERVER_DB_WORKER_H_
 #define FENCEDKV_SERVER_DB_WORKER_H_
 
+#include <atomic>
 #include <condition_variable>
+#include <cstdint>
 #include <deque>
 #include <functional>
 #include <thread>
@@ -91,6 +93,11 @@ class DbWorker {
   bool Idle() LOCKS_EXCLUDED(mu_);
   // Refuses new jobs, runs the queued ones, joins the thread. Idempotent.
   void Stop() LOCKS_EXCLUDED(mu_);
+  // How long its last group write took (ns; 0 before the first), for the
+  // loops' gathering (sync_gather.h).
+  int64_t last_write_nanos() const {
+    return last_write_nanos_.load(std::memory_order_relaxed);
+  }
 
  private:
   struct Job {
@@ -113,6 +120,7 @@ class DbWorker {
   // Reused by WriteJobs (worker thread only).
   std::vector<const WriteBatch*> ptrs_;
   std::vector<Status> statuses_;
+  std::atomic<int64_t> last_write_nanos_{0};
   std::thread thread_;  // last: it starts once everything above exists
 };
 

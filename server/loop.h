@@ -38,6 +38,7 @@ struct Loop {
   // Connections with grouped writes for this pass's flush.
   std::vector<std::shared_ptr<Connection>> writers;
   bool flush_posted = false;
+  size_t writer_batches = 0;  // the writers' batches in all
   // With --sync: whether to look for more writes before writing the group.
   SyncGather gather;
   // Connections whose collected GETs wait for one shared trip to the

@@ -91,6 +91,7 @@ Server::Impl::~Impl() {
 }
 
 void Server::Impl::AddWriter(Loop* loop, std::shared_ptr<Connection> c) {
+  loop->writer_batches += c->job_size();
   loop->writers.push_back(std::move(c));
   if (!loop->flush_posted) {
     loop->flush_posted = true;
@@ -143,14 +144,18 @@ void Server::Impl::Flush(Loop* loop) {
   loop->flush_posted = false;
   if (loop->writers.empty()) return;
   // With --sync, first gather the writes that are on their way
-  // (sync_gather.h): a re-posted Flush runs after the loop's next pass over
-  // its ready sockets, whose writes join this group.
-  if (options_.sync && loop->gather.KeepGathering(loop->writers.size(),
-                                                  SyncGather::Clock::now())) {
+  // (sync_gather.h): a re-posted Flush runs after the loop's next poll of
+  // its sockets, and the writes of the connections that poll found ready
+  // join this group (their handlers run before the Flush after next).
+  if (options_.sync && loop->gather.KeepGathering(
+                           loop->writer_batches,
+                           worker_->Idle() ? options_.sync_inline_batches : 0,
+                           SyncGather::Clock::now())) {
     loop->flush_posted = true;
     asio::post(loop->io, [this, loop] { Flush(loop); });
     return;
   }
+  loop->writer_batches = 0;
   // Kept alive (with their batches) until the statuses are back.
   auto conns = std::make_shared<std::vector<std::shared_ptr<Connection>>>();
   conns->swap(loop->writers);
@@ -180,10 +185,14 @@ void Server::Impl::Flush(Loop* loop) {
     return;
   }
   worker_->SubmitWrite(
-      std::move(batches), [loop, complete](std::vector<Status> statuses) {
-        // On the database thread: back to the loop.
-        asio::post(loop->io,
-                   [complete, st = std::move(statuses)] { complete(st); });
+      std::move(batches), [this, loop, complete](std::vector<Status> statuses) {
+        // On the database thread: back to the loop, with how long the
+        // write took, for the loop's gathering.
+        const std::chrono::nanoseconds took(worker_->last_write_nanos());
+        asio::post(loop->io, [loop, took, complete, st = std::move(statuses)] {
+          loop->gather.RecordWrite(took);
+          complete(st);
+        });
       });
 }
 

@@ -38,9 +38,9 @@ DEFINE_int32(sync_gather_us, 500,
              "With --sync: an event loop may wait up to this many "
              "microseconds for more clients' writes to share one fsync. The "
              "wait ends sooner at the first pass over the sockets that "
-             "brings no new write, and never lasts longer than the loop's "
-             "recent fsyncs take. 0 = fsync each group at once, "
-             "0..100000");
+             "brings no new write, and lasts no longer than recent synced "
+             "writes took (plus the pass under way). 0 = fsync each group "
+             "at once, 0..10000");
 DEFINE_string(requirepass, "",
               "If set, clients must AUTH with this password (the 'default' "
               "user's). Visible in ps: prefer --requirepass_file or the "
@@ -264,7 +264,7 @@ bool ValidateSlowlogLen(const char* flag, int32_t v) {
   return InRange(flag, v, 0, 100000);
 }
 bool ValidateGather(const char* flag, int32_t v) {
-  return InRange(flag, v, 0, 100000);
+  return InRange(flag, v, 0, 10000);
 }
 bool ValidateRequestBytes(const char* flag, int64_t v) {
   return InRange(flag, v, 1024, int64_t{1} << 30);

@@ -7,20 +7,21 @@
 namespace fencedkv {
 namespace server {
 
-bool SyncGather::KeepGathering(size_t writers, Clock::time_point now) {
+bool SyncGather::KeepGathering(size_t batches, size_t max_batches,
+                               Clock::time_point now) {
   const std::chrono::nanoseconds limit = bound();
-  if (limit.count() <= 0 || writers >= kMaxWriters) {
+  if (limit.count() <= 0 || batches >= max_batches) {
     gathering_ = false;
     return false;
   }
   if (!gathering_) {
     gathering_ = true;
     started_ = now;
-    seen_ = writers;
+    seen_ = batches;
     return true;
   }
-  if (writers > seen_ && now - started_ < limit) {
-    seen_ = writers;
+  if (batches > seen_ && now - started_ < limit) {
+    seen_ = batches;
     return true;
   }
   gathering_ = false;

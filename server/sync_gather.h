@@ -16,9 +16,13 @@
 //  - or the gathering has lasted as long as the loop's recent synced group
 //    writes take (waiting longer than one fsync cannot pay off),
 //  - or it has lasted `cap` (--sync_gather_us; 0 turns gathering off),
-//  - or the group holds kMaxWriters connections.
-// So a write waits at most min(cap, recent fsync time) longer than it would
-// without gathering.
+//  - or the group is as large as the caller allows (the loop: what it
+//    writes itself, ServerOptions::sync_inline_batches, and nothing while
+//    the database thread is busy: that thread merges whatever is queued
+//    when it is free, so waiting on the loop would only delay it).
+// So a write waits at most min(cap, recent fsync time), plus the one pass
+// that was under way when that time ran out, longer than it would without
+// gathering. Until the loop has timed a synced write nothing is gathered.
 //
 // Not thread-safe: one per loop, used on the loop's thread only.
 
@@ -34,15 +38,14 @@ namespace server {
 class SyncGather {
  public:
   using Clock = std::chrono::steady_clock;
-  // A group this large is written at once (DbWorker's group bound).
-  static constexpr size_t kMaxWriters = 1024;
 
   explicit SyncGather(std::chrono::microseconds cap) : cap_(cap) {}
 
-  // At a flush with `writers` connections' writes collected: true = pass
-  // once more over the ready sockets and ask again; false = write now (and
-  // the next call starts a new gathering).
-  bool KeepGathering(size_t writers, Clock::time_point now);
+  // At a flush with `batches` writes collected: true = pass once more over
+  // the ready sockets and ask again; false = write now (and the next call
+  // starts a new gathering). A group of `max_batches` or more is written at
+  // once.
+  bool KeepGathering(size_t batches, size_t max_batches, Clock::time_point now);
   // A synced group write took `took`: the bound follows a moving average.
   void RecordWrite(std::chrono::nanoseconds took);
   // How long a gathering may last now: min(cap, recent write time); zero
@@ -54,7 +57,7 @@ class SyncGather {
   std::chrono::nanoseconds average_{0};  // of recent synced group writes
   bool gathering_ = false;
   Clock::time_point started_;
-  size_t seen_ = 0;  // writers at the last pass
+  size_t seen_ = 0;  // batches at the last pass
 };
 
 }  // namespace server
