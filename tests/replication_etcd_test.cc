@@ -484,10 +484,11 @@ class EtcdWipedMemberTest : public EtcdReplicationTest {
 // old primary, back, followed it and lost every write.
 TEST_F(EtcdWipedMemberTest, AMemberBackWithItsDataWipedTakesNoPartInATakeover) {
   const std::string epoch = Info(ports_[primary])["shard_epoch"];
-  // All three at once, before the primary could change the ISR.
-  servers_[wiped].Kill9();
+  // All three at once, the primary first: killed after a replica, it
+  // could drop that replica from the ISR (its link broke) before it died.
   servers_[primary].Kill9();
   servers_[other].Kill9();
+  servers_[wiped].Kill9();
   Wipe(wiped);
   // Its old member key goes with its etcd lease (TTL 2 s): then the name
   // is free and the wiped server holds it (not shut out as another node
