@@ -13,8 +13,9 @@
 // pass brought new writes, and writes once
 //  - a pass brought none (a lone client waits one pass: a few
 //    microseconds),
-//  - or the gathering has lasted as long as the loop's recent synced group
-//    writes take (waiting longer than one fsync cannot pay off),
+//  - or the gathering has lasted as long as recent synced group writes
+//    took, the loop's own and those it handed to the database thread
+//    (waiting longer than one fsync cannot pay off),
 //  - or it has lasted `cap` (--sync_gather_us; 0 turns gathering off),
 //  - or the group is as large as the caller allows (the loop: what it
 //    writes itself, ServerOptions::sync_inline_batches, and nothing while
@@ -22,7 +23,8 @@
 //    when it is free, so waiting on the loop would only delay it).
 // So a write waits at most min(cap, recent fsync time), plus the one pass
 // that was under way when that time ran out, longer than it would without
-// gathering. Until the loop has timed a synced write nothing is gathered.
+// gathering. Until a synced write of the loop's was timed nothing is
+// gathered.
 //
 // Not thread-safe: one per loop, used on the loop's thread only.
 
