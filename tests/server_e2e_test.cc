@@ -607,6 +607,10 @@ TEST_F(ServerE2ETest, PrometheusMetrics) {
 // showed "exe". Every thread of its own carries a role in its name.
 TEST_F(ServerE2ETest, TheProcessAndItsThreadsAreNamed) {
   ASSERT_TRUE(StartServer({"--malloc_hugepages=true"}));
+  // The port listens before the io threads run (and name themselves): a
+  // reply proves io0 has started.
+  Client c(server_.port());
+  ASSERT_EQ("+PONG", c.Call({"PING"}));
   const std::string proc = "/proc/" + std::to_string(server_.pid());
   auto read_name = [](const std::string& path) {
     std::ifstream in(path);
