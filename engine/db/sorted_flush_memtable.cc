@@ -24,6 +24,7 @@ namespace {
 
 std::atomic<uint64_t> sorts_{0};
 std::atomic<uint64_t> fallbacks_{0};
+std::atomic<uint64_t> snapshot_sorts_{0};
 
 using rocksdb::KeyHandle;
 using rocksdb::MemTableRep;
@@ -49,6 +50,15 @@ class SortedIterator final : public MemTableRep::Iterator {
       : v_(sorted),
         cmp_(cmp),
         pos_(sorted.size()),
+        release_(std::move(release)) {}
+  // Over a snapshot of its own (a memtable still being written).
+  SortedIterator(std::vector<const char*>&& snapshot,
+                 const MemTableRep::KeyComparator& cmp,
+                 std::function<void(void*)> release = nullptr)
+      : own_(std::move(snapshot)),
+        v_(own_),
+        cmp_(cmp),
+        pos_(own_.size()),
         release_(std::move(release)) {}
   ~SortedIterator() override {
     if (release_) release_(this);
@@ -102,6 +112,7 @@ class SortedIterator final : public MemTableRep::Iterator {
     return lo;
   }
 
+  const std::vector<const char*> own_;  // empty unless a snapshot's
   const std::vector<const char*>& v_;
   const MemTableRep::KeyComparator& cmp_;
   size_t pos_;
@@ -171,23 +182,46 @@ class SortedFlushRep final : public MemTableRep {
   }
 
   Iterator* GetIterator(rocksdb::Arena* arena) override {
-    // Still written to, or an entry we could not record: the hash-linklist
-    // rep's own iterator (a skiplist of every entry).
-    if (!read_only_.load(std::memory_order_acquire) || !complete_) {
-      if (read_only_.load(std::memory_order_relaxed)) {
-        fallbacks_.fetch_add(1, std::memory_order_relaxed);
-      }
+    // An entry we could not record: the hash-linklist rep's own iterator
+    // (a skiplist of every entry).
+    if (!complete_.load(std::memory_order_acquire)) {
+      fallbacks_.fetch_add(1, std::memory_order_relaxed);
       return inner_->GetIterator(arena);
     }
+    if (!read_only_.load(std::memory_order_acquire)) {
+      // Still written to: a sorted copy of the entries recorded so far.
+      // Every entry this iterator must show is among them: RocksDB makes a
+      // write's sequence number visible to readers only once its memtable
+      // insert (and so Record) returned. Later ones carry later sequence
+      // numbers, which the reader skips anyway.
+      std::vector<const char*> snapshot;
+      if (Snapshot(&snapshot)) {
+        snapshot_sorts_.fetch_add(1, std::memory_order_relaxed);
+        SortEntries(&snapshot);
+        return Place(arena, [&](void* mem) {
+          return new (mem)
+              SortedIterator(std::move(snapshot), cmp_, Releaser(arena));
+        });
+      }
+      // Made read-only meanwhile, and the list moved to entries_.
+    }
     std::call_once(sorted_once_, [this] { Sort(); });
-    if (arena == nullptr) return new SortedIterator(entries_, cmp_);
-    // RocksDB's Arena is not in its public headers: the iterator lives in
-    // storage of ours, freed with the rep (which every iterator over it
-    // outlives: RocksDB keeps the memtable while an iterator is open).
-    // A destroyed iterator's storage is reused by the thread that destroyed
-    // it (so never while another thread is still inside its destructor):
-    // the storage is bounded by the iterators each thread has open at once,
-    // not by how many were ever opened.
+    return Place(arena, [&](void* mem) {
+      return new (mem) SortedIterator(entries_, cmp_, Releaser(arena));
+    });
+  }
+
+ private:
+  // Without an arena, a heap iterator. RocksDB's Arena is not in its public
+  // headers: with one, the iterator lives in storage of ours, freed with the
+  // rep (which every iterator over it outlives: RocksDB keeps the memtable
+  // while an iterator is open). A destroyed iterator's storage is reused by
+  // the thread that destroyed it (so never while another thread is still
+  // inside its destructor): the storage is bounded by the iterators each
+  // thread has open at once, not by how many were ever opened.
+  template <typename Make>
+  Iterator* Place(rocksdb::Arena* arena, Make make) {
+    if (arena == nullptr) return make(::operator new(sizeof(SortedIterator)));
     void* mem = nullptr;
     {
       std::lock_guard<std::mutex> lock(storage_mu_);
@@ -200,10 +234,30 @@ class SortedFlushRep final : public MemTableRep {
         iterator_storage_.push_back(mem);
       }
     }
-    return new (mem) SortedIterator(entries_, cmp_, [this](void* p) {
+    return make(mem);
+  }
+  // A heap iterator is deleted (its storage freed by operator delete); an
+  // arena one hands its storage back.
+  std::function<void(void*)> Releaser(rocksdb::Arena* arena) {
+    if (arena == nullptr) return nullptr;
+    return [this](void* p) {
       std::lock_guard<std::mutex> lock(storage_mu_);
       free_storage_[std::this_thread::get_id()].push_back(p);
-    });
+    };
+  }
+
+  // Copies the entries recorded so far into *out; false if the list was
+  // already moved away (the memtable is read-only and sorted).
+  bool Snapshot(std::vector<const char*>* out) {
+    std::lock_guard<std::mutex> lock(chunks_mu_);
+    if (list_moved_) return false;
+    const size_t n = count_.load(std::memory_order_acquire);
+    out->reserve(n);
+    for (size_t i = 0; i < n; i += kChunk) {
+      const char* const* chunk = chunks_[i / kChunk].get();
+      out->insert(out->end(), chunk, chunk + std::min(kChunk, n - i));
+    }
+    return true;
   }
 
  private:
@@ -220,43 +274,57 @@ class SortedFlushRep final : public MemTableRep {
       std::abort();
     }
     if (handle == pending_handle_ && pending_entry_ != nullptr) {
-      const size_t at = count_ % kChunk;
+      // Only this (the one) writer changes count_ and chunks_; snapshots
+      // read the chunk list under chunks_mu_, and entries below count_.
+      const size_t count = count_.load(std::memory_order_relaxed);
+      const size_t at = count % kChunk;
       if (at == 0) {
+        std::lock_guard<std::mutex> lock(chunks_mu_);
         chunks_.emplace_back(new const char*[kChunk]);
+        last_chunk_ = chunks_.back().get();
         list_bytes_.store(chunks_.size() * kChunk * sizeof(const char*) +
                               chunks_.capacity() * sizeof(chunks_[0]),
                           std::memory_order_relaxed);
       }
-      chunks_.back()[at] = pending_entry_;
-      ++count_;
+      last_chunk_[at] = pending_entry_;
+      count_.store(count + 1, std::memory_order_release);
     } else {
-      complete_ = false;
+      complete_.store(false, std::memory_order_release);
     }
     pending_handle_ = nullptr;
     pending_entry_ = nullptr;
   }
 
-  // Sorts the recorded entries into entries_, in the memtable's order (user
+  // Moves the recorded entries into entries_, in the memtable's order (user
   // key, then newest first), and frees the chunks.
   void Sort() {
-    entries_.reserve(count_);
-    for (size_t i = 0; i < count_; ++i) {
-      entries_.push_back(chunks_[i / kChunk][i % kChunk]);
+    {
+      std::lock_guard<std::mutex> lock(chunks_mu_);
+      const size_t n = count_.load(std::memory_order_relaxed);
+      entries_.reserve(n);
+      for (size_t i = 0; i < n; ++i) {
+        entries_.push_back(chunks_[i / kChunk][i % kChunk]);
+      }
+      std::vector<std::unique_ptr<const char*[]>>().swap(chunks_);
+      list_moved_ = true;
     }
-    std::vector<std::unique_ptr<const char*[]>>().swap(chunks_);
     list_bytes_.store(entries_.capacity() * sizeof(const char*),
                       std::memory_order_relaxed);
     sorts_.fetch_add(1, std::memory_order_relaxed);
+    SortEntries(&entries_);
+  }
+
+  void SortEntries(std::vector<const char*>* entries) const {
     auto less = [this](const char* a, const char* b) { return cmp_(a, b) < 0; };
-    if (!bytewise_ || entries_.size() < 2) {
-      std::sort(entries_.begin(), entries_.end(), less);
+    if (!bytewise_ || entries->size() < 2) {
+      std::sort(entries->begin(), entries->end(), less);
       return;
     }
     std::vector<std::pair<uint64_t, const char*>> keyed;
-    keyed.reserve(entries_.size());
-    for (const char* e : entries_) keyed.emplace_back(0, e);
+    keyed.reserve(entries->size());
+    for (const char* e : *entries) keyed.emplace_back(0, e);
     SortBytewise(&keyed, 0, keyed.size(), 0, 0);
-    for (size_t i = 0; i < keyed.size(); ++i) entries_[i] = keyed[i].second;
+    for (size_t i = 0; i < keyed.size(); ++i) (*entries)[i] = keyed[i].second;
   }
 
   // Bytewise keys, most significant bytes first: (*v)[lo, hi) share their
@@ -269,7 +337,7 @@ class SortedFlushRep final : public MemTableRep {
   // Small runs, runs of keys no longer than the window (the same key's
   // versions), and runs past kMaxDepth windows go to the comparator.
   void SortBytewise(std::vector<std::pair<uint64_t, const char*>>* v, size_t lo,
-                    size_t hi, size_t offset, int depth) {
+                    size_t hi, size_t offset, int depth) const {
     auto less = [this](const char* a, const char* b) { return cmp_(a, b) < 0; };
     auto by_key = [&less](const std::pair<uint64_t, const char*>& a,
                           const std::pair<uint64_t, const char*>& b) {
@@ -335,15 +403,20 @@ class SortedFlushRep final : public MemTableRep {
   const KeyComparator& cmp_;
   const bool bytewise_;
   // Writer side (one writer at a time): the last Allocate, and every entry
-  // inserted (count_ of them, in chunks_). Read by iterators only once
-  // read_only_ is set (after the last insert): the first of them moves them
-  // into entries_ and sorts them, once.
+  // inserted (count_ of them, in chunks_). An iterator over the memtable
+  // still being written copies the first count_ (chunks_mu_ held: a new
+  // chunk may be added meanwhile) and sorts its copy. Once read_only_ is set
+  // (after the last insert), the first iterator moves them into entries_
+  // and sorts them, once, for every later iterator.
   KeyHandle pending_handle_ = nullptr;
   char* pending_entry_ = nullptr;
-  std::vector<std::unique_ptr<const char*[]>> chunks_;
-  size_t count_ = 0;
+  const char** last_chunk_ = nullptr;  // chunks_.back(), for the writer
+  std::mutex chunks_mu_;
+  std::vector<std::unique_ptr<const char*[]>> chunks_;  // chunks_mu_ to grow
+  bool list_moved_ = false;                             // guarded by chunks_mu_
+  std::atomic<size_t> count_{0};
   std::vector<const char*> entries_;
-  bool complete_ = true;
+  std::atomic<bool> complete_{true};
   std::atomic<size_t> list_bytes_{0};
   std::atomic<bool> read_only_{false};
   std::once_flag sorted_once_;
@@ -385,7 +458,8 @@ std::shared_ptr<rocksdb::MemTableRepFactory> NewSortedFlushHashRepFactory(
 
 SortedFlushCounts GetSortedFlushCounts() {
   return SortedFlushCounts{sorts_.load(std::memory_order_relaxed),
-                           fallbacks_.load(std::memory_order_relaxed)};
+                           fallbacks_.load(std::memory_order_relaxed),
+                           snapshot_sorts_.load(std::memory_order_relaxed)};
 }
 
 }  // namespace fencedkv
