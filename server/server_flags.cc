@@ -127,14 +127,21 @@ DEFINE_int32(shutdown_timeout_ms, 5000,
              "commands may take to finish before connections are closed");
 DEFINE_int64(fence_cache_bytes, fencedkv::Options().fence_cache_bytes,
              "Memory budget of the in-memory view of domain max tokens");
-// Smaller than the library's 64 MiB: a memtable insert walks a skiplist
-// whose depth and cache misses grow with its size, and that walk was the
-// largest cost of a SET (redis-benchmark SET -P 16: 150k/s at 64 MiB, 240k/s
-// at 8 MiB on the 2-core test machine).
-DEFINE_int64(write_buffer_size, 8 << 20,
-             "RocksDB memtable bytes before a flush. Smaller memtables make "
-             "each insert cheaper (a shallower skiplist, more of it in cache) "
-             "at the price of more frequent flushes and compactions");
+// By memtable. A skiplist insert walks a list whose depth and cache misses
+// grow with its size (redis-benchmark SET -P 16: 150k/s at 64 MiB, 240k/s
+// at 8 MiB on the 2-core test machine), so skiplist keeps 8 MiB. A hash
+// memtable insert is one probe whatever its size, and there a small memtable
+// only means more flushes and far more compaction: at 8 MiB the compaction
+// thread spent more CPU than the flushes (2M SET -P 16 over 1M keys: 4.4 us
+// of server CPU per SET at 64 MiB against 6.6 at 8 MiB, medians of three).
+constexpr int64_t kHashMemtableBytes = int64_t{64} << 20;
+constexpr int64_t kSkiplistMemtableBytes = int64_t{8} << 20;
+DEFINE_int64(write_buffer_size, 0,
+             "RocksDB memtable bytes before a flush; 0 (default): 64 MiB with "
+             "--memtable=hash, 8 MiB with --memtable=skiplist (a skiplist "
+             "insert gets dearer as the memtable grows; a hash insert does "
+             "not, and a larger memtable means fewer flushes and less "
+             "compaction, at the price of a longer sort for a new scan)");
 // A Redis-protocol server is a point-operation store: with the hash
 // memtable a SET is a hash probe instead of a skiplist search (redis-benchmark
 // SET -P 1 went from ~108k to ~125k/s on the 2-core test machine). Scans pay
@@ -304,7 +311,7 @@ bool ValidateCache(const char* flag, int64_t v) {
   return InRange(flag, v, 0, int64_t{1} << 40);
 }
 bool ValidateWriteBuffer(const char* flag, int64_t v) {
-  return InRange(flag, v, 64 << 10, int64_t{1} << 34);
+  return v == 0 || InRange(flag, v, 64 << 10, int64_t{1} << 34);
 }
 bool ValidateDomain(const char* flag, const std::string& v) {
   if (v.empty()) return true;
@@ -422,6 +429,15 @@ Status ResolveRequirepass(std::string* password) {
     *password = FLAGS_requirepass;
   }
   return Status::OK();
+}
+
+size_t WriteBufferSize() {
+  if (FLAGS_write_buffer_size != 0) {
+    return static_cast<size_t>(FLAGS_write_buffer_size);
+  }
+  return static_cast<size_t>(FLAGS_memtable == "skiplist"
+                                 ? kSkiplistMemtableBytes
+                                 : kHashMemtableBytes);
 }
 
 }  // namespace server

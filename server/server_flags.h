@@ -71,6 +71,10 @@ namespace server {
 // are set or the file is empty, IOError if it cannot be read.
 Status ResolveRequirepass(std::string* password);
 
+// --write_buffer_size, its default (0) resolved by --memtable: 64 MiB for
+// hash, 8 MiB for skiplist.
+size_t WriteBufferSize();
+
 }  // namespace server
 }  // namespace fencedkv
 

@@ -636,5 +636,54 @@ TEST_F(ServerE2ETest, TheProcessAndItsThreadsAreNamed) {
   EXPECT_EQ(0, server_.Stop());
 }
 
+// --write_buffer_size's default follows --memtable (server_flags.cc): a hash
+// memtable's insert costs the same at any size, so it gets 64 MiB and less
+// compaction; a skiplist keeps 8 MiB. RocksDB's OPTIONS file says what the
+// database was opened with.
+TEST_F(ServerE2ETest, TheMemtableSizeFollowsTheMemtableKind) {
+  struct Case {
+    std::vector<std::string> flags;
+    std::string want;
+  };
+  const std::vector<Case> cases = {
+      {{}, "67108864"},
+      {{"--memtable=skiplist"}, "8388608"},
+      {{"--write_buffer_size=1048576"}, "1048576"},
+      {{"--memtable=skiplist", "--write_buffer_size=33554432"}, "33554432"},
+  };
+  int n = 0;
+  for (const Case& c : cases) {
+    const std::string db = dir_.Sub("db" + std::to_string(n++));
+    std::vector<std::string> flags = c.flags;
+    flags.push_back("--db=" + db);
+    ASSERT_TRUE(server_.Start(dir_.path(), flags));
+    Client client(server_.port());
+    ASSERT_EQ("+OK", client.Call({"SET", "k", "v", "FENCE", "1"}));
+    ASSERT_EQ(0, server_.Stop());
+    // The newest OPTIONS file; its default column family's section.
+    std::string newest;
+    for (const auto& f : std::filesystem::directory_iterator(db)) {
+      const std::string name = f.path().filename().string();
+      if (name.rfind("OPTIONS-", 0) == 0 && name > newest) newest = name;
+    }
+    ASSERT_FALSE(newest.empty()) << db;
+    std::ifstream in(std::filesystem::path(db) / newest);
+    std::string line, value;
+    bool in_default = false;
+    while (std::getline(in, line)) {
+      if (!line.empty() && line[0] == '[') {
+        in_default = line == "[CFOptions \"default\"]";
+      }
+      const std::string key = "  write_buffer_size=";
+      if (in_default && line.rfind(key, 0) == 0)
+        value = line.substr(key.size());
+    }
+    EXPECT_EQ(c.want, value) << testing::PrintToString(c.flags);
+  }
+  // 0 is the default; anything else below 64 KiB is refused.
+  EXPECT_FALSE(server_.Start(
+      dir_.path(), {"--db=" + dir_.Sub("bad"), "--write_buffer_size=1000"}));
+}
+
 }  // namespace
 }  // namespace fencedkv
