@@ -250,6 +250,7 @@ int main(int argc, char** argv) {
                                ? fencedkv::kNoTokenSkewLimit
                                : static_cast<uint64_t>(FLAGS_max_token_skew);
   options.fence_cache_bytes = static_cast<size_t>(FLAGS_fence_cache_bytes);
+  options.prefault_fence_cache = FLAGS_fence_cache_prefault;
   options.write_buffer_size = fencedkv::server::WriteBufferSize();
   options.block_cache_size = static_cast<size_t>(FLAGS_block_cache_size);
   options.value_cache_size = static_cast<size_t>(FLAGS_value_cache_size);

@@ -127,6 +127,11 @@ DEFINE_int32(shutdown_timeout_ms, 5000,
              "commands may take to finish before connections are closed");
 DEFINE_int64(fence_cache_bytes, fencedkv::Options().fence_cache_bytes,
              "Memory budget of the in-memory view of domain max tokens");
+DEFINE_bool(fence_cache_prefault, true,
+            "Make the fence view's --fence_cache_bytes resident at start "
+            "(the open zeroes them), so the first writes, each touching a "
+            "random part of it, do not each take a page fault. false: the "
+            "memory is faulted in as writes touch it");
 // By memtable. A skiplist insert walks a list whose depth and cache misses
 // grow with its size (redis-benchmark SET -P 16: 150k/s at 64 MiB, 240k/s
 // at 8 MiB on the 2-core test machine), so skiplist keeps 8 MiB. A hash

@@ -40,6 +40,7 @@ DECLARE_int32(metrics_port);
 DECLARE_string(metrics_bind);
 DECLARE_int32(shutdown_timeout_ms);
 DECLARE_int64(fence_cache_bytes);
+DECLARE_bool(fence_cache_prefault);
 DECLARE_int64(write_buffer_size);
 DECLARE_int64(block_cache_size);
 DECLARE_int64(value_cache_size);

@@ -79,7 +79,8 @@ DBImpl::DBImpl(const Options& options, const FenceDomainSpec& spec,
       path_(std::move(path)),
       spec_(spec),
       mode_(options.fence_mode),
-      table_(new FenceTable(kNumStripes, options.fence_cache_bytes)),
+      table_(new FenceTable(kNumStripes, options.fence_cache_bytes,
+                            options.prefault_fence_cache)),
       values_(options.value_cache_size > 0
                   ? new ValueCache(options.value_cache_size)
                   : nullptr),

@@ -50,8 +50,11 @@ namespace fencedkv {
 
 class FenceTable {
  public:
-  // `num_stripes` is rounded up to a power of two.
-  FenceTable(size_t num_stripes, size_t cache_bytes);
+  // `num_stripes` is rounded up to a power of two. With `prefault`, every
+  // page of the buckets is made resident now (and kept so by Reset), so no
+  // write pays the page faults of its first touch (Options::
+  // prefault_fence_cache).
+  FenceTable(size_t num_stripes, size_t cache_bytes, bool prefault = false);
   FenceTable(const FenceTable&) = delete;
   FenceTable& operator=(const FenceTable&) = delete;
   ~FenceTable();
@@ -149,6 +152,7 @@ class FenceTable {
   size_t buckets_per_stripe_ = 0;  // 0 = no cache
   Bucket* buckets_ = nullptr;      // mmap'ed, zero-filled lazily
   size_t buckets_bytes_ = 0;
+  const bool prefault_;
   Token open_bound_ = 0;  // InitHwm's mark: MissBound of unmarked buckets
 };
 

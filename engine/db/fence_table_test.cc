@@ -6,11 +6,13 @@
 
 #include "db/fence_table.h"
 
+#include <fstream>
 #include <map>
 #include <random>
 #include <string>
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 namespace fencedkv {
 
@@ -25,6 +27,13 @@ void Put(FenceTable& t, const std::string& d, Token max) {
   const uint64_t h = FenceTable::Hash(d);
   MutexLock l(&t.mutex(t.StripeOf(h)));
   t.Insert(h, d, max);
+}
+// This process's resident memory, in bytes.
+size_t ResidentBytes() {
+  std::ifstream statm("/proc/self/statm");
+  size_t size = 0, resident = 0;
+  statm >> size >> resident;
+  return resident * static_cast<size_t>(sysconf(_SC_PAGESIZE));
 }
 Token MissBound(FenceTable& t, const std::string& d) {
   const uint64_t h = FenceTable::Hash(d);
@@ -177,6 +186,31 @@ TEST(FenceTableTest, TheMissBoundRisesOnlyWithWhatLeavesTheCache) {
   Put(t, std::string(FenceTable::kMaxCachedDomain + 1, 'x'), 99);
   EXPECT_EQ(99u, MissBound(t, "x"));
   EXPECT_EQ(7u, LookupOr(t, std::string(40, 'L'), 0));  // still held
+}
+
+// Options::prefault_fence_cache: the buckets are resident from the start
+// and stay so through a Reset, which still empties them; without it, memory
+// is taken as writes touch it and a Reset gives it back.
+TEST(FenceTableTest, PrefaultMakesTheBucketsResidentAndResetKeepsThem) {
+  constexpr size_t kBytes = 32 << 20;
+  const size_t base = ResidentBytes();
+  {
+    FenceTable lazy(4, kBytes, /*prefault=*/false);
+    EXPECT_LT(ResidentBytes(), base + kBytes / 4);
+  }
+  const size_t before = ResidentBytes();
+  FenceTable t(4, kBytes, /*prefault=*/true);
+  const size_t resident = ResidentBytes();
+  EXPECT_GE(resident, before + kBytes * 9 / 10)
+      << "resident before " << before << ", after " << resident;
+  for (int i = 0; i < 1000; ++i) Put(t, "d" + std::to_string(i), 7);
+  ASSERT_EQ(7u, LookupOr(t, "d1", 0));
+  t.Reset(3);
+  EXPECT_EQ(0u, LookupOr(t, "d1", 0));  // emptied
+  EXPECT_EQ(0u, t.ApproximateMemoryUsage());
+  EXPECT_GE(ResidentBytes(), before + kBytes * 9 / 10);  // still resident
+  Put(t, "d1", 9);
+  EXPECT_EQ(9u, LookupOr(t, "d1", 0));
 }
 
 TEST(FenceTableTest, ZeroBudgetMeansNoCache) {
