@@ -38,6 +38,7 @@
 #include "db/error_recovery.h"
 #include "util/fault_injection_fs.h"
 #include "util/model_db.h"
+#include "util/sync_point.h"
 #include "util/testutil.h"
 
 namespace fencedkv {
@@ -720,6 +721,63 @@ TEST(WalFaultTest, RightAfterFlush) {
     ASSERT_GT(WaitForSentinels(&fdb, sentinels, 1000), sentinels);
     ExpectWalFaultRecovers(&fdb, e);
   }
+}
+
+// A write that comes between a Resume() made while the fault lasts and the
+// sentinel that follows its flush: it fails on the new WAL while every
+// memtable is empty. Before, the sentinel came only after the gate opened,
+// so this left the database needing a reopen (rule 4(b)) once the fault
+// cleared: FaultMatrixTest saw it once under load, and here the write is
+// made at that moment (the recovery thread's sync point). Now the sentinel
+// goes in before the gate opens.
+TEST(WalFaultTest, AWriteBetweenAResumeAndItsSentinelStrandsNothing) {
+#ifndef FENCEDKV_SYNC_POINTS
+  GTEST_SKIP() << "needs the engine's sync points";
+#endif
+  FaultDB fdb("key", FenceMode::kMonotonic, false);
+  ASSERT_FENCEDKV_OK(fdb.Open());
+  ASSERT_FENCEDKV_OK(fdb.db()->Put(WriteOptions(), "a", "x", 1));  // 4(a)
+  std::atomic<bool> armed{false};
+  std::atomic<int> raced{0};
+  Status raced_status;
+  SyncPoint::Get()->SetCallback(
+      "ErrorRecovery::Run:BeforeSentinel", [&](void*) {
+        if (!armed.exchange(false)) return;
+        raced_status = fdb.db()->Put(WriteOptions(), "b", "y", 2);
+        raced.store(1);
+      });
+  SyncPoint::Get()->EnableProcessing();
+  struct Off {
+    ~Off() {
+      SyncPoint::Get()->DisableProcessing();
+      SyncPoint::Get()->ClearAllCallbacks();
+    }
+  } off;
+  fdb.fs()->InjectFault(FaultPoint::kWalAppend, FaultError::kNoSpace);
+  ASSERT_TRUE(fdb.db()->Put(WriteOptions(), "k", "v1", 5).IsIOError());
+  armed.store(true);
+  // The recovery resumes while the fault lasts (a flush and a new WAL need
+  // no WAL append), then reaches the sync point, where the write fails.
+  for (int i = 0; i < 5000 && raced.load() == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_EQ(1, raced.load()) << "the recovery never reached its sentinel";
+  EXPECT_TRUE(raced_status.IsIOError()) << raced_status.ToString();
+  fdb.fs()->ClearFaults();
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  Status s;
+  do {
+    s = fdb.db()->Put(WriteOptions(), "k", "v2", 6);
+    if (!s.ok()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  } while (!s.ok() && std::chrono::steady_clock::now() < deadline);
+  ASSERT_FENCEDKV_OK(s);
+  EXPECT_FALSE(fdb.recovery()->GetStats().needs_reopen);
+  std::string value;
+  ASSERT_FENCEDKV_OK(fdb.db()->Get(ReadOptions(), "a", &value));
+  EXPECT_EQ("x", value);
+  ASSERT_FENCEDKV_OK(fdb.db()->Get(ReadOptions(), "k", &value));
+  EXPECT_EQ("v2", value);
 }
 
 // A replica's database (Options::log_replica) writes no sentinel: its

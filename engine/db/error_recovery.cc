@@ -10,6 +10,7 @@
 #include <rocksdb/listener.h>
 
 #include "db/info_logger.h"
+#include "util/sync_point.h"
 #include "util/thread_name.h"
 
 namespace fencedkv {
@@ -468,6 +469,7 @@ void ErrorRecovery::Run() {
     if (flushed_) {
       flushed_ = false;
       mu_.Unlock();
+      TEST_SYNC_POINT("ErrorRecovery::Run:BeforeSentinel");
       MaybeWriteSentinel(db);  // Stop() waits for it before the DB closes
       mu_.Lock();
       continue;
@@ -508,6 +510,13 @@ void ErrorRecovery::Run() {
       s = db->Resume();  // Stop() waits for it before the DB closes
       rocksdb::Warn(info_log_, "fencedkv: Resume() returned %s",
                     s.ToString().c_str());
+      // Resume()'s flush left every memtable empty, and the fault may still
+      // be there: the sentinel goes in now, before the gate opens (without
+      // the WAL: resuming_ is set). Written only after NoteFlush, with the
+      // gate open, a write could come first, fail on the new WAL and leave
+      // every memtable empty: rule 4(b), writes refused until a reopen
+      // (the fault matrix hit it once under load).
+      if (s.ok()) MaybeWriteSentinel(db);
     }
     mu_.Lock();
     resuming_ = false;
