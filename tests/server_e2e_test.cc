@@ -472,7 +472,9 @@ TEST_F(ServerE2ETest, KeysDoNotStallOtherClients) {
       "one KEYS over 100k keys: %ld ms; worst PING beside 4 KEYS loops: %ld "
       "ms\n",
       static_cast<long>(keys_ms), worst);
-  EXPECT_LT(worst, std::max<long>(50, keys_ms / 2));
+  // On the loop, KEYS stalled PINGs for 0.6-2.9 s; beside it, a few ms
+  // (once 59 ms while the rest of the suite ran beside this test).
+  EXPECT_LT(worst, std::max<long>(100, keys_ms / 2));
   EXPECT_EQ(0, server_.Stop());
 }
 

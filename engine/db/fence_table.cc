@@ -2,6 +2,7 @@
 
 #include "db/fence_table.h"
 
+#include <cerrno>
 #include <cstddef>
 #include <cstring>
 #include <functional>
@@ -46,8 +47,10 @@ FenceTable::FenceTable(size_t num_stripes, size_t cache_bytes, bool prefault)
   // 2-core test VM, where a first touch also faults in the host, the 64 MiB
   // cost the io thread about 0.2 s of its first writes; now the open pays.
   if (prefault_) {
-    if (madvise(p, buckets_bytes_, MADV_POPULATE_WRITE) != 0) {
-      // Before Linux 5.14: one write per page does the same.
+    if (madvise(p, buckets_bytes_, MADV_POPULATE_WRITE) != 0 &&
+        errno == EINVAL) {
+      // Before Linux 5.14: one write per page does the same. (Any other
+      // error, ENOMEM under a memory limit say: the pages come as used.)
       auto* bytes = static_cast<volatile char*>(p);
       for (size_t i = 0; i < buckets_bytes_; i += 4096) bytes[i] = 0;
     }
@@ -147,6 +150,10 @@ void FenceTable::Insert(uint64_t hash, std::string_view domain,
     Forget(&stripe, nullptr, max);
     return;
   }
+  // Read first: after the first insert the flag's line stays shared.
+  if (!dirty_.load(std::memory_order_relaxed)) {
+    dirty_.store(true, std::memory_order_relaxed);
+  }
   Bucket* b = BucketOf(hash);
   if (domain.size() > kMaxCachedDomain) {
     Forget(&stripe, b, max);
@@ -224,7 +231,11 @@ void FenceTable::Reset(Token hwm) NO_THREAD_SAFETY_ANALYSIS {
     // Anonymous private pages read as zeros again once dropped: an empty
     // cache, without touching (and allocating) every page. Prefaulted pages
     // stay: zeroed in place (64 MiB in milliseconds once resident).
-    if (prefault_ || madvise(buckets_, buckets_bytes_, MADV_DONTNEED) != 0) {
+    if (prefault_) {
+      if (dirty_.exchange(false, std::memory_order_relaxed)) {
+        std::memset(static_cast<void*>(buckets_), 0, buckets_bytes_);
+      }
+    } else if (madvise(buckets_, buckets_bytes_, MADV_DONTNEED) != 0) {
       std::memset(static_cast<void*>(buckets_), 0, buckets_bytes_);
     }
   }

@@ -26,9 +26,9 @@
 // bucket of the stripe evicts and every max it could not hold. So a writer
 // whose token passes the bound needs no RocksDB read, as long as the cache
 // holds its working set. The
-// array is sized by the byte budget and mapped lazily (4 KiB pages), so
-// memory never exceeds the budget whatever the number of domains, and the
-// write path never allocates.
+// array is sized by the byte budget and mapped lazily (made resident at
+// construction with `prefault`), so memory never exceeds the budget
+// whatever the number of domains, and the write path never allocates.
 //
 // Thread safety: Lookup, MissBound and Insert REQUIRE the mutex of the hash's
 // stripe; Hash, StripeOf and Prefetch need no lock.
@@ -36,6 +36,7 @@
 #ifndef FENCEDKV_ENGINE_DB_FENCE_TABLE_H_
 #define FENCEDKV_ENGINE_DB_FENCE_TABLE_H_
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -150,9 +151,12 @@ class FenceTable {
   const size_t stripe_mask_;
   std::unique_ptr<Stripe[]> stripes_;
   size_t buckets_per_stripe_ = 0;  // 0 = no cache
-  Bucket* buckets_ = nullptr;      // mmap'ed, zero-filled lazily
+  Bucket* buckets_ = nullptr;      // mmap'ed, zero-filled (lazily or not)
   size_t buckets_bytes_ = 0;
   const bool prefault_;
+  // With prefault_: an Insert since the last Reset (else Reset has nothing
+  // to zero: a replica promoted skips 64 MiB of memset).
+  std::atomic<bool> dirty_{false};
   Token open_bound_ = 0;  // InitHwm's mark: MissBound of unmarked buckets
 };
 

@@ -3,6 +3,7 @@
 #include "db/rocksdb_options.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <set>
 #include <string>
@@ -73,6 +74,13 @@ Status BuildRocksDBOptions(const Options& options,
   // (fenced_bench fillrandom --threads=2 shows the difference). A write still
   // returns only once its own memtable insert is visible.
   db_options->enable_pipelined_write = true;
+  // RocksDB's default bound on the live WAL is 4 x every column family's
+  // memtables (2 each): 1.5 GiB at 64 MiB, all of it replayed by the next
+  // open, since a column family written rarely (meta: leases, the floor)
+  // keeps old WAL files alive until it is flushed. Past this bound RocksDB
+  // flushes the column families that hold the oldest WAL.
+  db_options->max_total_wal_size = std::max<uint64_t>(
+      4 * static_cast<uint64_t>(options.write_buffer_size), uint64_t{64} << 20);
 
   cf_options->write_buffer_size = options.write_buffer_size;
   cf_options->level0_file_num_compaction_trigger =
@@ -87,9 +95,9 @@ Status BuildRocksDBOptions(const Options& options,
   if (hash_memtable) {
     // Each key is its own "prefix", so a bucket holds one key's versions:
     // an insert or a Get is a hash probe, no skiplist search. Iterators must
-    // ask for total order (every one in the engine does), and then RocksDB
-    // sorts the memtable into a skiplist first. The rep takes no
-    // concurrent inserts.
+    // ask for total order (every one in the engine does), and then the rep
+    // sorts a copy of its entry list first (sorted_flush_memtable.h). The
+    // rep takes no concurrent inserts.
     cf_options->prefix_extractor.reset(rocksdb::NewNoopTransform());
     const size_t buckets =
         std::max<size_t>(1024, options.write_buffer_size / 128);

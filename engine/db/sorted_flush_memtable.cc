@@ -246,21 +246,29 @@ class SortedFlushRep final : public MemTableRep {
     };
   }
 
-  // Copies the entries recorded so far into *out; false if the list was
-  // already moved away (the memtable is read-only and sorted).
+  // Copies the entries recorded so far into *out; false if the memtable
+  // was made read-only and sorted meanwhile (its sorted list serves). Only
+  // the chunk pointers are taken under chunks_mu_ (the writer takes it once
+  // per kChunk inserts, and must not wait for a copy of megabytes); the
+  // chunks themselves live as long as the rep.
   bool Snapshot(std::vector<const char*>* out) {
-    std::lock_guard<std::mutex> lock(chunks_mu_);
-    if (list_moved_) return false;
-    const size_t n = count_.load(std::memory_order_acquire);
+    std::vector<const char* const*> chunks;
+    size_t n;
+    {
+      std::lock_guard<std::mutex> lock(chunks_mu_);
+      if (list_moved_) return false;
+      n = count_.load(std::memory_order_acquire);
+      chunks.reserve(chunks_.size());
+      for (const auto& c : chunks_) chunks.push_back(c.get());
+    }
     out->reserve(n);
     for (size_t i = 0; i < n; i += kChunk) {
-      const char* const* chunk = chunks_[i / kChunk].get();
+      const char* const* chunk = chunks[i / kChunk];
       out->insert(out->end(), chunk, chunk + std::min(kChunk, n - i));
     }
     return true;
   }
 
- private:
   // After an insert: remembers its entry (Allocate's buffer), unless the
   // handle is not the one Allocate returned last (then iterators fall back
   // to the hash-linklist rep's). The list grows by fixed chunks: no insert
@@ -295,21 +303,21 @@ class SortedFlushRep final : public MemTableRep {
     pending_entry_ = nullptr;
   }
 
-  // Moves the recorded entries into entries_, in the memtable's order (user
-  // key, then newest first), and frees the chunks.
+  // Copies the recorded entries into entries_, in the memtable's order
+  // (user key, then newest first). The chunks stay (a copy for an iterator
+  // opened before may still be reading them) until the rep goes.
   void Sort() {
+    const size_t n = count_.load(std::memory_order_relaxed);
+    entries_.reserve(n);
+    for (size_t i = 0; i < n; ++i) {
+      entries_.push_back(chunks_[i / kChunk][i % kChunk]);
+    }
     {
       std::lock_guard<std::mutex> lock(chunks_mu_);
-      const size_t n = count_.load(std::memory_order_relaxed);
-      entries_.reserve(n);
-      for (size_t i = 0; i < n; ++i) {
-        entries_.push_back(chunks_[i / kChunk][i % kChunk]);
-      }
-      std::vector<std::unique_ptr<const char*[]>>().swap(chunks_);
       list_moved_ = true;
     }
-    list_bytes_.store(entries_.capacity() * sizeof(const char*),
-                      std::memory_order_relaxed);
+    // list_bytes_ stays: RocksDB requires a read-only memtable's reported
+    // usage not to grow (entries_ is the size of the chunks it copies).
     sorts_.fetch_add(1, std::memory_order_relaxed);
     SortEntries(&entries_);
   }
@@ -404,16 +412,16 @@ class SortedFlushRep final : public MemTableRep {
   const bool bytewise_;
   // Writer side (one writer at a time): the last Allocate, and every entry
   // inserted (count_ of them, in chunks_). An iterator over the memtable
-  // still being written copies the first count_ (chunks_mu_ held: a new
-  // chunk may be added meanwhile) and sorts its copy. Once read_only_ is set
-  // (after the last insert), the first iterator moves them into entries_
-  // and sorts them, once, for every later iterator.
+  // still being written copies the first count_ (the chunk list read under
+  // chunks_mu_: a new chunk may be added meanwhile) and sorts its copy. Once
+  // read_only_ is set (after the last insert), the first iterator copies
+  // them into entries_ and sorts them, once, for every later iterator.
   KeyHandle pending_handle_ = nullptr;
   char* pending_entry_ = nullptr;
   const char** last_chunk_ = nullptr;  // chunks_.back(), for the writer
   std::mutex chunks_mu_;
   std::vector<std::unique_ptr<const char*[]>> chunks_;  // chunks_mu_ to grow
-  bool list_moved_ = false;                             // guarded by chunks_mu_
+  bool list_moved_ = false;  // sorted into entries_; guarded by chunks_mu_
   std::atomic<size_t> count_{0};
   std::vector<const char*> entries_;
   std::atomic<bool> complete_{true};
