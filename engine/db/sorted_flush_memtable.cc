@@ -194,16 +194,15 @@ class SortedFlushRep final : public MemTableRep {
       // write's sequence number visible to readers only once its memtable
       // insert (and so Record) returned. Later ones carry later sequence
       // numbers, which the reader skips anyway.
+      // (Made read-only meanwhile, it is still right, sorted once more.)
       std::vector<const char*> snapshot;
-      if (Snapshot(&snapshot)) {
-        snapshot_sorts_.fetch_add(1, std::memory_order_relaxed);
-        SortEntries(&snapshot);
-        return Place(arena, [&](void* mem) {
-          return new (mem)
-              SortedIterator(std::move(snapshot), cmp_, Releaser(arena));
-        });
-      }
-      // Made read-only meanwhile, and the list moved to entries_.
+      CopyRecorded(&snapshot);
+      snapshot_sorts_.fetch_add(1, std::memory_order_relaxed);
+      SortEntries(&snapshot);
+      return Place(arena, [&](void* mem) {
+        return new (mem)
+            SortedIterator(std::move(snapshot), cmp_, Releaser(arena));
+      });
     }
     std::call_once(sorted_once_, [this] { Sort(); });
     return Place(arena, [&](void* mem) {
@@ -246,17 +245,15 @@ class SortedFlushRep final : public MemTableRep {
     };
   }
 
-  // Copies the entries recorded so far into *out; false if the memtable
-  // was made read-only and sorted meanwhile (its sorted list serves). Only
-  // the chunk pointers are taken under chunks_mu_ (the writer takes it once
-  // per kChunk inserts, and must not wait for a copy of megabytes); the
-  // chunks themselves live as long as the rep.
-  bool Snapshot(std::vector<const char*>* out) {
+  // Appends the entries recorded so far to *out. Only the chunk pointers
+  // are taken under chunks_mu_ (the writer takes it once per kChunk
+  // inserts, and must not wait for a copy of megabytes); the chunks
+  // themselves live as long as the rep.
+  void CopyRecorded(std::vector<const char*>* out) {
     std::vector<const char* const*> chunks;
     size_t n;
     {
       std::lock_guard<std::mutex> lock(chunks_mu_);
-      if (list_moved_) return false;
       n = count_.load(std::memory_order_acquire);
       chunks.reserve(chunks_.size());
       for (const auto& c : chunks_) chunks.push_back(c.get());
@@ -266,7 +263,6 @@ class SortedFlushRep final : public MemTableRep {
       const char* const* chunk = chunks[i / kChunk];
       out->insert(out->end(), chunk, chunk + std::min(kChunk, n - i));
     }
-    return true;
   }
 
   // After an insert: remembers its entry (Allocate's buffer), unless the
@@ -307,15 +303,7 @@ class SortedFlushRep final : public MemTableRep {
   // (user key, then newest first). The chunks stay (a copy for an iterator
   // opened before may still be reading them) until the rep goes.
   void Sort() {
-    const size_t n = count_.load(std::memory_order_relaxed);
-    entries_.reserve(n);
-    for (size_t i = 0; i < n; ++i) {
-      entries_.push_back(chunks_[i / kChunk][i % kChunk]);
-    }
-    {
-      std::lock_guard<std::mutex> lock(chunks_mu_);
-      list_moved_ = true;
-    }
+    CopyRecorded(&entries_);
     // list_bytes_ stays: RocksDB requires a read-only memtable's reported
     // usage not to grow (entries_ is the size of the chunks it copies).
     sorts_.fetch_add(1, std::memory_order_relaxed);
@@ -421,7 +409,6 @@ class SortedFlushRep final : public MemTableRep {
   const char** last_chunk_ = nullptr;  // chunks_.back(), for the writer
   std::mutex chunks_mu_;
   std::vector<std::unique_ptr<const char*[]>> chunks_;  // chunks_mu_ to grow
-  bool list_moved_ = false;  // sorted into entries_; guarded by chunks_mu_
   std::atomic<size_t> count_{0};
   std::vector<const char*> entries_;
   std::atomic<bool> complete_{true};
