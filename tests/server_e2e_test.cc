@@ -640,18 +640,23 @@ TEST_F(ServerE2ETest, TheProcessAndItsThreadsAreNamed) {
 
 // --write_buffer_size's default follows --memtable (server_flags.cc): a hash
 // memtable's insert costs the same at any size, so it gets 64 MiB and less
-// compaction; a skiplist keeps 8 MiB. RocksDB's OPTIONS file says what the
-// database was opened with.
+// compaction; a skiplist keeps 8 MiB. Only the skiplist gets a memtable
+// bloom filter (rocksdb_options.cc): on the hash one a probe of the filter
+// costs what a probe of the bucket does. RocksDB's OPTIONS file says what
+// the database was opened with.
 TEST_F(ServerE2ETest, TheMemtableSizeFollowsTheMemtableKind) {
   struct Case {
     std::vector<std::string> flags;
     std::string want;
+    std::string bloom;  // memtable_prefix_bloom_size_ratio
   };
   const std::vector<Case> cases = {
-      {{}, "67108864"},
-      {{"--memtable=skiplist"}, "8388608"},
-      {{"--write_buffer_size=1048576"}, "1048576"},
-      {{"--memtable=skiplist", "--write_buffer_size=33554432"}, "33554432"},
+      {{}, "67108864", "0.000000"},
+      {{"--memtable=skiplist"}, "8388608", "0.020000"},
+      {{"--write_buffer_size=1048576"}, "1048576", "0.000000"},
+      {{"--memtable=skiplist", "--write_buffer_size=33554432"},
+       "33554432",
+       "0.020000"},
   };
   int n = 0;
   for (const Case& c : cases) {
@@ -670,17 +675,21 @@ TEST_F(ServerE2ETest, TheMemtableSizeFollowsTheMemtableKind) {
     }
     ASSERT_FALSE(newest.empty()) << db;
     std::ifstream in(std::filesystem::path(db) / newest);
-    std::string line, value;
+    std::string line, value, bloom;
     bool in_default = false;
     while (std::getline(in, line)) {
       if (!line.empty() && line[0] == '[') {
         in_default = line == "[CFOptions \"default\"]";
       }
       const std::string key = "  write_buffer_size=";
+      const std::string bloom_key = "  memtable_prefix_bloom_size_ratio=";
       if (in_default && line.rfind(key, 0) == 0)
         value = line.substr(key.size());
+      if (in_default && line.rfind(bloom_key, 0) == 0)
+        bloom = line.substr(bloom_key.size());
     }
     EXPECT_EQ(c.want, value) << testing::PrintToString(c.flags);
+    EXPECT_EQ(c.bloom, bloom) << testing::PrintToString(c.flags);
   }
   // 0 is the default; anything else below 64 KiB is refused.
   EXPECT_FALSE(server_.Start(

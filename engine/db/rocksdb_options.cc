@@ -85,10 +85,14 @@ Status BuildRocksDBOptions(const Options& options,
   cf_options->write_buffer_size = options.write_buffer_size;
   cf_options->level0_file_num_compaction_trigger =
       options.level0_file_num_compaction_trigger;
-  // A whole-key bloom filter on the memtable: a Get of an absent key (and the
-  // fence check of a key never written) skips the skiplist walk, which
-  // dominated server GET profiles.
-  if (options.bloom_bits_per_key > 0) {
+  // A whole-key bloom filter on the skiplist memtable: a Get of an absent key
+  // (and the fence check of a key never written) skips the skiplist walk,
+  // which dominated server GET profiles. Not on the hash memtable: there a
+  // Get of an absent key is one bucket probe, which costs what the filter's
+  // probe costs (a cache miss), and the filter cost every insert a miss of
+  // its own (a replica's profile: a sixth of its apply time in
+  // MemTable::Add's filter update).
+  if (options.bloom_bits_per_key > 0 && !hash_memtable) {
     cf_options->memtable_prefix_bloom_size_ratio = 0.02;
     cf_options->memtable_whole_key_filtering = true;
   }
