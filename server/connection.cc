@@ -563,10 +563,7 @@ bool Connection::HoldReplies(size_t mark, std::vector<std::string> grouped,
   const CommitTracker::Verdict verdict = repl->tracker().Release(
       latest,
       [self](const std::string* e) {
-        std::string line = e != nullptr ? *e : std::string();
-        asio::post(self->loop_->io, [self, line = std::move(line)] {
-          self->OnRepliesCommitted(line);
-        });
+        HandOverDecided(self, e != nullptr ? *e : std::string());
       },
       &error);
   if (verdict == CommitTracker::Verdict::kPending) {
@@ -575,6 +572,28 @@ bool Connection::HoldReplies(size_t mark, std::vector<std::string> grouped,
   }
   FinishHeld(error);  // empty: committed
   return false;
+}
+
+void Connection::HandOverDecided(std::shared_ptr<Connection> c,
+                                 std::string error) {
+  Loop* const loop = c->loop_;
+  bool post;
+  {
+    MutexLock lock(&loop->decided.mu);
+    loop->decided.items.emplace_back(std::move(c), std::move(error));
+    post = !loop->decided.posted;
+    loop->decided.posted = true;
+  }
+  if (!post) return;  // the post already made takes this one too
+  asio::post(loop->io, [loop] {
+    std::vector<std::pair<std::shared_ptr<Connection>, std::string>> items;
+    {
+      MutexLock lock(&loop->decided.mu);
+      items.swap(loop->decided.items);
+      loop->decided.posted = false;
+    }
+    for (auto& [conn, line] : items) conn->OnRepliesCommitted(line);
+  });
 }
 
 void Connection::OnRepliesCommitted(const std::string& error) {

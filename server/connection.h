@@ -119,6 +119,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // held_offloaded_ (one command), and held_start_.
   bool HoldReplies(size_t mark, std::vector<std::string> grouped,
                    size_t commands);
+  // From any thread: queues c's decided replies for its loop, which takes
+  // every queued one in one handler (Loop::decided).
+  static void HandOverDecided(std::shared_ptr<Connection> c, std::string error);
   void OnRepliesCommitted(const std::string& error);
   // The held replies' final form (`error` empty: committed).
   void FinishHeld(const std::string& error);

@@ -5,9 +5,9 @@
 // concurrently (no strand needed), and the fenced writes its connections
 // parsed in one pass are flushed as one group (Server::Impl::Flush).
 //
-// Not thread-safe: everything here but `io` and `thread` is touched only on
-// the loop's own thread (Server::Impl sets it up before the thread starts and
-// joins the thread before tearing it down).
+// Not thread-safe: everything here but `io`, `thread` and `decided` is
+// touched only on the loop's own thread (Server::Impl sets it up before the
+// thread starts and joins the thread before tearing it down).
 
 #ifndef FENCEDKV_SERVER_LOOP_H_
 #define FENCEDKV_SERVER_LOOP_H_
@@ -22,6 +22,8 @@
 #include <asio.hpp>
 
 #include "sync_gather.h"
+#include "util/mutexlock.h"
+#include "util/thread_annotations.h"
 
 namespace fencedkv {
 namespace server {
@@ -45,6 +47,19 @@ struct Loop {
   // database thread (Server::Impl::FlushReads).
   std::vector<std::shared_ptr<Connection>> readers;
   bool reads_posted = false;
+  // Replies the commit tracker decided on another thread (a replica link's
+  // acknowledgement, the coordinator's tick): queued here and handed to the
+  // loop by one post for all of them (Connection::HandOverDecided). An
+  // acknowledgement decides the held replies of every connection that
+  // wrote in the groups it covers; a post per connection cost the loop a
+  // wakeup, a lock of its queue and an allocation each.
+  struct Decided {
+    Mutex mu;
+    std::vector<std::pair<std::shared_ptr<Connection>, std::string>> items
+        GUARDED_BY(mu);
+    bool posted GUARDED_BY(mu) = false;
+  };
+  Decided decided;
   // This loop's connections, for the timeout checks (expired entries are
   // dropped as they are met).
   std::vector<std::weak_ptr<Connection>> conns;
