@@ -562,8 +562,10 @@ bool Connection::HoldReplies(size_t mark, std::vector<std::string> grouped,
   std::string error;
   const CommitTracker::Verdict verdict = repl->tracker().Release(
       latest,
-      [self](const std::string* e) {
-        HandOverDecided(self, e != nullptr ? *e : std::string());
+      // (Called once: the reference moves on with the decision, so the
+      // link thread that decided keeps none.)
+      [self](const std::string* e) mutable {
+        HandOverDecided(std::move(self), e != nullptr ? *e : std::string());
       },
       &error);
   if (verdict == CommitTracker::Verdict::kPending) {

@@ -90,7 +90,7 @@ Status BuildRocksDBOptions(const Options& options,
   // which dominated server GET profiles. Not on the hash memtable: there a
   // Get of an absent key is one bucket probe, which costs what the filter's
   // probe costs (a cache miss), and the filter cost every insert a miss of
-  // its own (a replica's profile: a sixth of its apply time in
+  // its own (a replica's profile: about 14% of its apply time in
   // MemTable::Add's filter update).
   if (options.bloom_bits_per_key > 0 && !hash_memtable) {
     cf_options->memtable_prefix_bloom_size_ratio = 0.02;
