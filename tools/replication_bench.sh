@@ -18,7 +18,10 @@
 # Workload: redis-benchmark -c 50, -P 1 and -P 16, 100-byte values, keys over
 # 1M: SET key:__rand_int__ <v> FENCE 1. A benchmark, not a test.
 # Usage: tools/replication_bench.sh [build-dir]
-# Environment: REPEATS (3), N1 / N16 (requests per run at -P 1 / -P 16),
+# Environment: REPEATS (3), N1 / N16 (requests per run at -P 1 / -P 16;
+# N16 spans about three 64 MiB memtables, so that every server's runs
+# include its flushes: 400,000 SETs ended just before the single node's
+# first flush, while the replicated shard's three servers each flushed),
 # NWAIT1 / NWAIT16 (the same for the WAIT rows, which are slower).
 set -euo pipefail
 build=${1:-build}
@@ -63,7 +66,7 @@ wrps() {  # wrps <port> <n> <P> <wait_bench flags...>
 
 REPEATS=${REPEATS:-3}
 N1=${N1:-100000}
-N16=${N16:-400000}
+N16=${N16:-1200000}
 NWAIT1=${NWAIT1:-30000}
 NWAIT16=${NWAIT16:-200000}
 declare -A results cpu
