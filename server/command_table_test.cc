@@ -314,6 +314,31 @@ TEST_F(CommandTest, ParkedScanIteratorsAreBoundedAndExpire) {
   EXPECT_EQ(nullptr, it);
 }
 
+// A parked iterator goes at the next sweep once the database moved on from
+// what it reads (here a flush): it would keep the flushed memtables in
+// memory until its ttl. Its cursor stays and resumes from its key.
+TEST_F(CommandTest, ParkedScanIteratorsOfAnOldVersionAreReleased) {
+  Run({"SET", "a", "v", "FENCE", "1"});
+  Run({"SET", "b", "v", "FENCE", "1"});
+  CursorTable table;  // parked_ttl 30 s: only the version can release it
+  auto it = db_->NewIterator(ReadOptions());
+  it->Seek("b");
+  const uint64_t id = table.Save(7, "b", std::move(it));
+  table.DropExpired();
+  EXPECT_EQ(1u, table.parked());
+  Run({"SET", "c", "v", "FENCE", "1"});  // a write keeps the version
+  table.DropExpired();
+  EXPECT_EQ(1u, table.parked());
+  ASSERT_FENCEDKV_OK(db_->Flush());
+  table.DropExpired();
+  EXPECT_EQ(0u, table.parked());
+  std::string key;
+  std::unique_ptr<Iterator> back;
+  ASSERT_TRUE(table.Load(7, id, &key, &back));
+  EXPECT_EQ("b", key);
+  EXPECT_EQ(nullptr, back);
+}
+
 // Cursors belong to their connection, and every bound holds: per
 // connection, server-wide count and bytes, age; a closed connection's go.
 TEST_F(CommandTest, ScanCursorsAreBounded) {

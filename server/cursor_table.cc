@@ -85,6 +85,15 @@ void CursorTable::DropExpired() {
   MutexLock lock(&mu_);
   const auto now = std::chrono::steady_clock::now();
   ReleaseParked(now, limits_.max_parked, &dropped);
+  for (auto id = parked_.begin(); id != parked_.end();) {
+    Cursor& c = cursors_.at(*id);
+    if (!c.iterator->PinsOldVersion()) {
+      ++id;
+      continue;
+    }
+    dropped.push_back(std::move(c.iterator));
+    id = parked_.erase(id);
+  }
   while (!cursors_.empty() &&
          now - cursors_.begin()->second.saved > limits_.idle_ttl) {
     Erase(cursors_.begin(), &dropped);

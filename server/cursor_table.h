@@ -33,7 +33,9 @@ namespace server {
 // while: with the hash memtable a new iterator first sorts the memtable, so
 // a scan that re-created its iterator on every call would pay that sort per
 // page. At most max_parked iterators are kept, each for at most parked_ttl
-// (an iterator pins the memtables and files it reads: the server calls
+// and only while the database has not moved on from the version it reads
+// (an iterator pins the memtables and files it reads, up to two full
+// memtables per column family once they are flushed: the server calls
 // DropExpired every few seconds); a cursor whose iterator was dropped
 // resumes from its key with a new one.
 //
@@ -66,8 +68,9 @@ class CursorTable {
             std::unique_ptr<Iterator>* iterator);
   // Drops every cursor of `owner`: its connection closed.
   void DropOwner(uint64_t owner);
-  // Drops cursors older than idle_ttl, and iterators parked for longer than
-  // parked_ttl.
+  // Drops cursors older than idle_ttl, and the iterators parked for longer
+  // than parked_ttl or reading a version the database has moved on from
+  // (Iterator::PinsOldVersion).
   void DropExpired();
   // Drops every cursor and parked iterator: before the database closes.
   void Clear();

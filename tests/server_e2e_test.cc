@@ -12,6 +12,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <set>
+#include <string>
 #include <thread>
 
 #include <arpa/inet.h>
@@ -417,6 +419,58 @@ TEST_F(ServerE2ETest, ScanCursorsAreBoundedAndPrivate) {
   }
   EXPECT_NE(std::string::npos, info.find("scan_cursors:0\r\n")) << info;
   EXPECT_NE(std::string::npos, info.find("scan_cursor_bytes:0\r\n")) << info;
+  EXPECT_EQ(0, server_.Stop());
+}
+
+// A parked SCAN iterator is released at the next sweep (every 5 s) once a
+// flush moved the database on from what it reads, not after its 30 s: it
+// kept the flushed memtables alive. The cursor goes on from its key and
+// every key is returned.
+TEST_F(ServerE2ETest, AParkedScanIteratorLetsGoOfFlushedMemtables) {
+  ASSERT_TRUE(StartServer({"--write_buffer_size=65536"}));
+  Client c(server_.port());
+  char key[16];
+  for (int i = 0; i < 100; ++i) {
+    std::snprintf(key, sizeof(key), "k:%03d", i);
+    ASSERT_EQ("+OK", c.Call({"SET", key, "v", "FENCE", "1"}));
+  }
+  std::set<std::string> seen;
+  auto take = [&seen](const std::string& reply) {
+    // "*[$<cursor>,*[$k:001,$k:002,...]]"
+    EXPECT_EQ("*[$", reply.substr(0, 3)) << reply;
+    size_t at = reply.find(",*[");
+    while ((at = reply.find("$k:", at)) != std::string::npos) {
+      seen.insert(reply.substr(at + 1, 5));
+      at += 6;
+    }
+    return reply.substr(3, reply.find(',') - 3);
+  };
+  std::string cursor =
+      take(c.Call({"SCAN", "0", "MATCH", "k:*", "COUNT", "10"}));
+  ASSERT_NE("0", cursor);
+  auto parked = [&c] {
+    const std::string info = c.Call({"INFO", "stats"});
+    const size_t at = info.find("scan_parked_iterators:");
+    return at == std::string::npos ? std::string("none")
+                                   : info.substr(at + 22, 1);
+  };
+  EXPECT_EQ("1", parked());
+  // Over a 64 KiB memtable: it is switched out and flushed.
+  const std::string value(1000, 'x');
+  for (int i = 0; i < 300; ++i) {
+    ASSERT_EQ("+OK",
+              c.Call({"SET", "z:" + std::to_string(i), value, "FENCE", "1"}));
+  }
+  std::string now = parked();
+  for (int i = 0; i < 90 && now != "0"; ++i) {  // a sweep, every 5 s
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    now = parked();
+  }
+  EXPECT_EQ("0", now) << "the parked iterator was kept after the flush";
+  while (cursor != "0") {
+    cursor = take(c.Call({"SCAN", cursor, "MATCH", "k:*", "COUNT", "1000"}));
+  }
+  EXPECT_EQ(100u, seen.size());
   EXPECT_EQ(0, server_.Stop());
 }
 

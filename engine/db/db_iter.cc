@@ -2,6 +2,8 @@
 
 #include "db/db_iter.h"
 
+#include <string>
+
 #include "db/fence_format.h"
 #include "db/rocksdb_options.h"
 
@@ -13,7 +15,10 @@ class DBIter final : public Iterator {
  public:
   DBIter(rocksdb::DB* db, rocksdb::ColumnFamilyHandle* cf,
          const ReadOptions& options)
-      : upper_bound_(options.iterate_upper_bound), upper_slice_(upper_bound_) {
+      : db_(db),
+        cf_(cf),
+        upper_bound_(options.iterate_upper_bound),
+        upper_slice_(upper_bound_) {
     rocksdb::ReadOptions ro = IteratorReadOptions();
     ro.verify_checksums = options.verify_checksums;
     ro.fill_cache = options.fill_cache;
@@ -55,6 +60,20 @@ class DBIter final : public Iterator {
     if (!corruption_.ok()) return corruption_;
     return FromRocksDB(iter_->status());
   }
+  bool PinsOldVersion() const override {
+    // RocksDB numbers a column family's versions (its "super version": the
+    // memtables and files a read sees); the iterator holds the one it was
+    // created on.
+    std::string mine;
+    uint64_t current = 0;
+    if (!iter_->GetProperty("rocksdb.iterator.super-version-number", &mine)
+             .ok() ||
+        !db_->GetIntProperty(cf_, "rocksdb.current-super-version-number",
+                             &current)) {
+      return false;
+    }
+    return mine != std::to_string(current);
+  }
 
  private:
   // Decodes the current record; true if it is a visible value.
@@ -74,6 +93,8 @@ class DBIter final : public Iterator {
     valid_ = iter_->Valid() && corruption_.ok();
   }
 
+  rocksdb::DB* const db_;
+  rocksdb::ColumnFamilyHandle* const cf_;
   std::string upper_bound_;
   rocksdb::Slice upper_slice_;
   std::unique_ptr<rocksdb::Iterator> iter_;

@@ -486,6 +486,40 @@ TEST_F(DBTest, IteratorSeesUserKeysOnly) {
   }
 }
 
+// An iterator says when the database has moved on from what it reads, so a
+// holder of long-lived iterators (the server's parked SCAN iterators) can
+// let go of flushed memtables: writes alone keep the version, a flush moves
+// it, and a new iterator reads the new one.
+TEST_F(DBTest, AnIteratorSaysWhenItPinsAnOldVersion) {
+  for (const char* memtable : {"skiplist", "hash"}) {
+    SCOPED_TRACE(memtable);
+    db_.reset();
+    dir_ = std::make_unique<test::TempDir>();
+    options_ = Options();
+    options_.create_if_missing = true;
+    options_.memtable = memtable;
+    Reopen();
+    ASSERT_EQ("OK", Put("a", "1", 1));
+    auto it = db_->NewIterator(ReadOptions());
+    it->SeekToFirst();
+    ASSERT_TRUE(it->Valid());
+    EXPECT_FALSE(it->PinsOldVersion());
+    ASSERT_EQ("OK", Put("b", "2", 1));  // the same memtable
+    EXPECT_FALSE(it->PinsOldVersion());
+    ASSERT_FENCEDKV_OK(db_->Flush());
+    EXPECT_TRUE(it->PinsOldVersion());
+    // It still reads what it read (the flushed memtable is kept for it).
+    EXPECT_EQ("a", it->key());
+    it->Next();
+    EXPECT_FALSE(it->Valid());  // "b" came after it was created
+    auto fresh = db_->NewIterator(ReadOptions());
+    EXPECT_FALSE(fresh->PinsOldVersion());
+    fresh->Seek("b");
+    ASSERT_TRUE(fresh->Valid());
+    EXPECT_EQ("b", fresh->key());
+  }
+}
+
 TEST_F(DBTest, BadInputIsRefusedAndChangesNothing) {
   while (ChangeOptions()) {
     SCOPED_TRACE(ConfigName());

@@ -43,6 +43,13 @@ class Iterator {
   virtual Token token() const = 0;
   // OK unless an error (I/O, corruption) stopped the iteration.
   virtual Status status() const = 0;
+  // True if the database has moved on from the version this iterator reads
+  // (a memtable it reads was switched out or flushed since it was created,
+  // or a file it reads was compacted away): the iterator keeps those
+  // memtables' memory and those files until it is destroyed, while a new
+  // iterator sought to the same key would read the current version. False
+  // if it reads the current one, or cannot tell.
+  virtual bool PinsOldVersion() const { return false; }
 };
 
 }  // namespace fencedkv
