@@ -80,8 +80,8 @@ void CursorTable::DropOwner(uint64_t owner) {
   for (uint64_t id : ids) Erase(cursors_.find(id), &dropped);
 }
 
-void CursorTable::DropExpired() {
-  std::vector<std::unique_ptr<Iterator>> dropped;  // freed after unlocking
+std::vector<std::unique_ptr<Iterator>> CursorTable::DropExpired() {
+  std::vector<std::unique_ptr<Iterator>> dropped;  // handed out, unlocked
   MutexLock lock(&mu_);
   const auto now = std::chrono::steady_clock::now();
   ReleaseParked(now, limits_.max_parked, &dropped);
@@ -98,6 +98,7 @@ void CursorTable::DropExpired() {
          now - cursors_.begin()->second.saved > limits_.idle_ttl) {
     Erase(cursors_.begin(), &dropped);
   }
+  return dropped;
 }
 
 size_t CursorTable::parked() {

@@ -70,8 +70,10 @@ class CursorTable {
   void DropOwner(uint64_t owner);
   // Drops cursors older than idle_ttl, and the iterators parked for longer
   // than parked_ttl or reading a version the database has moved on from
-  // (Iterator::PinsOldVersion).
-  void DropExpired();
+  // (Iterator::PinsOldVersion). Returns the iterators taken, for the caller
+  // to destroy where it likes: destroying one may free the memtables it
+  // kept and delete obsolete files, under RocksDB's mutex.
+  std::vector<std::unique_ptr<Iterator>> DropExpired();
   // Drops every cursor and parked iterator: before the database closes.
   void Clear();
   size_t parked();
