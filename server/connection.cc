@@ -87,7 +87,9 @@ Connection::Connection(Server::Impl* server, Loop* loop,
 }
 
 Connection::~Connection() {
-  server_->state_.cursors.DropOwner(client_.id);  // its SCAN cursors go
+  // Its SCAN cursors go (their parked iterators on the scan thread).
+  server_->state_.DisposeIterators(
+      server_->state_.cursors.DropOwner(client_.id));
   server_->stats_.connected.fetch_sub(1);
   server_->Unregister(client_.id);
 }

@@ -71,13 +71,14 @@ void CursorTable::ReleaseParked(std::chrono::steady_clock::time_point now,
   }
 }
 
-void CursorTable::DropOwner(uint64_t owner) {
-  std::vector<std::unique_ptr<Iterator>> dropped;  // freed after unlocking
+std::vector<std::unique_ptr<Iterator>> CursorTable::DropOwner(uint64_t owner) {
+  std::vector<std::unique_ptr<Iterator>> dropped;  // handed out, unlocked
   MutexLock lock(&mu_);
   auto mine = by_owner_.find(owner);
-  if (mine == by_owner_.end()) return;
+  if (mine == by_owner_.end()) return dropped;
   const std::set<uint64_t> ids = mine->second;
   for (uint64_t id : ids) Erase(cursors_.find(id), &dropped);
+  return dropped;
 }
 
 std::vector<std::unique_ptr<Iterator>> CursorTable::DropExpired() {

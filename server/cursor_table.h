@@ -66,8 +66,9 @@ class CursorTable {
   // of the cursor resumes from the key alone).
   bool Load(uint64_t owner, uint64_t cursor, std::string* next_key,
             std::unique_ptr<Iterator>* iterator);
-  // Drops every cursor of `owner`: its connection closed.
-  void DropOwner(uint64_t owner);
+  // Drops every cursor of `owner`: its connection closed. Returns their
+  // parked iterators (see DropExpired).
+  std::vector<std::unique_ptr<Iterator>> DropOwner(uint64_t owner);
   // Drops cursors older than idle_ttl, and the iterators parked for longer
   // than parked_ttl or reading a version the database has moved on from
   // (Iterator::PinsOldVersion). Returns the iterators taken, for the caller

@@ -315,16 +315,7 @@ void Server::Impl::ScheduleSweep() {
   timer.expires_after(std::chrono::seconds(5));
   timer.async_wait([this](const asio::error_code& ec) {
     if (ec || stopping_.load()) return;
-    // Destroying an iterator that kept flushed memtables frees them, and
-    // RocksDB deletes the files only it still used, under its mutex: on
-    // the scan thread, not on a loop serving clients (inline only once the
-    // scan thread has stopped).
-    auto dropped = std::make_shared<std::vector<std::unique_ptr<Iterator>>>(
-        state_.cursors.DropExpired());
-    if (!dropped->empty() &&
-        !state_.scans.Submit([dropped] { dropped->clear(); })) {
-      dropped->clear();
-    }
+    state_.DisposeIterators(state_.cursors.DropExpired());
     NotePeakMemory(&state_);
     ScheduleSweep();
   });

@@ -10,6 +10,14 @@ namespace server {
 ServerState::ServerState()
     : command_stats(std::make_unique<CommandStats>(AllCommands().size())) {}
 
+void ServerState::DisposeIterators(
+    std::vector<std::unique_ptr<Iterator>> iterators) {
+  if (iterators.empty()) return;
+  auto held = std::make_shared<std::vector<std::unique_ptr<Iterator>>>(
+      std::move(iterators));
+  if (!scans.Submit([held] { held->clear(); })) held->clear();
+}
+
 const Acl& ServerState::acl() {
   std::call_once(acl_once_, [this] {
     acl_ = options->acl;

@@ -120,6 +120,11 @@ struct ServerState {
   // The users: options->acl, or if it is null the built-in 'default' user
   // with options->requirepass (acl.h). Built on first use.
   const Acl& acl();
+  // Destroys iterators taken from `cursors` on the scan thread (here once
+  // it has stopped): the last one holding an old RocksDB version frees its
+  // memtables and deletes the files only it used, under RocksDB's mutex,
+  // which an io loop serving clients must not wait for.
+  void DisposeIterators(std::vector<std::unique_ptr<Iterator>> iterators);
 
  private:
   std::once_flag acl_once_;
