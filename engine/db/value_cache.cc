@@ -17,7 +17,6 @@ namespace fencedkv {
 // One allocation per entry: the node, its key, then room for its value, so
 // finding a key touches the node's own lines only.
 struct ValueCache::Node {
-  Node* chain;  // the bucket's next
   Node* newer;  // the clock list, oldest first
   Node* older;
   uint64_t hash;
@@ -34,19 +33,29 @@ struct ValueCache::Node {
   std::string_view value() { return {data() + key_size, value_size}; }
 };
 
+struct ValueCache::Slot {
+  uint64_t hash;
+  Node* node;  // null: empty
+};
+
 struct alignas(64) ValueCache::Stripe {
   Mutex mu;
   uint64_t version GUARDED_BY(mu) = 0;
   uint32_t in_flight GUARDED_BY(mu) = 0;
-  std::vector<Node*> buckets GUARDED_BY(mu);  // empty or a power of two
+  // The index: open addressing with linear probing, at most 3/4 full.
+  // A slot holds its node's hash beside the node, so a probe compares
+  // hashes in the slot array and touches a node only when its hash matches
+  // (a new key touches none), and growing moves slots without reading a
+  // node. Empty or a power of two.
+  std::vector<Slot> slots GUARDED_BY(mu);
   size_t count GUARDED_BY(mu) = 0;
   size_t bytes GUARDED_BY(mu) = 0;
   Node* oldest GUARDED_BY(mu) = nullptr;
   Node* newest GUARDED_BY(mu) = nullptr;
-  // buckets.data() and buckets.size(), for Prefetch outside the lock (a
-  // stale pair only prefetches a useless line).
-  std::atomic<Node**> hint{nullptr};
-  std::atomic<size_t> hint_buckets{0};
+  // slots.data() and slots.size(), for Prefetch outside the lock (a stale
+  // pair only prefetches a useless line).
+  std::atomic<const Slot*> hint{nullptr};
+  std::atomic<size_t> hint_slots{0};
 };
 
 namespace {
@@ -54,21 +63,23 @@ constexpr size_t kMaxStripes = 1024;
 constexpr size_t kStripeShare = 256 << 10;  // fewer stripes below 256 MiB
 constexpr size_t kMaxEntry = 64 << 10;
 
-// The node (at most 64 bytes, NewNode checks), its key and value room,
-// malloc's overhead and its bucket pointer.
+// The node (at most 64 bytes, NewNode checks), its key and value room and
+// malloc's overhead (the index's slots are charged as they are allocated).
 size_t Charge(size_t key_size, size_t capacity) {
-  return 64 + key_size + capacity + 24;
+  return 64 + key_size + capacity + 16;
 }
 
 // Room for a value a little larger, so a growing one is not reallocated at
 // every write.
 size_t RoomFor(size_t value_size) { return value_size + value_size / 8 + 16; }
 
-// A hash's bucket among `buckets` (a power of two): from the high bits, as
-// the low ones chose the stripe.
-size_t BucketIndex(uint64_t hash, size_t buckets) {
-  return (hash >> 20) & (buckets - 1);
+// A hash's home slot among `slots` (a power of two): from the high bits,
+// as the low ones chose the stripe.
+size_t HomeOf(uint64_t hash, size_t slots) {
+  return (hash >> 20) & (slots - 1);
 }
+
+constexpr size_t kFirstSlots = 16;
 }  // namespace
 
 ValueCache::ValueCache(size_t capacity) : capacity_(capacity) {
@@ -105,10 +116,13 @@ uint64_t ValueCache::HashOf(std::string_view key) {
 ValueCache::Node* ValueCache::Find(Stripe& s, uint64_t hash,
                                    std::string_view key) {
   s.mu.AssertHeld();
-  if (s.buckets.empty()) return nullptr;
-  Node* n = *BucketOf(s, hash);
-  while (n != nullptr && (n->hash != hash || n->key() != key)) n = n->chain;
-  return n;
+  if (s.slots.empty()) return nullptr;
+  const size_t mask = s.slots.size() - 1;
+  for (size_t i = HomeOf(hash, s.slots.size());; i = (i + 1) & mask) {
+    const Slot& slot = s.slots[i];
+    if (slot.node == nullptr) return nullptr;
+    if (slot.hash == hash && slot.node->key() == key) return slot.node;
+  }
 }
 
 ValueCache::Found ValueCache::Lookup(std::string_view key, std::string* value) {
@@ -204,10 +218,10 @@ void ValueCache::Fill(std::string_view key, const Ticket& ticket,
 void ValueCache::Prefetch(std::string_view key) const {
   const uint64_t h = HashOf(key);
   const Stripe& s = StripeFor(h);
-  Node** b = s.hint.load(std::memory_order_relaxed);
-  if (b != nullptr) {
+  const Slot* slots = s.hint.load(std::memory_order_relaxed);
+  if (slots != nullptr) {
     __builtin_prefetch(
-        &b[BucketIndex(h, s.hint_buckets.load(std::memory_order_relaxed))]);
+        &slots[HomeOf(h, s.hint_slots.load(std::memory_order_relaxed))]);
   }
 }
 
@@ -273,7 +287,7 @@ ValueCache::Node* ValueCache::NewNode(uint64_t hash, std::string_view key,
   const size_t capacity = RoomFor(value.size());
   Node* n =
       static_cast<Node*>(::operator new(sizeof(Node) + key.size() + capacity));
-  n->chain = n->newer = n->older = nullptr;
+  n->newer = n->older = nullptr;
   n->hash = hash;
   n->key_size = static_cast<uint32_t>(key.size());
   n->value_size = static_cast<uint32_t>(value.size());
@@ -291,43 +305,43 @@ ValueCache::Node* ValueCache::NewNode(uint64_t hash, std::string_view key,
 
 void ValueCache::FreeNode(Node* n) { ::operator delete(n); }
 
-ValueCache::Node** ValueCache::BucketOf(Stripe& s, uint64_t hash) {
+size_t ValueCache::SlotOf(Stripe& s, const Node* n) {
   s.mu.AssertHeld();
-  return &s.buckets[BucketIndex(hash, s.buckets.size())];
+  const size_t mask = s.slots.size() - 1;
+  size_t i = HomeOf(n->hash, s.slots.size());
+  while (s.slots[i].node != n) i = (i + 1) & mask;
+  return i;
+}
+
+void ValueCache::Resize(Stripe& s, size_t size) {
+  s.mu.AssertHeld();
+  std::vector<Slot> resized(size, Slot{0, nullptr});
+  const size_t mask = size - 1;
+  for (const Slot& slot : s.slots) {
+    if (slot.node == nullptr) continue;
+    size_t i = HomeOf(slot.hash, size);
+    while (resized[i].node != nullptr) i = (i + 1) & mask;
+    resized[i] = slot;
+  }
+  const size_t before = s.slots.size() * sizeof(Slot);
+  s.slots.swap(resized);
+  s.hint.store(s.slots.data(), std::memory_order_relaxed);
+  s.hint_slots.store(s.slots.size(), std::memory_order_relaxed);
+  const size_t after = s.slots.size() * sizeof(Slot);
+  s.bytes += after - before;
+  usage_.fetch_add(after - before, std::memory_order_relaxed);
 }
 
 void ValueCache::Link(Stripe& s, Node* n) {
   s.mu.AssertHeld();
-  if (s.buckets.empty()) {
-    s.buckets.assign(16, nullptr);
-    s.hint.store(s.buckets.data(), std::memory_order_relaxed);
-    s.hint_buckets.store(16, std::memory_order_relaxed);
-    s.bytes += 16 * sizeof(std::uintptr_t);
-    usage_.fetch_add(16 * sizeof(std::uintptr_t), std::memory_order_relaxed);
+  // At most 3/4 full: an absent key's probe stays within a line or two.
+  if (4 * (s.count + 1) > 3 * s.slots.size()) {
+    Resize(s, std::max(kFirstSlots, 2 * s.slots.size()));
   }
-  if (s.count >= s.buckets.size()) {  // grow: at most one node per bucket
-    std::vector<Node*> grown(s.buckets.size() * 2, nullptr);
-    for (Node* b : s.buckets) {
-      while (b != nullptr) {
-        Node* next = b->chain;
-        Node*& head = grown[BucketIndex(b->hash, grown.size())];
-        b->chain = head;
-        head = b;
-        b = next;
-      }
-    }
-    // (Buckets are pointers.)
-    const size_t added =
-        (grown.size() - s.buckets.size()) * sizeof(std::uintptr_t);
-    s.buckets.swap(grown);
-    s.hint.store(s.buckets.data(), std::memory_order_relaxed);
-    s.hint_buckets.store(s.buckets.size(), std::memory_order_relaxed);
-    s.bytes += added;
-    usage_.fetch_add(added, std::memory_order_relaxed);
-  }
-  Node** head = BucketOf(s, n->hash);
-  n->chain = *head;
-  *head = n;
+  const size_t mask = s.slots.size() - 1;
+  size_t i = HomeOf(n->hash, s.slots.size());
+  while (s.slots[i].node != nullptr) i = (i + 1) & mask;
+  s.slots[i] = Slot{n->hash, n};
   n->older = s.newest;
   n->newer = nullptr;
   if (s.newest != nullptr) s.newest->newer = n;
@@ -340,10 +354,7 @@ void ValueCache::Link(Stripe& s, Node* n) {
 
 void ValueCache::Replace(Stripe& s, Node* old, Node* n) {
   s.mu.AssertHeld();
-  Node** link = BucketOf(s, old->hash);
-  while (*link != old) link = &(*link)->chain;
-  *link = n;
-  n->chain = old->chain;
+  s.slots[SlotOf(s, old)].node = n;
   n->older = old->older;
   n->newer = old->newer;
   (n->older != nullptr ? n->older->newer : s.oldest) = n;
@@ -356,9 +367,22 @@ void ValueCache::Replace(Stripe& s, Node* old, Node* n) {
 
 void ValueCache::Remove(Stripe& s, Node* n) {
   s.mu.AssertHeld();
-  Node** link = BucketOf(s, n->hash);
-  while (*link != n) link = &(*link)->chain;
-  *link = n->chain;
+  // Backward-shift deletion: every later slot of the probe run whose home
+  // does not lie after the hole moves into it, so no probe ever stops at a
+  // hole short of its key (no tombstones).
+  const size_t mask = s.slots.size() - 1;
+  size_t hole = SlotOf(s, n);
+  for (size_t j = (hole + 1) & mask; s.slots[j].node != nullptr;
+       j = (j + 1) & mask) {
+    const size_t home = HomeOf(s.slots[j].hash, s.slots.size());
+    // Stays if its home is in (hole, j], cyclically.
+    const bool stays =
+        hole <= j ? (hole < home && home <= j) : (hole < home || home <= j);
+    if (stays) continue;
+    s.slots[hole] = s.slots[j];
+    hole = j;
+  }
+  s.slots[hole] = Slot{0, nullptr};
   (n->older != nullptr ? n->older->newer : s.oldest) = n->newer;
   (n->newer != nullptr ? n->newer->older : s.newest) = n->older;
   --s.count;

@@ -9,8 +9,8 @@
 // visible one.
 //
 // Keys hash to one of up to 1024 stripes. Each stripe has a mutex, its
-// share of the capacity, a chained hash table of entries, a clock list for
-// eviction, a version and a count of writes in flight. The rules:
+// share of the capacity, an open-addressing hash index of its entries, a clock
+// list for eviction, a version and a count of writes in flight. The rules:
 //  - A writer calls BeginWrite for each key it writes before the RocksDB
 //    write, and EndWrite after it returned (success or not). BeginWrite
 //    marks the key's entry invalid (a reader then misses) and moves the
@@ -110,6 +110,7 @@ class ValueCache {
 
  private:
   struct Node;
+  struct Slot;
   struct Stripe;
   Stripe& StripeFor(uint64_t hash) const;
   // With the stripe's mutex held.
@@ -126,7 +127,10 @@ class ValueCache {
   void Remove(Stripe& s, Node* node);
   void Link(Stripe& s, Node* node);
   void Replace(Stripe& s, Node* old, Node* node);
-  static Node** BucketOf(Stripe& s, uint64_t hash);
+  // The slot that holds `n` (it must be in the index).
+  static size_t SlotOf(Stripe& s, const Node* n);
+  // Rebuilds the index with `size` slots (a power of two, room for all).
+  void Resize(Stripe& s, size_t size);
   static Node* NewNode(uint64_t hash, std::string_view key,
                        std::string_view value);
   static void FreeNode(Node* node);

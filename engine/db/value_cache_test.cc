@@ -6,11 +6,16 @@
 // of readers and writers. The rule under test: a read never returns a value
 // older than RocksDB's latest visible one.
 
+#include "db/value_cache.h"
+
 #include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <future>
+#include <map>
+#include <optional>
 #include <random>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -385,8 +390,76 @@ TEST_F(ValueCacheTest, ItStaysWithinItsCapacity) {
   EXPECT_GT(one_entry, 160u);
   ASSERT_FENCEDKV_OK(db_->Put(WriteOptions(), "big", big, 4));
   EXPECT_EQ(big, Get("big"));
-  // What stays is the stripe's (empty) bucket array.
-  EXPECT_EQ(16 * sizeof(void*), CacheBytes());
+  // What stays is the stripe's (empty) index: 16 slots of a hash and a
+  // pointer.
+  EXPECT_EQ(16 * (sizeof(uint64_t) + sizeof(void*)), CacheBytes());
+}
+
+// The index itself (open addressing, linear probing, backward-shift
+// removal) against a model: thousands of keys in one stripe, so probe runs
+// are long, wrap around the end of the slot array and are cut by removals
+// and replacements (a value that outgrows its room gets a new node) as the
+// index grows. With room for every key nothing may ever be missing; with
+// too little, a lookup may miss but never answer anything but the latest.
+TEST(ValueCacheIndexTest, EveryEntryIsFoundThroughGrowthAndRemovals) {
+  for (const bool roomy : {true, false}) {
+    SCOPED_TRACE(roomy ? "roomy" : "evicting");
+    // Under 512 KiB: one stripe.
+    ValueCache cache(roomy ? (510 << 10) : (100 << 10));
+    constexpr int kKeys = 2500;
+    std::map<std::string, std::optional<std::string>> model;  // nullopt: absent
+    std::mt19937 rng(7);
+    auto key = [](uint32_t k) { return "key" + std::to_string(k); };
+    size_t hits = 0;
+    for (int step = 0; step < 200000; ++step) {
+      const std::string k = key(rng() % kKeys);
+      const uint32_t op = rng() % 10;
+      if (op < 4) {  // a put; sometimes a value that outgrows its node
+        const std::string v(1 + rng() % (op == 0 ? 60 : 8), 'a' + step % 26);
+        cache.BeginWrite(k);
+        const std::string_view sv = v;
+        cache.EndWrite(k, true, &sv);
+        model[k] = v;
+      } else if (op == 4) {  // a delete: the key's absence is kept
+        cache.BeginWrite(k);
+        cache.EndWrite(k, true, nullptr);
+        model[k] = std::nullopt;
+      } else if (op == 5) {  // a write that leaves its value to the next read
+        cache.BeginWrite(k);
+        cache.EndWrite(k, false, nullptr);
+        model.erase(k);
+      } else {
+        std::string v;
+        const ValueCache::Found f = cache.Lookup(k, &v);
+        const auto it = model.find(k);
+        if (f == ValueCache::Found::kMiss) {
+          ASSERT_TRUE(!roomy || it == model.end()) << k << " lost at " << step;
+          continue;
+        }
+        ASSERT_NE(it, model.end()) << k << " found but dropped, at " << step;
+        ++hits;
+        if (f == ValueCache::Found::kAbsent) {
+          ASSERT_FALSE(it->second.has_value()) << k << " at " << step;
+        } else {
+          ASSERT_TRUE(it->second.has_value()) << k << " at " << step;
+          ASSERT_EQ(*it->second, v) << k << " at " << step;
+        }
+      }
+    }
+    EXPECT_GT(hits, 10000u);
+    EXPECT_LE(cache.Usage(), cache.Capacity());
+    // Every key dropped: only the (empty) slot array is left.
+    for (int i = 0; i < kKeys; ++i) {
+      cache.BeginWrite(key(i));
+      cache.EndWrite(key(i), false, nullptr);
+    }
+    std::string v;
+    for (int i = 0; i < kKeys; ++i) {
+      ASSERT_EQ(ValueCache::Found::kMiss, cache.Lookup(key(i), &v));
+    }
+    EXPECT_LE(cache.Usage(), size_t{4096} * 16);
+    EXPECT_EQ(0u, cache.Usage() % 16);
+  }
 }
 
 // A replica's applied batches go through it too: a value read before a
