@@ -86,7 +86,13 @@ struct DBImpl::Scratch {
   std::vector<size_t> stripes;  // sorted, unique: the locks to take
   // Stripe marks raised by this write: (stripe, new mark), one per stripe.
   std::vector<std::pair<size_t, Token>> raised_marks;
-  std::unordered_map<std::string_view, uint32_t> index;  // large batches
+  // Large writes: an open-addressing index (linear probing) over states,
+  // by each state's hash: slots hold state indices, kNoState when empty.
+  // Reused from write to write, so a group of hundreds of keys allocates
+  // nothing per key (a node-based map cost a malloc and a free per key).
+  static constexpr uint32_t kNoState = UINT32_MAX;
+  std::vector<uint32_t> index;
+  bool indexed = false;  // index holds every state
   rocksdb::WriteBatch batch;
   std::string value;  // a data record being encoded
   // kGroup: domain states as they were before the current batch.
@@ -104,7 +110,10 @@ struct DBImpl::Scratch {
     states.clear();
     stripes.clear();
     raised_marks.clear();
-    index.clear();
+    if (indexed) {
+      std::fill(index.begin(), index.end(), kNoState);
+      indexed = false;
+    }
     batch.Clear();
     undo.clear();
     accepted_groups = rejected_groups = 0;
@@ -113,28 +122,54 @@ struct DBImpl::Scratch {
 
   uint32_t IndexOf(std::string_view domain, const FenceTable& table) {
     constexpr size_t kLinearScanLimit = 16;
-    if (states.size() < kLinearScanLimit) {
+    if (!indexed) {
       for (uint32_t i = 0; i < states.size(); ++i) {
         if (states[i].domain == domain) return i;
       }
-      if (states.size() + 1 == kLinearScanLimit) {
-        for (uint32_t i = 0; i < states.size(); ++i) {
-          index.emplace(states[i].domain, i);
-        }
-      }
-    } else {
-      auto it = index.find(domain);
-      if (it != index.end()) return it->second;
+      const uint64_t hash = FenceTable::Hash(domain);
+      const uint32_t i = Add(domain, hash, table);
+      if (states.size() == kLinearScanLimit) Rebuild();
+      return i;
     }
-    const auto i = static_cast<uint32_t>(states.size());
     const uint64_t hash = FenceTable::Hash(domain);
+    const size_t mask = index.size() - 1;
+    size_t at = hash & mask;
+    for (; index[at] != kNoState; at = (at + 1) & mask) {
+      const DomainState& ds = states[index[at]];
+      if (ds.hash == hash && ds.domain == domain) return index[at];
+    }
+    const uint32_t i = Add(domain, hash, table);
+    index[at] = i;
+    // At most half full.
+    if (2 * states.size() > index.size()) Rebuild();
+    return i;
+  }
+
+ private:
+  uint32_t Add(std::string_view domain, uint64_t hash,
+               const FenceTable& table) {
+    const auto i = static_cast<uint32_t>(states.size());
     table.Prefetch(hash);
     states.push_back(
         DomainState{domain, hash, table.StripeOf(hash), 0, false, false});
-    if (!index.empty() || states.size() == kLinearScanLimit) {
-      index.emplace(domain, i);
-    }
     return i;
+  }
+  // Indexes every state, in a table at most a quarter full.
+  void Rebuild() {
+    size_t size = 64;
+    while (size < 4 * states.size()) size *= 2;
+    if (index.size() < size || index.size() > 4 * size) {
+      std::vector<uint32_t>(size, kNoState).swap(index);  // (frees a huge one)
+    } else {
+      std::fill(index.begin(), index.end(), kNoState);
+    }
+    const size_t mask = index.size() - 1;
+    for (uint32_t i = 0; i < states.size(); ++i) {
+      size_t at = states[i].hash & mask;
+      while (index[at] != kNoState) at = (at + 1) & mask;
+      index[at] = i;
+    }
+    indexed = true;
   }
 };
 
