@@ -141,7 +141,6 @@ class ValueCache {
   size_t stripe_budget_;
   size_t max_entry_;
   std::unique_ptr<Stripe[]> stripes_;
-  std::atomic<size_t> usage_{0};
 };
 
 }  // namespace fencedkv
