@@ -14,13 +14,19 @@
 namespace fencedkv {
 namespace server {
 
+namespace {
+// ASCII only, as Redis matches command and option names (std::tolower, a
+// libc call per character through the locale's table, was about 2% of a
+// pipelined SET's CPU with its thread-local lookup).
+inline char AsciiLower(char c) {
+  return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c;
+}
+}  // namespace
+
 bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
   if (a.size() != b.size()) return false;
   for (size_t i = 0; i < a.size(); ++i) {
-    if (std::tolower(static_cast<unsigned char>(a[i])) !=
-        std::tolower(static_cast<unsigned char>(b[i]))) {
-      return false;
-    }
+    if (AsciiLower(a[i]) != AsciiLower(b[i])) return false;
   }
   return true;
 }
@@ -93,8 +99,7 @@ const CommandSpec* LookupCommand(std::string_view name) {
   if (name.size() > 32) return nullptr;
   char lower[33];
   for (size_t i = 0; i < name.size(); ++i) {
-    lower[i] =
-        static_cast<char>(std::tolower(static_cast<unsigned char>(name[i])));
+    lower[i] = AsciiLower(name[i]);
   }
   const std::string_view key(lower, name.size());
   const auto& table = AllCommands();
