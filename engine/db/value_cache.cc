@@ -224,10 +224,10 @@ void ValueCache::Prefetch(std::string_view key) const {
   const uint64_t h = HashOf(key);
   const Stripe& s = StripeFor(h);
   const Slot* slots = s.hint.load(std::memory_order_relaxed);
-  if (slots != nullptr) {
-    __builtin_prefetch(
-        &slots[HomeOf(h, s.hint_slots.load(std::memory_order_relaxed))]);
-  }
+  const size_t size = s.hint_slots.load(std::memory_order_relaxed);
+  // (size 0: the first array's pointer was stored before its size.)
+  if (slots != nullptr && size != 0)
+    __builtin_prefetch(&slots[HomeOf(h, size)]);
 }
 
 void ValueCache::BeginWrite(std::string_view key) {
