@@ -3,7 +3,6 @@
 #include "command_table.h"
 
 #include <algorithm>
-#include <cctype>
 #include <charconv>
 
 #include "error_mapping.h"
@@ -37,8 +36,7 @@ void ReplyStatus(const Status& s, std::string* out) {
 
 void ReplyWrongArgs(std::string_view command, std::string* out) {
   std::string lower(command);
-  for (char& c : lower)
-    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  for (char& c : lower) c = AsciiLower(c);
   resp::Error(out, "ERR wrong number of arguments for '" + lower + "' command");
 }
 

@@ -318,15 +318,18 @@ size_t ValueCache::SlotOf(Stripe& s, const Node* n) {
   return i;
 }
 
+void ValueCache::Place(std::vector<Slot>* slots, const Slot& slot) {
+  const size_t mask = slots->size() - 1;
+  size_t i = HomeOf(slot.hash, slots->size());
+  while ((*slots)[i].node != nullptr) i = (i + 1) & mask;
+  (*slots)[i] = slot;
+}
+
 void ValueCache::Resize(Stripe& s, size_t size) {
   s.mu.AssertHeld();
   std::vector<Slot> resized(size, Slot{0, nullptr});
-  const size_t mask = size - 1;
   for (const Slot& slot : s.slots) {
-    if (slot.node == nullptr) continue;
-    size_t i = HomeOf(slot.hash, size);
-    while (resized[i].node != nullptr) i = (i + 1) & mask;
-    resized[i] = slot;
+    if (slot.node != nullptr) Place(&resized, slot);
   }
   const size_t before = s.slots.size() * sizeof(Slot);
   s.slots.swap(resized);
@@ -343,10 +346,7 @@ void ValueCache::Link(Stripe& s, Node* n) {
   if (4 * (s.count + 1) > 3 * s.slots.size()) {
     Resize(s, std::max(kFirstSlots, 2 * s.slots.size()));
   }
-  const size_t mask = s.slots.size() - 1;
-  size_t i = HomeOf(n->hash, s.slots.size());
-  while (s.slots[i].node != nullptr) i = (i + 1) & mask;
-  s.slots[i] = Slot{n->hash, n};
+  Place(&s.slots, Slot{n->hash, n});
   n->older = s.newest;
   n->newer = nullptr;
   if (s.newest != nullptr) s.newest->newer = n;

@@ -42,6 +42,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "util/mutexlock.h"
 #include "util/thread_annotations.h"
@@ -129,6 +130,8 @@ class ValueCache {
   void Replace(Stripe& s, Node* old, Node* node);
   // The slot that holds `n` (it must be in the index).
   static size_t SlotOf(Stripe& s, const Node* n);
+  // Puts `slot` in the first empty slot of its probe run (there is one).
+  static void Place(std::vector<Slot>* slots, const Slot& slot);
   // Rebuilds the index with `size` slots (a power of two, room for all).
   void Resize(Stripe& s, size_t size);
   static Node* NewNode(uint64_t hash, std::string_view key,
