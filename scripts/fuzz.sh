@@ -5,7 +5,8 @@
 #   scripts/fuzz.sh TARGET SECONDS [libFuzzer flags...]   fuzz, then report
 #   scripts/fuzz.sh TARGET FILE|DIR...                    replay (reproduce)
 #
-# TARGET: engine_model (engine operations against the model), command (the
+# TARGET: engine_model (engine operations against the model), log_batch (a
+# replica fed its primary's log with damaged batches), command (the
 # server's command layer on a real DB), resp_parser (the RESP parser).
 #
 # Needs Debian's clang-14 and libclang-rt-14-dev (libFuzzer and the
@@ -28,6 +29,7 @@ target=$1
 shift
 case "$target" in
   engine_model) max_len=256 ;;
+  log_batch) max_len=512 ;;
   command) max_len=2048 ;;
   resp_parser) max_len=4096 ;;
   *) usage ;;
