@@ -244,6 +244,11 @@ DEFINE_int64(wal_retention_mb, 1024,
              "MiB of write-ahead log kept after it is flushed, so that a "
              "replica that was away can catch up from the log instead of a "
              "full copy (0 with --wal_retention_seconds=0: none kept)");
+DEFINE_bool(drop_wal_after_damage, false,
+            "Open the database even though its write-ahead log holds intact "
+            "writes after damage (a flipped byte mid-log, not a torn tail), "
+            "dropping them and any fence raises among them; without it such "
+            "a start fails naming them (docs/faults.md)");
 DEFINE_int64(wal_retention_seconds, 0,
              "Seconds the write-ahead log is kept after it is flushed "
              "(0: by size only, --wal_retention_mb)");

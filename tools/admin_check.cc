@@ -2,6 +2,8 @@
 //
 // check: reads everything and verifies the store's invariants, one class
 // after another, stopping at the first class with a violation:
+//   wal       no intact write in the WAL past where RocksDB's recovery
+//             stops (at damage: wal_scan.h)
 //   checksum  RocksDB's block checksums of every SST file (VerifyChecksum)
 //   meta      format_version, fence_domain, fence_mode, fence_floor present
 //             and valid; lease_counter and hwm/XXXX records valid; no
@@ -81,8 +83,9 @@ class CheckCommand : public AdminCommand {
   void Help(std::string* out) const override {
     *out +=
         "  check\n"
-        "      read everything and verify the invariants, in this order: "
-        "checksum (RocksDB's\n      VerifyChecksum), meta (records present "
+        "      read everything and verify the invariants, in this order: wal "
+        "(no intact write past\n      damage in the WAL), checksum (RocksDB's "
+        "VerifyChecksum), meta (records present "
         "and valid), decode (every record), hwm\n      (every max <= the "
         "high-water mark), domain (data tokens <= their domain's max),\n"
         "      lease (lease tokens <= the lease counter). Stops at the first "
@@ -106,6 +109,12 @@ class CheckCommand : public AdminCommand {
     }
     store_ = store.get();
 
+    // The WAL first: if RocksDB's recovery stopped at damage, everything
+    // below checks a store without the writes after it.
+    Phase wal("wal");
+    if (!store_->wal_status().ok()) wal.Add(store_->wal_status().ToString());
+    wal.summary = "no intact write past where recovery stops";
+    if (wal.count > 0) return Report(wal);
     Phase checksum("checksum");
     CheckChecksums(&checksum);
     if (checksum.count > 0) return Report(checksum);
@@ -128,7 +137,8 @@ class CheckCommand : public AdminCommand {
     Phase lease("lease");
     CheckLeases(&lease);
     if (lease.count > 0) return Report(lease);
-    for (const Phase* p : {&checksum, &meta, &decode, &hwm, &domain, &lease}) {
+    for (const Phase* p :
+         {&wal, &checksum, &meta, &decode, &hwm, &domain, &lease}) {
       Print(out, std::string(p->name) + ": OK (" + p->summary + ")\n");
     }
     Print(out, "check: OK\n");

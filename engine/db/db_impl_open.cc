@@ -17,6 +17,7 @@
 #include "db/error_recovery.h"
 #include "db/fence_format.h"
 #include "db/rocksdb_options.h"
+#include "db/wal_scan.h"
 #include "util/coding.h"
 
 namespace fencedkv {
@@ -248,12 +249,20 @@ Status DBImpl::OpenImpl() {
     // version-1 mark.)
     std::vector<rocksdb::ColumnFamilyDescriptor> ro_descriptors = descriptors;
     ro_descriptors[2].options.merge_operator = NewMaxTokenMergeOperator();
+    // What the WAL holds intact, read before RocksDB recovers it: its
+    // recovery stops silently at damage (wal_scan.h).
+    WalScan wal;
+    s = ScanWal(env, path_, UINT64_MAX, &wal);
+    if (!s.ok()) return s;
     std::vector<rocksdb::ColumnFamilyHandle*> handles;
     rocksdb::DB* ro = nullptr;
     rocksdb::Status rs = rocksdb::DB::OpenForReadOnly(
         db_options, path_, ro_descriptors, &handles, &ro);
     if (!rs.ok()) return FromRocksDB(rs);
-    s = ReadStoredConfig(ro, handles, &stored);
+    if (!options_.drop_wal_after_damage) {
+      s = CheckWalRecovery(env, path_, wal, ro->GetLatestSequenceNumber());
+    }
+    if (s.ok()) s = ReadStoredConfig(ro, handles, &stored);
     for (auto* h : handles) ro->DestroyColumnFamilyHandle(h);
     delete ro;
     if (!s.ok()) return s;

@@ -84,6 +84,17 @@ class LeaseServiceImpl final : public LeaseService {
       if (!format::DecodeLeaseRecord(value, &r)) {
         return Status::Corruption("bad lease record", EscapeBytes(key));
       }
+      if (r.token > counter_) {
+        // Every grant raises the counter in the batch that writes the
+        // lease: a lease above it means damaged or altered records, and
+        // the service would issue that token again.
+        return Status::Corruption(
+            "lease record " + EscapeBytes(key) + " holds token " +
+                std::to_string(r.token) + ", above the lease_counter " +
+                std::to_string(counter_),
+            "the meta records are damaged or were changed by another tool "
+            "(fencedkv-admin check names them)");
+      }
       Put(key.substr(format::kMetaLeasePrefix.size()), std::move(r));
     }
     return Status::OK();

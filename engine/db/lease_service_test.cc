@@ -14,6 +14,7 @@
 #include "fencedkv/lease.h"
 
 #include "db/db_impl.h"
+#include "db/fence_format.h"
 #include "util/testutil.h"
 
 namespace fencedkv {
@@ -67,6 +68,24 @@ TEST_F(LeaseServiceTest, TokensStrictlyIncreaseAcrossReopens) {
   Open();
   const Token c = Acquire("billing", "C");
   EXPECT_LT(b, c);
+}
+
+// A lease record above the lease counter (damaged or altered meta records)
+// would have the service grant that token again: the service refuses to
+// open. Before, it opened and granted token 1 to another holder while
+// "orders" held token 1.
+TEST_F(LeaseServiceTest, ALeaseAboveTheCounterRefusesTheService) {
+  Open();
+  const Token a = Acquire("orders", "A");
+  ASSERT_EQ(a, 1u);
+  auto* impl = static_cast<DBImpl*>(db_.get());
+  ASSERT_FENCEDKV_OK(
+      impl->PutMetaSynced({{"lease_counter", format::EncodeToken(0)}}));
+  leases_.reset();
+  Status s = LeaseService::Open(db_.get(), LeaseOptions(), &leases_);
+  EXPECT_TRUE(s.IsCorruption()) << s.ToString();
+  EXPECT_NE(s.ToString().find("above the lease_counter 0"), std::string::npos)
+      << s.ToString();
 }
 
 // Two services on one database would each keep their own counter and grant

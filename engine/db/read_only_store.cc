@@ -11,6 +11,7 @@
 #include "db/fence_format.h"
 #include "db/fence_gc_filter.h"
 #include "db/rocksdb_options.h"
+#include "db/wal_scan.h"
 #include "util/coding.h"
 
 namespace fencedkv {
@@ -83,6 +84,11 @@ Status ReadOnlyStore::Open(const std::string& path,
       {format::kMetaColumnFamily, meta_options}};
   std::unique_ptr<ReadOnlyStore> s(new ReadOnlyStore());
   s->path_ = path;
+  // Before the open: a running server only appends to its WAL, so whatever
+  // this scan finds intact the open recovers too, unless damage stops it.
+  WalScan wal;
+  Status ws = ScanWal(env, path, UINT64_MAX, &wal);
+  if (!ws.ok()) return ws;
   rocksdb::DB* raw = nullptr;
   rocksdb::Status rs = rocksdb::DB::OpenForReadOnly(
       db_options, path, descriptors, &s->handles_, &raw);
@@ -91,6 +97,8 @@ Status ReadOnlyStore::Open(const std::string& path,
                               rs.ToString());
   }
   s->db_.reset(raw);
+  s->wal_status_ =
+      CheckWalRecovery(env, path, wal, raw->GetLatestSequenceNumber());
   *store = std::move(s);
   return Status::OK();
 }
@@ -99,6 +107,7 @@ Status ReadOnlyStore::OpenChecked(const std::string& path,
                                   std::unique_ptr<ReadOnlyStore>* store,
                                   rocksdb::Env* env) {
   Status s = Open(path, store, env);
+  if (s.ok()) s = (*store)->wal_status();
   if (s.ok()) s = (*store)->ReadConfig(nullptr);
   if (!s.ok()) store->reset();
   return s;

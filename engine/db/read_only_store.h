@@ -51,7 +51,8 @@ class ReadOnlyStore {
   static Status Open(const std::string& path,
                      std::unique_ptr<ReadOnlyStore>* store,
                      rocksdb::Env* env = nullptr);
-  // Open, then ReadConfig without a single problem: what most readers use.
+  // Open, then no WAL damage (wal_status) and ReadConfig without a single
+  // problem: what most readers use.
   static Status OpenChecked(const std::string& path,
                             std::unique_ptr<ReadOnlyStore>* store,
                             rocksdb::Env* env = nullptr);
@@ -64,6 +65,10 @@ class ReadOnlyStore {
   // Corruption naming the first problem, or a read error.
   Status ReadConfig(std::vector<std::string>* problems);
   const StoreConfig& config() const { return config_; }
+
+  // Corruption if the WAL holds intact writes past where the open's
+  // recovery stopped at damage: this view lacks them (wal_scan.h).
+  const Status& wal_status() const { return wal_status_; }
 
   rocksdb::DB* db() const { return db_.get(); }
   rocksdb::ColumnFamilyHandle* data() const { return handles_[0]; }
@@ -90,6 +95,7 @@ class ReadOnlyStore {
   std::string path_;
   std::unique_ptr<rocksdb::DB> db_;
   std::vector<rocksdb::ColumnFamilyHandle*> handles_;
+  Status wal_status_;
   StoreConfig config_;
 };
 

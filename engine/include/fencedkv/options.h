@@ -157,6 +157,14 @@ struct Options {
   uint64_t wal_retention_seconds = 0;
   uint64_t wal_retention_mb = 0;
 
+  // Open even though the write-ahead log holds intact writes after damage
+  // (a flipped byte in the middle of the log, not a tail torn by a crash),
+  // dropping them: what RocksDB's point-in-time recovery does. Without it
+  // such an open fails with Corruption naming the writes and the damage,
+  // since the dropped writes may include fence raises (docs/faults.md
+  // "Damage in the log"). Default: false. Not persisted.
+  bool drop_wal_after_damage = false;
+
   // Set on a replica, a database fed only by DB::ApplyLogBatch: it opens
   // following (DB::SetFollowing(true)), so that from the open on the
   // engine writes nothing of its own (not even the I/O-error recovery's

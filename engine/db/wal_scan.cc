@@ -1,0 +1,265 @@
+// Copyright (c) fencedkv authors.
+
+#include "db/wal_scan.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <rocksdb/env.h>
+#include <rocksdb/file_checksum.h>
+
+#include "db/rocksdb_options.h"
+#include "util/coding.h"
+
+namespace fencedkv {
+
+namespace {
+
+// RocksDB's log format (db/log_format.h), legacy (non-recyclable) records.
+constexpr size_t kBlockSize = 32768;
+constexpr size_t kHeaderSize = 7;  // crc:fixed32 length:fixed16 type:1
+enum FragmentType : uint8_t {
+  kZeroType = 0,  // preallocated space never written
+  kFullType = 1,
+  kFirstType = 2,
+  kMiddleType = 3,
+  kLastType = 4,
+};
+constexpr size_t kBatchHeader = 12;  // sequence:fixed64 count:fixed32
+
+// RocksDB stores a crc32c "masked" (rotated and offset), since a crc of
+// data holding crcs is weak (util/crc32c.h).
+uint32_t Unmask(uint32_t masked) {
+  const uint32_t rot = masked - 0xa282ead8u;
+  return (rot >> 17) | (rot << 15);
+}
+
+// crc32c of the type byte followed by the payload: through RocksDB's own
+// implementation, which its public file-checksum factory exposes (the
+// function itself is not exported).
+uint32_t FragmentCrc(rocksdb::FileChecksumGenFactory* factory, char type,
+                     const char* payload, size_t n) {
+  std::unique_ptr<rocksdb::FileChecksumGenerator> gen =
+      factory->CreateFileChecksumGenerator(rocksdb::FileChecksumGenContext());
+  gen->Update(&type, 1);
+  gen->Update(payload, n);
+  gen->Finalize();
+  const std::string c = gen->GetChecksum();  // 4 bytes, big-endian
+  uint32_t v = 0;
+  for (unsigned char b : c) v = (v << 8) | b;
+  return v;
+}
+
+bool LogNumber(const std::string& name, uint64_t* number) {
+  const std::string suffix = ".log";
+  if (name.size() <= suffix.size() ||
+      name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0) {
+    return false;
+  }
+  uint64_t n = 0;
+  for (size_t i = 0; i < name.size() - suffix.size(); ++i) {
+    const char c = name[i];
+    if (c < '0' || c > '9' || n > (UINT64_MAX - 9) / 10) return false;
+    n = n * 10 + static_cast<uint64_t>(c - '0');
+  }
+  *number = n;
+  return true;
+}
+
+// One pass over the files; the state a record spans blocks with.
+class Scanner {
+ public:
+  Scanner(uint64_t beyond, WalScan* scan)
+      : factory_(rocksdb::GetFileChecksumGenCrc32cFactory()),
+        beyond_(beyond),
+        scan_(scan) {}
+
+  Status File(rocksdb::Env* env, const std::string& dir,
+              const std::string& name) {
+    std::unique_ptr<rocksdb::SequentialFile> file;
+    rocksdb::Status rs =
+        env->NewSequentialFile(dir + "/" + name, &file, rocksdb::EnvOptions());
+    if (rs.IsNotFound() || rs.IsPathNotFound()) return Status::OK();
+    if (!rs.ok()) return FromRocksDB(rs);
+    ++scan_->files;
+    name_ = &name;
+    in_record_ = false;
+    std::string scratch(kBlockSize, '\0');
+    for (uint64_t offset = 0;; offset += kBlockSize) {
+      rocksdb::Slice block;
+      rs = file->Read(kBlockSize, &block, &scratch[0]);
+      if (!rs.ok()) return FromRocksDB(rs);
+      if (block.empty()) break;
+      scan_->bytes += block.size();
+      Block(offset, block.data(), block.size());
+      if (block.size() < kBlockSize) break;
+    }
+    if (in_record_)
+      Damage(record_offset_, "a record cut off by the file's end");
+    in_record_ = false;
+    return Status::OK();
+  }
+
+ private:
+  void Block(uint64_t offset, const char* p, size_t n) {
+    size_t pos = 0;
+    while (pos + kHeaderSize <= n) {
+      const char* h = p + pos;
+      const uint32_t masked = DecodeFixed32(h);
+      const size_t length =
+          static_cast<unsigned char>(h[4]) |
+          (static_cast<size_t>(static_cast<unsigned char>(h[5])) << 8);
+      const auto type = static_cast<uint8_t>(h[6]);
+      if (type == kZeroType && length == 0 && masked == 0) {
+        // Space never written (preallocated): RocksDB skips the block's
+        // rest. Damage only if a record was open.
+        if (in_record_) Damage(offset + pos, "a record cut off by zeros");
+        return;
+      }
+      if (type < kFullType || type > kLastType) {
+        Damage(offset + pos,
+               "a fragment of unknown type " + std::to_string(type));
+        return;
+      }
+      if (pos + kHeaderSize + length > n) {
+        Damage(offset + pos, "a fragment cut short");
+        return;
+      }
+      const char* payload = h + kHeaderSize;
+      if (Unmask(masked) != FragmentCrc(factory_.get(), static_cast<char>(type),
+                                        payload, length)) {
+        Damage(offset + pos, "a checksum mismatch");
+        return;
+      }
+      const uint64_t at = offset + pos;
+      pos += kHeaderSize + length;
+      switch (type) {
+        case kFullType:
+        case kFirstType:
+          if (in_record_) Damage(record_offset_, "a record without its end");
+          in_record_ = true;
+          record_offset_ = at;
+          head_.assign(payload, std::min(length, kBatchHeader));
+          break;
+        case kMiddleType:
+        case kLastType:
+          if (!in_record_) {
+            Damage(at, "a fragment without its record's start");
+            continue;
+          }
+          if (head_.size() < kBatchHeader) {
+            head_.append(payload,
+                         std::min(length, kBatchHeader - head_.size()));
+          }
+          break;
+      }
+      if (type == kFullType || type == kLastType) Record();
+    }
+  }
+
+  void Record() {
+    in_record_ = false;
+    if (head_.size() < kBatchHeader) {
+      Damage(record_offset_, "a record too short for a write batch");
+      return;
+    }
+    const uint64_t first = DecodeFixed64(head_.data());
+    const uint32_t count = DecodeFixed32(head_.data() + 8);
+    const uint64_t last = count == 0 ? first : first + count - 1;
+    ++scan_->records;
+    scan_->last_sequence = std::max(scan_->last_sequence, last);
+    if (last <= beyond_) {
+      damage_file_.clear();  // what recovery gets past
+      return;
+    }
+    if (scan_->beyond_records++ == 0) {
+      scan_->beyond_first = first;
+      scan_->beyond_file = *name_;
+      scan_->beyond_offset = record_offset_;
+      if (!damage_file_.empty()) {
+        scan_->damage_file = damage_file_;
+        scan_->damage_offset = damage_offset_;
+        scan_->damage_what = damage_what_;
+      }
+    }
+    scan_->beyond_last = std::max(scan_->beyond_last, last);
+  }
+
+  // Damage at `offset` of the current file; an open record is lost with it.
+  void Damage(uint64_t offset, std::string what) {
+    ++scan_->damaged_blocks;
+    in_record_ = false;
+    // The first damage since the last record within `beyond_`: where
+    // recovery stops.
+    if (!damage_file_.empty()) return;
+    damage_file_ = *name_;
+    damage_offset_ = offset;
+    damage_what_ = std::move(what);
+  }
+
+  const std::shared_ptr<rocksdb::FileChecksumGenFactory> factory_;
+  const uint64_t beyond_;
+  WalScan* const scan_;
+  const std::string* name_ = nullptr;
+  bool in_record_ = false;
+  uint64_t record_offset_ = 0;
+  std::string head_;  // the open record's first bytes (its batch header)
+  std::string damage_file_;
+  uint64_t damage_offset_ = 0;
+  std::string damage_what_;
+};
+
+}  // namespace
+
+Status ScanWal(rocksdb::Env* env, const std::string& dir, uint64_t beyond,
+               WalScan* scan) {
+  *scan = WalScan();
+  std::vector<std::string> children;
+  rocksdb::Status rs = env->GetChildren(dir, &children);
+  if (!rs.ok()) return FromRocksDB(rs);
+  std::vector<std::pair<uint64_t, std::string>> logs;
+  for (auto& name : children) {
+    uint64_t number;
+    if (LogNumber(name, &number)) logs.emplace_back(number, std::move(name));
+  }
+  std::sort(logs.begin(), logs.end());
+  Scanner scanner(beyond, scan);
+  for (const auto& log : logs) {
+    Status s = scanner.File(env, dir, log.second);
+    if (!s.ok()) return s;
+  }
+  return Status::OK();
+}
+
+Status CheckWalRecovery(rocksdb::Env* env, const std::string& dir,
+                        const WalScan& before_open, uint64_t recovered) {
+  if (before_open.last_sequence <= recovered) return Status::OK();
+  WalScan scan;
+  Status s = ScanWal(env, dir, recovered, &scan);
+  if (!s.ok()) return s;
+  if (scan.beyond_records == 0) return Status::OK();  // flushed meanwhile
+  std::string what =
+      "the write-ahead log holds " + std::to_string(scan.beyond_records) +
+      " intact write batch(es) past sequence " + std::to_string(recovered) +
+      ", where recovering it stopped (sequences " +
+      std::to_string(scan.beyond_first) + ".." +
+      std::to_string(scan.beyond_last) + ", the first in " + scan.beyond_file +
+      " at offset " + std::to_string(scan.beyond_offset) + ")";
+  if (!scan.damage_file.empty()) {
+    what += ", after damage in " + scan.damage_file + " at offset " +
+            std::to_string(scan.damage_offset) + " (" + scan.damage_what + ")";
+  }
+  return Status::Corruption(
+      what,
+      "opening would drop those writes, with every fence raise and lease "
+      "grant among them, and accept tokens they fenced out. Restore the "
+      "store from a replica or a backup; to open it without them, set "
+      "Options::drop_wal_after_damage (fencedkv-server "
+      "--drop_wal_after_damage)");
+}
+
+}  // namespace fencedkv

@@ -1,0 +1,81 @@
+// Copyright (c) fencedkv authors.
+//
+// A read of a database directory's write-ahead log files, record by record,
+// checking every checksum: what an open would recover, found without
+// RocksDB. RocksDB's recovery (WALRecoveryMode::kPointInTimeRecovery, the
+// mode a torn tail after a crash needs) stops at the first damaged record of
+// the newest WAL file and drops everything after it without an error: one
+// flipped byte in the middle of the log silently lost every write after it,
+// fence raises and lease grants included, and the reopened store accepted
+// tokens it had refused (docs/faults.md "Damage in the log"). A torn tail
+// has nothing intact after its damage; such a flip has. So an open compares
+// the last sequence the log holds intact with the one RocksDB recovered,
+// and refuses to drop the difference silently (CheckWalRecovery).
+//
+// The format read is RocksDB's (db/log_format.h): 32 KiB blocks of
+// fragments, each a 7-byte header (masked crc32c of the type byte and the
+// payload, length, type: full, first, middle, last) and its payload; a
+// record is a full fragment or first, middles, last; a fencedkv WAL record is
+// a write batch (sequence:fixed64 count:fixed32 ...). Recycled log files and
+// WAL compression, which fencedkv never enables, are not read (their
+// fragment types count as damage).
+//
+// Thread-compatible functions.
+
+#ifndef FENCEDKV_ENGINE_DB_WAL_SCAN_H_
+#define FENCEDKV_ENGINE_DB_WAL_SCAN_H_
+
+#include <cstdint>
+#include <string>
+
+#include "fencedkv/status.h"
+
+namespace rocksdb {
+class Env;
+}
+
+namespace fencedkv {
+
+struct WalScan {
+  uint64_t files = 0;    // *.log files read (archive/ is not replayed)
+  uint64_t bytes = 0;    // bytes read
+  uint64_t records = 0;  // intact records (write batches)
+  // The last sequence number in an intact record (0: none).
+  uint64_t last_sequence = 0;
+  // Damage: a fragment with a bad checksum, cut short, of an unknown type,
+  // or out of order (a middle without a first), or a record too short for a
+  // batch. Counted once per block it is found in (the rest of the block is
+  // skipped, as RocksDB does).
+  uint64_t damaged_blocks = 0;
+
+  // Filled only for a scan with `beyond` (ScanWal): the intact records
+  // holding sequences past it, and where damage was last seen before the
+  // first of them.
+  uint64_t beyond_records = 0;
+  uint64_t beyond_first = 0;  // the first such record's first sequence
+  uint64_t beyond_last = 0;   // the last sequence of the last one
+  std::string beyond_file;    // the file holding the first one
+  uint64_t beyond_offset = 0;
+  std::string damage_file;  // empty: no damage before it
+  uint64_t damage_offset = 0;
+  std::string damage_what;
+};
+
+// Reads every "*.log" file directly in `dir` through `env`, in file-number
+// order. A file that disappears while it is read (a running server deleted
+// it after a flush) is skipped. `beyond`: see WalScan (UINT64_MAX: none).
+// IOError only if the directory cannot be listed or a file cannot be read.
+Status ScanWal(rocksdb::Env* env, const std::string& dir, uint64_t beyond,
+               WalScan* scan);
+
+// After an open that recovered up to sequence `recovered`, given a scan made
+// BEFORE that open (a running server may append records after it, never
+// before): OK if the log holds no intact record past `recovered`; otherwise
+// Corruption saying which records the open dropped and where the damage is
+// (it rescans the log for that).
+Status CheckWalRecovery(rocksdb::Env* env, const std::string& dir,
+                        const WalScan& before_open, uint64_t recovered);
+
+}  // namespace fencedkv
+
+#endif  // FENCEDKV_ENGINE_DB_WAL_SCAN_H_

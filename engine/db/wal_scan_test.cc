@@ -1,0 +1,206 @@
+// Copyright (c) fencedkv authors.
+//
+// Damage in the write-ahead log: RocksDB's point-in-time recovery stops at
+// the first damaged record and drops everything after it without an error.
+// A tail torn by a crash must still open; intact writes after damage must
+// not be dropped silently (wal_scan.h).
+
+#include "db/wal_scan.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <rocksdb/env.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "fencedkv/db.h"
+
+#include "db/read_only_store.h"
+#include "util/testutil.h"
+
+namespace fencedkv {
+namespace {
+
+constexpr int kKeys = 3000;
+
+class WalScanTest : public testing::Test {
+ protected:
+  WalScanTest() {
+    options_.create_if_missing = true;
+    // Everything stays in the memtable and its WAL until the close.
+    options_.write_buffer_size = 64 << 20;
+  }
+
+  // kKeys values (key i at token i + 1), then "k5" advanced to 90000;
+  // closed without a flush, so the newest WAL file holds all of it.
+  void Fill() {
+    std::unique_ptr<DB> db;
+    ASSERT_FENCEDKV_OK(DB::Open(options_, dir_.path(), &db));
+    for (int i = 0; i < kKeys; ++i) {
+      ASSERT_FENCEDKV_OK(db->Put(WriteOptions(), "k" + std::to_string(i),
+                                 std::string(100, 'v'), Token(i + 1)));
+    }
+    Token after = 0;
+    ASSERT_FENCEDKV_OK(db->AdvanceFence(WriteOptions(), "k5", 90000, &after));
+    last_sequence_ = db->GetLatestSequenceNumber();
+    db.reset();
+    log_ = NewestLog();
+    ASSERT_FALSE(log_.empty());
+    ASSERT_GT(Size(log_), 100u << 10) << log_;
+  }
+
+  std::string NewestLog() {
+    std::vector<std::string> children;
+    EXPECT_TRUE(
+        rocksdb::Env::Default()->GetChildren(dir_.path(), &children).ok());
+    std::string newest;
+    for (const auto& c : children) {
+      if (c.size() > 4 && c.compare(c.size() - 4, 4, ".log") == 0 &&
+          (newest.empty() || c > newest)) {
+        newest = c;
+      }
+    }
+    return newest.empty() ? newest : dir_.Sub(newest);
+  }
+  static uint64_t Size(const std::string& path) {
+    struct stat st;
+    return stat(path.c_str(), &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
+  }
+  static void Flip(const std::string& path, uint64_t offset) {
+    FILE* f = fopen(path.c_str(), "r+b");
+    ASSERT_NE(f, nullptr);
+    ASSERT_EQ(fseek(f, static_cast<long>(offset), SEEK_SET), 0);
+    int c = fgetc(f);
+    ASSERT_NE(c, EOF);
+    ASSERT_EQ(fseek(f, static_cast<long>(offset), SEEK_SET), 0);
+    fputc(c ^ 0xff, f);
+    fclose(f);
+  }
+
+  Token FenceOf(DB* db, const std::string& key) {
+    Token max = 0;
+    EXPECT_FENCEDKV_OK(db->GetFence(key, &max));
+    return max;
+  }
+
+  test::TempDir dir_;
+  Options options_;
+  uint64_t last_sequence_ = 0;
+  std::string log_;
+};
+
+TEST_F(WalScanTest, AnIntactLogIsReadWholeAndOpens) {
+  Fill();
+  WalScan scan;
+  ASSERT_FENCEDKV_OK(
+      ScanWal(rocksdb::Env::Default(), dir_.path(), UINT64_MAX, &scan));
+  EXPECT_EQ(scan.damaged_blocks, 0u);
+  EXPECT_GE(scan.records, static_cast<uint64_t>(kKeys));
+  EXPECT_EQ(scan.last_sequence, last_sequence_);
+  std::unique_ptr<DB> db;
+  ASSERT_FENCEDKV_OK(DB::Open(options_, dir_.path(), &db));
+  EXPECT_GE(db->GetLatestSequenceNumber(), last_sequence_);
+  EXPECT_EQ(FenceOf(db.get(), "k5"), 90000u);
+}
+
+// The defect: one flipped byte in the middle of the newest WAL file, and the
+// open recovered only the writes before it -- k5's max fell from 90000 to 6
+// and a token it had fenced out was accepted again -- without an error.
+TEST_F(WalScanTest, AFlipInTheMiddleOfTheLogRefusesTheOpenAndChangesNothing) {
+  Fill();
+  const uint64_t size = Size(log_);
+  Flip(log_, size / 2);
+
+  std::unique_ptr<DB> db;
+  Status s = DB::Open(options_, dir_.path(), &db);
+  ASSERT_TRUE(s.IsCorruption()) << s.ToString();
+  EXPECT_NE(s.ToString().find("intact write batch"), std::string::npos)
+      << s.ToString();
+  EXPECT_NE(s.ToString().find("checksum mismatch"), std::string::npos)
+      << s.ToString();
+  EXPECT_NE(s.ToString().find("drop_wal_after_damage"), std::string::npos)
+      << s.ToString();
+  // Nothing was written: the log is still there, as it was.
+  EXPECT_EQ(Size(log_), size);
+  EXPECT_EQ(NewestLog(), log_);
+
+  // The admin tool's read-only view says so too.
+  std::unique_ptr<ReadOnlyStore> store;
+  ASSERT_FENCEDKV_OK(ReadOnlyStore::Open(dir_.path(), &store));
+  EXPECT_TRUE(store->wal_status().IsCorruption())
+      << store->wal_status().ToString();
+  store.reset();
+  s = ReadOnlyStore::OpenChecked(dir_.path(), &store);
+  EXPECT_TRUE(s.IsCorruption()) << s.ToString();
+
+  // Only on request does the open drop them (and k5's raise with them).
+  Options drop = options_;
+  drop.drop_wal_after_damage = true;
+  ASSERT_FENCEDKV_OK(DB::Open(drop, dir_.path(), &db));
+  EXPECT_LT(db->GetLatestSequenceNumber(), last_sequence_);
+  EXPECT_LT(FenceOf(db.get(), "k5"), 90000u);
+  db.reset();
+  // Once dropped (flushed past), the store opens without the option.
+  ASSERT_FENCEDKV_OK(DB::Open(options_, dir_.path(), &db));
+}
+
+TEST_F(WalScanTest, DamageInTheLastRecordOnlyIsATornTailAndOpens) {
+  Fill();
+  // The last record (the advance) flipped: nothing intact after it.
+  Flip(log_, Size(log_) - 3);
+  std::unique_ptr<DB> db;
+  ASSERT_FENCEDKV_OK(DB::Open(options_, dir_.path(), &db));
+  EXPECT_EQ(FenceOf(db.get(), "k5"), 6u);  // the advance is lost, no more
+  std::string value;
+  ASSERT_FENCEDKV_OK(
+      db->Get(ReadOptions(), "k" + std::to_string(kKeys - 1), &value));
+}
+
+TEST_F(WalScanTest, ACutTailOpens) {
+  Fill();
+  ASSERT_EQ(truncate(log_.c_str(), static_cast<off_t>(Size(log_) - 10)), 0);
+  std::unique_ptr<DB> db;
+  ASSERT_FENCEDKV_OK(DB::Open(options_, dir_.path(), &db));
+  EXPECT_EQ(FenceOf(db.get(), "k5"), 6u);
+  std::string value;
+  ASSERT_FENCEDKV_OK(
+      db->Get(ReadOptions(), "k" + std::to_string(kKeys - 1), &value));
+}
+
+TEST_F(WalScanTest, GarbageAfterTheLastRecordOpens) {
+  Fill();
+  // Bytes after the last record, as a write torn mid-block may leave.
+  FILE* f = fopen(log_.c_str(), "ab");
+  ASSERT_NE(f, nullptr);
+  for (int i = 0; i < 5000; ++i) fputc((i * 131 + 7) & 0xff, f);
+  fclose(f);
+  std::unique_ptr<DB> db;
+  ASSERT_FENCEDKV_OK(DB::Open(options_, dir_.path(), &db));
+  EXPECT_EQ(FenceOf(db.get(), "k5"), 90000u);
+}
+
+TEST_F(WalScanTest, TheScanReportsWhatAnOpenWouldDrop) {
+  Fill();
+  Flip(log_, Size(log_) / 2);
+  WalScan scan;
+  ASSERT_FENCEDKV_OK(
+      ScanWal(rocksdb::Env::Default(), dir_.path(), 1000, &scan));
+  EXPECT_GE(scan.damaged_blocks, 1u);
+  EXPECT_EQ(scan.last_sequence, last_sequence_);
+  EXPECT_EQ(scan.beyond_last, last_sequence_);
+  EXPECT_GT(scan.beyond_records, 0u);
+  // With the damage far after sequence 1000, the first batch past it comes
+  // before the damage.
+  EXPECT_TRUE(scan.damage_file.empty());
+  Status s = CheckWalRecovery(rocksdb::Env::Default(), dir_.path(), scan,
+                              last_sequence_);
+  EXPECT_FENCEDKV_OK(s);
+}
+
+}  // namespace
+}  // namespace fencedkv
