@@ -20,6 +20,8 @@
 // the directory cannot be read as a fencedkv database at all.
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 
 #include "admin_tool.h"
 #include "db/fence_check.h"
@@ -96,6 +98,42 @@ class CheckCommand : public AdminCommand {
                        FILE* out) override {
     ExecResult r = ExpectArgs(args, 0, "no argument");
     if (r.code != kExitOk) return r;
+    // Beside a running server, a compaction may delete an SST file the
+    // read-only view still lists, and reading it then fails as if it were
+    // damaged (27 of 60 checks failed so under a write load with small
+    // memtables). Such a failure on a store in use is retried on a fresh
+    // view; only the last attempt's output is printed.
+    for (int attempt = 1;; ++attempt) {
+      CheckCommand run;
+      std::string text;
+      r = run.Once(&text);
+      if (r.code == kExitOk || attempt == kAttempts ||
+          (r.message.find("No such file") == std::string::npos &&
+           text.find("No such file") == std::string::npos) ||
+          CheckNotInUse(FLAGS_db, "").ok()) {
+        Print(out, text);
+        return r;
+      }
+    }
+  }
+
+ private:
+  static constexpr int kAttempts = 5;
+
+  // One check on a fresh read-only view; its output goes to *text.
+  ExecResult Once(std::string* text) {
+    char* buf = nullptr;
+    size_t len = 0;
+    FILE* out = open_memstream(&buf, &len);
+    if (out == nullptr) return ExecResult::Error("open_memstream failed");
+    ExecResult r = Run(out);
+    std::fclose(out);
+    text->assign(buf, len);
+    std::free(buf);
+    return r;
+  }
+
+  ExecResult Run(FILE* out) {
     out_ = out;
     std::unique_ptr<ReadOnlyStore> store;
     Status s = ReadOnlyStore::Open(FLAGS_db, &store);
@@ -145,7 +183,6 @@ class CheckCommand : public AdminCommand {
     return ExecResult::Ok();
   }
 
- private:
   // Prints the violated class and what held before it; exit 2.
   ExecResult Report(const Phase& failed) {
     Print(out_, std::string(failed.name) + ": FAILED, " +

@@ -131,7 +131,16 @@ ExecResult ReadCommand::DoCommand(const std::vector<std::string>& args,
   ExecResult r = ExpectArgs(args, NumArgs(), ArgsUsage());
   if (r.code != kExitOk) return r;
   std::unique_ptr<ReadOnlyStore> store;
-  Status s = ReadOnlyStore::OpenChecked(FLAGS_db, &store);
+  Status s;
+  // A running server may delete a file (after a flush or a compaction)
+  // between the read-only open's listing and its read of it: retried.
+  for (int attempt = 1; attempt <= 5; ++attempt) {
+    s = ReadOnlyStore::OpenChecked(FLAGS_db, &store);
+    if (s.ok() || s.ToString().find("No such file") == std::string::npos ||
+        CheckNotInUse(FLAGS_db, "").ok()) {
+      break;
+    }
+  }
   if (!s.ok()) return ExecResult::FromStatus(s);
   return Read(*store, args, out);
 }
