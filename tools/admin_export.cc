@@ -16,10 +16,13 @@
 //                                  stores token)
 //   FENCE.FLOOR floor              last (values below it stay acceptable
 //                                  while they are replayed), if non-zero
-//   ECHO "fencedkv-export end sets=N advances=M floor=F"
+//   ECHO "fencedkv-export end sets=N advances=M floor=F lease_counter=C"
 //
-// Leases are not exported (they are live claims); the target's lease
-// service issues tokens above every imported one. The target must use the
+// Leases are not exported (they are live claims), but the lease counter is
+// (in the end marker): import raises the target's to it, so that its lease
+// service issues tokens above every one the source's issued (a stream
+// without it, from an older export, raises nothing). `redis-cli --pipe`
+// cannot set a server's counter: see the README. The target must use the
 // same domain function and mode (the header says which; import creates a
 // missing database with them and refuses a mismatch).
 //
@@ -42,6 +45,7 @@
 #include "fencedkv/db.h"
 
 #include "admin_tool.h"
+#include "db/db_impl.h"
 #include "db/fence_format.h"
 #include "db/read_only_store.h"
 #include "resp_parser.h"
@@ -222,9 +226,11 @@ class ExportCommand : public AdminCommand {
     }
     if (c.floor > 0)
       AppendCommand(&buf, {"FENCE.FLOOR", std::to_string(c.floor)});
-    const std::string summary = "sets=" + std::to_string(sets) +
-                                " advances=" + std::to_string(advances) +
-                                " floor=" + std::to_string(c.floor);
+    const std::string summary =
+        "sets=" + std::to_string(sets) +
+        " advances=" + std::to_string(advances) +
+        " floor=" + std::to_string(c.floor) +
+        " lease_counter=" + std::to_string(c.lease_counter);
     AppendCommand(&buf, {"ECHO", std::string(kTrailer) + summary});
     flush(true);
     std::fprintf(stderr, "fencedkv-admin export: %s\n", summary.c_str());
@@ -306,7 +312,9 @@ class ImportCommand : public AdminCommand {
     if (!s.ok()) return ExecResult::FromStatus(s);
     std::string domain, mode, error;
     std::vector<Command> commands;
-    if (!Parse(input.data(), &domain, &mode, &commands, &error)) {
+    Token lease_counter = 0;
+    if (!Parse(input.data(), &domain, &mode, &commands, &lease_counter,
+               &error)) {
       return ExecResult::Error("not a valid export stream (" + error +
                                "); nothing was written");
     }
@@ -321,12 +329,13 @@ class ImportCommand : public AdminCommand {
     std::unique_ptr<DB> db;
     if (s.ok()) s = DB::Open(options, FLAGS_db, &db);
     if (!s.ok()) return ExecResult::FromStatus(s);
-    return Apply(db.get(), commands, out);
+    return Apply(db.get(), commands, lease_counter, out);
   }
 
  private:
   static bool Parse(std::string_view in, std::string* domain, std::string* mode,
-                    std::vector<Command>* commands, std::string* error) {
+                    std::vector<Command>* commands, Token* lease_counter,
+                    std::string* error) {
     server::RespParser::Limits limits;
     limits.max_request_bytes = size_t{4} << 30;
     server::RespParser parser(limits);
@@ -372,6 +381,13 @@ class ImportCommand : public AdminCommand {
       if (name == "ECHO" && args.size() == 2 &&
           args[1].rfind(kTrailer, 0) == 0) {
         trailer = true;
+        const std::string_view text = args[1];
+        const size_t at = text.find(" lease_counter=");
+        if (at != std::string_view::npos &&
+            !ParseTokenOrZero(text.substr(at + 15), lease_counter)) {
+          *error = where + ": bad lease_counter in the end marker";
+          return false;
+        }
         continue;
       }
       bool ok = false;
@@ -406,7 +422,33 @@ class ImportCommand : public AdminCommand {
     return true;
   }
 
-  ExecResult Apply(DB* db, const std::vector<Command>& commands, FILE* out) {
+  // Raises the target's lease counter to at least `counter` (synced; no
+  // lease service is open on it: import holds the database alone).
+  static Status RaiseLeaseCounter(DB* db, Token counter) {
+    auto* impl = static_cast<DBImpl*>(db);
+    std::string raw;
+    Token current = 0;
+    Status s = impl->GetMeta(format::kMetaLeaseCounter, &raw);
+    if (s.ok() && !format::DecodeToken(raw, &current)) {
+      return Status::Corruption("bad lease_counter record in the target");
+    }
+    if (!s.ok() && !s.IsNotFound()) return s;
+    if (current >= counter) return Status::OK();
+    return impl->PutMetaSynced({{std::string(format::kMetaLeaseCounter),
+                                 format::EncodeToken(counter)}});
+  }
+
+  // A token, or 0 (a source that never granted a lease).
+  static bool ParseTokenOrZero(std::string_view text, Token* token) {
+    if (text == "0") {
+      *token = 0;
+      return true;
+    }
+    return ParseToken(text, token);
+  }
+
+  ExecResult Apply(DB* db, const std::vector<Command>& commands,
+                   Token lease_counter, FILE* out) {
     uint64_t sets = 0, advances = 0, refused = 0;
     Status first_refusal;
     std::vector<WriteBatch> batches;
@@ -451,6 +493,7 @@ class ImportCommand : public AdminCommand {
       if (!s.ok()) break;
     }
     if (s.ok()) s = write_group();
+    if (s.ok() && lease_counter > 0) s = RaiseLeaseCounter(db, lease_counter);
     if (s.ok()) s = db->Flush();
     if (!s.ok()) return ExecResult::FromStatus(s);
     Print(out, "imported " + std::to_string(sets) + " values, " +

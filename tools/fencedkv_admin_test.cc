@@ -354,7 +354,7 @@ TEST_P(AdminVerbTest, ExportImportRoundTrip) {
   const FenceMode mode =
       std::get<1>(GetParam()) ? FenceMode::kStrict : FenceMode::kMonotonic;
   const std::string src = tmp_.Sub("src"), dst = tmp_.Sub("dst");
-  Build(src, c.domain, mode);
+  const Token lease = Build(src, c.domain, mode);
   const std::string file = tmp_.Sub("export.resp");
   Result r = OnDb(src, {"export", "--output=" + file});
   ASSERT_EQ(0, r.code) << r.err;
@@ -372,6 +372,11 @@ TEST_P(AdminVerbTest, ExportImportRoundTrip) {
   EXPECT_NE(std::string::npos, a.out.find("fence_floor: 4\n")) << a.out;
   EXPECT_NE(std::string::npos,
             a.out.find(std::string("fence_domain: ") + c.domain + "\n"));
+  // The lease counter comes along (before, the target's was 0 and its lease
+  // service issued token 1 again).
+  EXPECT_NE(std::string::npos,
+            a.out.find("lease_counter: " + std::to_string(lease) + "\n"))
+      << a.out;
   EXPECT_EQ(0, OnDb(dst, {"check"}).code);
   // The same stream from stdin works too.
   r = Admin({"--db=" + tmp_.Sub("dst2"), "import"}, ReadFile(file));
