@@ -168,7 +168,7 @@ pipe)
   cli "$A" FENCE.ADVANCE '{9}' 40 >/dev/null
   cli "$A" --user op --pass oppw --no-auth-warning FENCE.FLOOR 2 >/dev/null
   "$ADMIN" --db="$E2E_TMP/a/data" export --output="$E2E_TMP/stream" 2>"$E2E_TMP/export.err"
-  check "export summary" "fencedkv-admin export: sets=3 advances=4 floor=2" "$(cat "$E2E_TMP/export.err")"
+  check "export summary" "fencedkv-admin export: sets=3 advances=4 floor=2 lease_counter=0" "$(cat "$E2E_TMP/export.err")"
   start_server b --fence_domain=hashtag --fence_mode=strict --aclfile="$OPS_ACL"
   B=$PORT_b
   out=$(redis-cli -h 127.0.0.1 -p "$B" --user op --pass oppw --no-auth-warning --pipe < "$E2E_TMP/stream" 2>&1 | tr -d '\r')
