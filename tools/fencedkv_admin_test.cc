@@ -449,6 +449,28 @@ TEST_F(AdminTest, CheckCatchesIntactWritesPastDamageInTheWal) {
   EXPECT_EQ(before, Snapshot(dir));
 }
 
+// A store a newer fencedkv wrote is not damage: check and the reading verbs
+// say "Not supported" with exit 1, as the server does (before: check exited
+// 2 "meta: FAILED" and the verbs said "Corruption").
+TEST_F(AdminTest, ANewerFormatIsNotSupportedNotDamage) {
+  const std::string dir = tmp_.Sub("db");
+  Build(dir, "key", FenceMode::kMonotonic);
+  {
+    RawDB raw(dir);
+    raw.Put(2, "format_version", std::string("\x03\x00\x00\x00", 4));
+  }
+  for (const std::vector<std::string>& verb :
+       {std::vector<std::string>{"check"},
+        {"stats"},
+        {"fence", "get", "adv"}}) {
+    Result r = OnDb(dir, verb);
+    EXPECT_EQ(1, r.code) << verb[0] << r.out << r.err;
+    EXPECT_NE(std::string::npos,
+              r.err.find("Not supported: database format version 3"))
+        << verb[0] << ": " << r.err;
+  }
+}
+
 TEST_F(AdminTest, CheckCatchesAFenceRecordAboveTheHighWaterMark) {
   const std::string dir = tmp_.Sub("db");
   Build(dir, "hashtag", FenceMode::kMonotonic);

@@ -159,6 +159,14 @@ Status ReadOnlyStore::ReadConfig(std::vector<std::string>* problems) {
       bad(format::kMetaFormatVersion, "is not 4 bytes");
     } else {
       config_.format_version = DecodeFixed32(raw.data());
+      if (config_.format_version > format::kFormatVersion) {
+        // Not damage: a newer fencedkv wrote it, and its other records may
+        // mean what this build cannot know (the server says the same).
+        return Status::NotSupported(
+            "database format version " + std::to_string(config_.format_version),
+            "this build reads versions 1 and " +
+                std::to_string(format::kFormatVersion));
+      }
       if (config_.format_version != format::kFormatVersion &&
           config_.format_version != format::kFormatVersionMergedHwm) {
         bad(format::kMetaFormatVersion,
