@@ -471,6 +471,24 @@ TEST_F(AdminTest, ANewerFormatIsNotSupportedNotDamage) {
   }
 }
 
+// A flipped byte in the MANIFEST is damage (exit 2), not "not a fencedkv
+// database" (exit 1, as before).
+TEST_F(AdminTest, CheckCallsADamagedManifestDamage) {
+  const std::string dir = tmp_.Sub("db");
+  Build(dir, "key", FenceMode::kMonotonic);
+  std::string manifest;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    if (e.path().filename().string().rfind("MANIFEST-", 0) == 0) {
+      manifest = e.path().string();
+    }
+  }
+  ASSERT_FALSE(manifest.empty());
+  FlipByte(manifest, 20);
+  Result r = OnDb(dir, {"check"});
+  EXPECT_EQ(2, r.code) << r.out << r.err;
+  EXPECT_NE(std::string::npos, r.err.find("damaged")) << r.err;
+}
+
 TEST_F(AdminTest, CheckCatchesAFenceRecordAboveTheHighWaterMark) {
   const std::string dir = tmp_.Sub("db");
   Build(dir, "hashtag", FenceMode::kMonotonic);

@@ -179,6 +179,14 @@ Status CheckColumnFamilies(const rocksdb::DBOptions& options,
                            const std::string& path) {
   std::vector<std::string> names;
   rocksdb::Status rs = rocksdb::DB::ListColumnFamilies(options, path, &names);
+  if (rs.IsCorruption()) {
+    // A CURRENT file that RocksDB reads but a MANIFEST (or CURRENT) that
+    // fails its checks: most likely damage, which fencedkv-admin check
+    // reports as such (exit 2).
+    return Status::Corruption(
+        "damaged, or not a fencedkv database: " + path,
+        "cannot read its column families (" + rs.ToString() + ")");
+  }
   if (!rs.ok()) {
     return Status::InvalidArgument(
         "not a fencedkv database: " + path,
