@@ -176,6 +176,9 @@ bool ReplyTooLarge(const ServerState& server, size_t bytes, std::string* out);
 // budget (commands_kv.cc).
 bool MatchKey(const GlobPattern& glob, std::string_view key, bool* matched,
               std::string* out);
+// False, and the error reply ("-ERR pattern too long: ..." / "... too
+// complex: ..."), if `glob` is over its bounds and was not compiled.
+bool PatternOk(const GlobPattern& glob, std::string* out);
 // Parses a token argument; on failure appends "-ERR invalid token ..." and
 // returns false.
 bool ParseTokenArg(std::string_view text, Token* token, std::string* out);

@@ -157,6 +157,7 @@ void CmdLeaseList(ServerState& server, ClientState&, const Args& args,
     return;
   }
   const GlobPattern glob(args.size() == 2 ? args[1] : std::string_view("*"));
+  if (!PatternOk(glob, out)) return;
   std::string body;
   size_t n = 0;
   bool failed = false;

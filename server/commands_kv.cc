@@ -277,6 +277,12 @@ bool MatchKey(const GlobPattern& glob, std::string_view key, bool* matched,
   return true;
 }
 
+bool PatternOk(const GlobPattern& glob, std::string* out) {
+  if (glob.ok()) return true;
+  resp::Error(out, "ERR " + glob.error());
+  return false;
+}
+
 namespace {
 
 ReadOptions ScanOptions() {
@@ -328,11 +334,12 @@ void CmdScan(ServerState& server, ClientState& client, const Args& args,
       return;
     }
   }
+  const GlobPattern glob(pattern);
+  if (!PatternOk(glob, out)) return;
   if (it == nullptr || !it->Valid() || it->key() != start) {
     it = server.db->NewIterator(ScanOptions());
     it->Seek(start);
   }
-  const GlobPattern glob(pattern);
   std::vector<std::string> keys;
   const int64_t max_examined = std::min(count, kScanMaxExamined);
   int64_t examined = 0;
@@ -370,6 +377,7 @@ void CmdScan(ServerState& server, ClientState& client, const Args& args,
 void CmdKeys(ServerState& server, ClientState&, const Args& args,
              std::string* out) {
   const GlobPattern glob(args[1]);
+  if (!PatternOk(glob, out)) return;
   auto it = server.db->NewIterator(ScanOptions());
   std::vector<std::string> keys;
   size_t reply_bytes = 0;

@@ -185,9 +185,14 @@ void RespParser::ShrinkScratch() {
 
 GlobPattern::GlobPattern(std::string_view pattern, bool nocase)
     : nocase_(nocase) {
+  if (pattern.size() > kMaxPatternBytes) {
+    error_ = "pattern too long: more than " + std::to_string(kMaxPatternBytes) +
+             " bytes";
+    return;
+  }
   auto lower = [&](char c) {
     const auto u = static_cast<unsigned char>(c);
-    return nocase ? static_cast<unsigned char>(std::tolower(u)) : u;
+    return nocase ? AsciiLower(u) : u;
   };
   size_t p = 0;
   while (p < pattern.size()) {
@@ -200,34 +205,47 @@ GlobPattern::GlobPattern(std::string_view pattern, bool nocase)
       items_.push_back({Kind::kAny, 0, 0});
       ++p;
     } else if (pc == '[') {
+      if (sets_.size() == kMaxClasses) {
+        error_ = "pattern too complex: more than " +
+                 std::to_string(kMaxClasses) + " character classes";
+        items_.clear();
+        sets_.clear();
+        return;
+      }
       // [abc] [^abc] [a-z] [\]]; an unterminated class ends the pattern.
+      // Each range's bits are set at once: the class costs O(its length).
+      // With nocase the ranges are lowered and so is the byte matched, as
+      // in Redis: after the ranges, 'A'..'Z' take the bits of 'a'..'z'.
       size_t q = p + 1;
       const bool negate = q < pattern.size() && pattern[q] == '^';
       if (negate) ++q;
-      std::vector<std::pair<unsigned char, unsigned char>> ranges;
+      ByteSet set;
       while (q < pattern.size() && pattern[q] != ']') {
         if (pattern[q] == '\\' && q + 1 < pattern.size()) {
           ++q;
-          ranges.emplace_back(lower(pattern[q]), lower(pattern[q]));
+          set.SetRange(lower(pattern[q]), lower(pattern[q]));
         } else if (q + 2 < pattern.size() && pattern[q + 1] == '-' &&
                    pattern[q + 2] != ']') {
           unsigned char lo = lower(pattern[q]), hi = lower(pattern[q + 2]);
           if (lo > hi) std::swap(lo, hi);
-          ranges.emplace_back(lo, hi);
+          set.SetRange(lo, hi);
           q += 2;
         } else {
-          ranges.emplace_back(lower(pattern[q]), lower(pattern[q]));
+          set.SetRange(lower(pattern[q]), lower(pattern[q]));
         }
         ++q;
       }
-      std::bitset<256> set;
-      for (int c = 0; c < 256; ++c) {
-        const unsigned char lc = lower(static_cast<char>(c));
-        bool found = false;
-        for (const auto& [lo, hi] : ranges) found |= lc >= lo && lc <= hi;
-        set[c] = negate ? !found : found;
+      if (nocase) {
+        // Bits 65..90 ('A'..'Z') and 97..122 ('a'..'z') are in word 1, at
+        // 1..26 and 33..58.
+        constexpr uint64_t kLetters = (uint64_t{1} << 26) - 1;
+        set.w[1] = (set.w[1] & ~(kLetters << 1)) |
+                   ((set.w[1] >> 32) & (kLetters << 1));
       }
-      items_.push_back({Kind::kClass, 0, static_cast<uint32_t>(sets_.size())});
+      if (negate) {
+        for (uint64_t& word : set.w) word = ~word;
+      }
+      items_.push_back({Kind::kClass, 0, static_cast<uint16_t>(sets_.size())});
       sets_.push_back(set);
       p = q < pattern.size() ? q + 1 : q;
     } else if (pc == '\\' && p + 1 < pattern.size()) {
@@ -245,10 +263,9 @@ bool GlobPattern::Matches(const Item& item, unsigned char c) const {
     case Kind::kAny:
       return true;
     case Kind::kLiteral:
-      return item.c ==
-             (nocase_ ? static_cast<unsigned char>(std::tolower(c)) : c);
+      return item.c == (nocase_ ? AsciiLower(c) : c);
     case Kind::kClass:
-      return sets_[item.set][c];
+      return sets_[item.set].Has(c);
     case Kind::kStar:
       break;
   }
@@ -256,6 +273,7 @@ bool GlobPattern::Matches(const Item& item, unsigned char c) const {
 }
 
 GlobPattern::Result GlobPattern::Match(std::string_view text) const {
+  if (!ok()) return Result::kNoMatch;
   // Greedy, left to right; on a mismatch the last '*' takes one more byte
   // and the rest of the pattern is tried again from there.
   // After the last '*' every item takes one byte: that tail can only match
