@@ -2,7 +2,8 @@
 //
 // MULTI EXEC DISCARD: a transaction of fenced writes. Inside MULTI, SET
 // (without NX, XX or GET), DEL, MSET and PING are queued; any other
-// command, or a queued one that does not parse, is refused and discards
+// command, or a queued one that does not parse (or PING with more than one
+// argument), is refused and discards
 // the transaction (EXEC then answers -EXECABORT). EXEC applies the queued
 // writes as one atomic batch, from the parses made when they were queued:
 // if one is stale nothing is applied and EXEC answers "-STALE ... at
@@ -34,13 +35,22 @@ void QueueCommand(ServerState& server, ClientState& client, const Args& args,
       return;
     }
     queued.is_write = true;
+  } else if (args.size() > 2) {
+    // PING [message], the one other queued command: its arguments are
+    // checked when it is queued, as the writes' are, so EXEC never runs a
+    // command that could only fail (and PING's 1M arguments are not kept).
+    client.multi_failed = true;
+    ReplyWrongArgs(args[0], out);
+    return;
   }
   // The queue is bounded; past a bound the transaction is discarded as
   // after any queuing error (EXEC answers -EXECABORT) and nothing more of
-  // it is kept.
+  // it is kept. What the queue holds is counted, not only the argument
+  // bytes: each argument is a std::string of its own (500,000 empty
+  // arguments held 16 MB and counted 0).
   if (client.queued.empty()) client.queued_bytes = 0;
-  size_t bytes = 0;
-  for (std::string_view a : args) bytes += a.size();
+  size_t bytes = sizeof(QueuedCommand);
+  for (std::string_view a : args) bytes += sizeof(std::string) + a.size();
   const ServerOptions& o = *server.options;
   if (client.queued.size() >= o.max_multi_commands ||
       client.queued_bytes + bytes > o.max_multi_bytes) {
@@ -111,7 +121,12 @@ void ExecTransaction(ServerState& server, ClientState& client,
   for (size_t c = 0; c < queued.size(); ++c) {
     const QueuedCommand& q = queued[c];
     if (!q.is_write) {
-      resp::Simple(out, "PONG");  // PING, the one other queued command
+      // PING [message], the one other queued command: as outside MULTI.
+      if (q.args.size() == 2) {
+        resp::Bulk(out, q.args[1]);
+      } else {
+        resp::Simple(out, "PONG");
+      }
     } else if (q.write.kind == WriteCommand::Kind::kDel) {
       int64_t n = 0;
       for (size_t i = ranges[c].first; i < ranges[c].second; ++i) {

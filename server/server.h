@@ -79,8 +79,9 @@ struct ServerOptions {
   // reply is built. (A GET's value is never refused: it was accepted as a
   // request.)
   size_t max_reply_bytes = 64 << 20;
-  // MULTI: a transaction queuing more commands, or more argument bytes,
-  // gets an error and is discarded (EXEC answers -EXECABORT).
+  // MULTI: a transaction queuing more commands, or more bytes (arguments'
+  // bytes plus the strings and records that hold them: ClientState's
+  // queued_bytes), gets an error and is discarded (EXEC answers -EXECABORT).
   size_t max_multi_commands = 10000;
   size_t max_multi_bytes = 64 << 20;
   // Close a connection that sent no complete command for this long; 0 =

@@ -99,7 +99,9 @@ DEFINE_int32(max_multi_commands, 10000,
              "the transaction is discarded (EXEC answers -EXECABORT)");
 DEFINE_int64(
     max_multi_bytes, 64 << 20,
-    "Most argument bytes one MULTI may queue (as --max_multi_commands)");
+    "Most bytes one MULTI's queue may hold: its arguments' bytes plus 32 "
+    "per argument (its string) and a record per command (as "
+    "--max_multi_commands)");
 DEFINE_int32(timeout, 0,
              "Close a connection that sent no complete command "
              "for this many seconds (Redis' timeout); 0 = never");

@@ -66,7 +66,9 @@ struct ClientState {
   bool in_multi = false;
   bool multi_failed = false;
   std::vector<QueuedCommand> queued;
-  size_t queued_bytes = 0;  // their arguments' bytes (max_multi_bytes)
+  // What they hold (max_multi_bytes): per command sizeof(QueuedCommand),
+  // per argument its bytes plus sizeof(std::string).
+  size_t queued_bytes = 0;
 };
 
 // Which connections CLIENT KILL closes: those matching every filter given.

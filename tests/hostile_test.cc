@@ -820,5 +820,51 @@ TEST_F(HostileTest, PatternsAreBoundedAndCompiledOnce) {
   EXPECT_EQ(0, server_.Stop());
 }
 
+// A MULTI queue counted only its arguments' bytes: ten PINGs of 500,000
+// empty arguments were queued (+150 MB) as 40 bytes. What the queue holds
+// is counted now (each argument's string too), and PING's arguments are
+// checked when it is queued, as Redis checks arity then.
+TEST_F(HostileTest, MultiQueueCountsWhatItHolds) {
+  ASSERT_TRUE(StartServer());
+  RespTestClient c(server_.port(), 30000);
+  ASSERT_EQ("+OK", c.Call({"MULTI"}));
+  EXPECT_EQ("-ERR wrong number of arguments for 'ping' command",
+            c.Call({"PING", "a", "b"}));
+  EXPECT_EQ("-EXECABORT Transaction discarded because of previous errors.",
+            c.Call({"EXEC"}));
+  ASSERT_EQ("+OK", c.Call({"MULTI"}));
+  EXPECT_EQ("+QUEUED", c.Call({"PING", "hello"}));
+  EXPECT_EQ("+QUEUED", c.Call({"PING"}));
+  EXPECT_EQ("*[$hello,+PONG]", c.Call({"EXEC"}));
+  const long rss0 = ReportRss("MULTI of 500,000-key DELs, before");
+  RssSampler rss(server_);
+  // 500,000 keys of 1 byte: 3.5 MB of request, about 16.5 MB queued; the
+  // fifth passes max_multi_bytes (64 MiB).
+  std::vector<std::string> del(500001, "k");
+  del[0] = "DEL";
+  del.push_back("FENCE");
+  del.push_back("1");
+  const std::string one = RespTestClient::Encode(del);
+  ASSERT_EQ("+OK", c.Call({"MULTI"}));
+  int queued = 0;
+  std::string r;
+  for (int i = 0; i < 10; ++i) {
+    c.SendRaw(one);
+    if ((r = c.Read()) != "+QUEUED") break;
+    queued++;
+  }
+  EXPECT_EQ(4, queued);
+  EXPECT_EQ(0u, r.rfind("-ERR MULTI queue limit reached", 0)) << r;
+  EXPECT_EQ("-EXECABORT Transaction discarded because of previous errors.",
+            c.Call({"EXEC"}));
+  const long peak = rss.Stop();
+  std::printf(
+      "[ figures  ] 4 DELs of 500,000 keys queued: peak VmRSS +%ld KiB\n",
+      peak - rss0);
+  EXPECT_LT(peak - rss0, kRssScale * (144 << 10));
+  EXPECT_EQ("+PONG", c.Call({"PING"}));
+  EXPECT_EQ(0, server_.Stop());
+}
+
 }  // namespace
 }  // namespace fencedkv
