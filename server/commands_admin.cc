@@ -363,7 +363,8 @@ void CommandInfo(const CommandSpec& c, std::string* out) {
 
 // COMMAND GETKEYS command [arg ...]: the keys of that call, as the server
 // finds them (Redis' errors).
-void CommandGetKeys(const Args& args, std::string* out) {
+void CommandGetKeys(const ServerState& server, const Args& args,
+                    std::string* out) {
   if (args.size() < 3) {
     resp::Error(out,
                 "ERR wrong number of arguments for 'command|getkeys' command");
@@ -383,8 +384,15 @@ void CommandGetKeys(const Args& args, std::string* out) {
   } else if (!CommandKeys(*c, call, &positions)) {
     resp::Error(out, "ERR Invalid arguments specified for command");
   } else {
-    resp::ArrayHeader(out, positions.size());
-    for (size_t p : positions) resp::Bulk(out, call[p]);
+    // As long as the request (each key's framing is its own length): past
+    // max_reply_bytes when the request is.
+    std::string reply;
+    resp::ArrayHeader(&reply, positions.size());
+    for (size_t p : positions) {
+      resp::Bulk(&reply, call[p]);
+      if (ReplyTooLarge(server, reply.size(), out)) return;
+    }
+    out->append(reply);
   }
 }
 
@@ -429,7 +437,7 @@ void CommandList(const Args& args, std::string* out) {
   for (const char* n : names) resp::Bulk(out, n);
 }
 
-void CmdCommand(ServerState&, ClientState&, const Args& args,
+void CmdCommand(ServerState& server, ClientState&, const Args& args,
                 std::string* out) {
   const auto& all = AllCommands();
   if (args.size() == 1) {
@@ -443,19 +451,25 @@ void CmdCommand(ServerState&, ClientState&, const Args& args,
   } else if (sub == "docs") {
     resp::ArrayHeader(out, 0);  // no docs: redis-cli works without hints
   } else if (sub == "getkeys") {
-    CommandGetKeys(args, out);
+    CommandGetKeys(server, args, out);
   } else if (sub == "list") {
     CommandList(args, out);
   } else if (sub == "info") {
-    resp::ArrayHeader(out, args.size() - 2);
+    // An entry per argument, about 70 bytes for a name of 4: the reply
+    // grows with the request (COMMAND INFO mset x 1M was 71 MB), so it is
+    // bounded as it is built.
+    std::string reply;
+    resp::ArrayHeader(&reply, args.size() - 2);
     for (size_t i = 2; i < args.size(); ++i) {
       const CommandSpec* c = LookupCommand(args[i]);
       if (c == nullptr) {
-        resp::NullArray(out);
+        resp::NullArray(&reply);
       } else {
-        CommandInfo(*c, out);
+        CommandInfo(*c, &reply);
       }
+      if (ReplyTooLarge(server, reply.size(), out)) return;
     }
+    out->append(reply);
   } else {
     resp::Error(out, "ERR unknown subcommand '" +
                          EscapeBytes(args[1].substr(0, 64)) +

@@ -577,6 +577,20 @@ TEST_F(HostileTest, EveryGrowingReplyChecksTheBound) {
   }
   EXPECT_EQ(0u, c.Call({"CLIENT", "LIST"}).rfind(kTooLarge, 0));
   named.clear();
+  // Replies that grow with the request: COMMAND INFO (about 70 bytes per
+  // name; 1M names made 71 MB) and COMMAND GETKEYS.
+  std::vector<std::string> info = {"COMMAND", "INFO"};
+  info.resize(2 + 100, "mset");
+  EXPECT_EQ(0u, c.Call(info).rfind(kTooLarge, 0));
+  EXPECT_EQ(0u, c.Call({"COMMAND", "INFO", "get"}).rfind("*[*[$get", 0));
+  std::vector<std::string> getkeys = {"COMMAND", "GETKEYS", "MSET"};
+  for (int i = 0; i < 300; ++i) {
+    getkeys.push_back("key:" + std::string(20, 'k') + std::to_string(i));
+    getkeys.push_back("v");
+  }
+  getkeys.push_back("FENCE");
+  getkeys.push_back("1");
+  EXPECT_EQ(0u, c.Call(getkeys).rfind(kTooLarge, 0));
   EXPECT_EQ(0u, c.Call({"INFO"}).rfind("$# Server", 0));
   EXPECT_EQ(0, server_.Stop());
 }
