@@ -92,9 +92,20 @@ void CmdAuth(ServerState& server, ClientState& client, const Args& args,
   }
 }
 
-// Redis' rule for client names: printable ASCII without spaces. False (and
-// the error reply) otherwise.
+// A client name is at most this long: CLIENT LIST shows every name, and
+// 10,000 clients with names of 1 KiB make a reply of about 12 MiB, well
+// under --max_reply_bytes' default (unbounded names let one client make
+// the operator's CLIENT LIST fail).
+constexpr size_t kMaxClientNameBytes = 1024;
+
+// Redis' rule for client names: printable ASCII without spaces; and at most
+// kMaxClientNameBytes. False (and the error reply) otherwise.
 bool ValidClientName(std::string_view name, std::string* out) {
+  if (name.size() > kMaxClientNameBytes) {
+    resp::Error(out, "ERR Client names are limited to " +
+                         std::to_string(kMaxClientNameBytes) + " bytes");
+    return false;
+  }
   for (char c : name) {
     if (c <= ' ' || c > '~') {
       resp::Error(out,
@@ -123,9 +134,13 @@ void CmdHello(ServerState& server, ClientState& client, const Args& args,
     }
     i = 2;
   }
+  // Every option is checked before AUTH is tried, as Redis 7.2 does: a
+  // HELLO refused for its SETNAME (or a bad option) leaves the connection
+  // as it was, not logged in.
+  std::optional<std::pair<std::string_view, std::string_view>> auth;
   for (; i < args.size(); ++i) {
     if (EqualsIgnoreCase(args[i], "AUTH") && i + 2 < args.size()) {
-      if (!Authenticate(server, client, args[i + 1], args[i + 2], out)) return;
+      auth.emplace(args[i + 1], args[i + 2]);
       i += 2;
     } else if (EqualsIgnoreCase(args[i], "SETNAME") && i + 1 < args.size()) {
       name = args[++i];
@@ -135,6 +150,10 @@ void CmdHello(ServerState& server, ClientState& client, const Args& args,
                            EscapeBytes(args[i].substr(0, 64)) + "'");
       return;
     }
+  }
+  if (auth.has_value() &&
+      !Authenticate(server, client, auth->first, auth->second, out)) {
+    return;
   }
   if (!client.authed) {
     resp::Error(out,

@@ -473,11 +473,14 @@ TEST_F(HostileTest, UnauthenticatedClientsCannotPinMemory) {
   EXPECT_LT(grown, kRssScale * (64 << 10))
       << "KiB of RSS grown by unauthenticated clients";
   EXPECT_EQ(0, probe.failures());
-  // Redis' rules for names, and none before AUTH.
+  // Redis' rules for names, and none before AUTH: a HELLO refused for
+  // its name does not log in either (Redis 7.2).
   RespTestClient c(server_.port());
   EXPECT_EQ(0u,
             c.Call({"HELLO", "2", "AUTH", "default", "pw", "SETNAME", "a b"})
                 .rfind("-ERR Client names cannot contain spaces", 0));
+  EXPECT_EQ("-NOAUTH Authentication required.", c.Call({"CLIENT", "GETNAME"}));
+  EXPECT_EQ("+OK", c.Call({"AUTH", "pw"}));
   EXPECT_EQ(
       0u, c.Call({"CLIENT", "SETNAME", "a\nb"}).rfind("-ERR Client names", 0));
   EXPECT_EQ("$nil", c.Call({"CLIENT", "GETNAME"}));
@@ -877,6 +880,31 @@ TEST_F(HostileTest, MultiQueueCountsWhatItHolds) {
       peak - rss0);
   EXPECT_LT(peak - rss0, kRssScale * (144 << 10));
   EXPECT_EQ("+PONG", c.Call({"PING"}));
+  EXPECT_EQ(0, server_.Stop());
+}
+
+// Client names are at most 1 KiB (CLIENT LIST shows them all), and HELLO
+// checks all its options before AUTH: HELLO 2 AUTH user pw SETNAME "bad
+// name" answered an error and left the connection logged in.
+TEST_F(HostileTest, ClientNamesAreBoundedAndHelloChecksFirst) {
+  ASSERT_TRUE(StartServer({"--requirepass=pw"}));
+  RespTestClient c(server_.port());
+  EXPECT_EQ(
+      "-ERR Client names cannot contain spaces, newlines or special "
+      "characters.",
+      c.Call({"HELLO", "2", "AUTH", "default", "pw", "SETNAME", "bad name"}));
+  EXPECT_EQ("-NOAUTH Authentication required.", c.Call({"PING"}));
+  const std::string kTooLong = "-ERR Client names are limited to 1024 bytes";
+  EXPECT_EQ(kTooLong, c.Call({"HELLO", "2", "AUTH", "default", "pw", "SETNAME",
+                              std::string(1025, 'n')}));
+  EXPECT_EQ("-NOAUTH Authentication required.", c.Call({"PING"}));
+  EXPECT_EQ("-WRONGPASS invalid username-password pair or user is disabled.",
+            c.Call({"HELLO", "2", "AUTH", "default", "nope", "SETNAME", "x"}));
+  EXPECT_EQ("+OK", c.Call({"AUTH", "pw"}));
+  EXPECT_EQ("$nil", c.Call({"CLIENT", "GETNAME"}));
+  EXPECT_EQ(kTooLong, c.Call({"CLIENT", "SETNAME", std::string(1025, 'n')}));
+  EXPECT_EQ("+OK", c.Call({"CLIENT", "SETNAME", std::string(1024, 'n')}));
+  EXPECT_EQ("$" + std::string(1024, 'n'), c.Call({"CLIENT", "GETNAME"}));
   EXPECT_EQ(0, server_.Stop());
 }
 
