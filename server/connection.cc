@@ -364,10 +364,16 @@ void Connection::Process() {
       if (job_n_ >= kMaxJob || job_bytes_ >= kMaxJobBytes) break;
       continue;
     }
-    // A walk of the key space runs on the scan thread, a long EXEC's one
-    // large write on the database thread if it has room.
-    if (route == Route::kScanThread && OffloadCommand(admission, true)) break;
-    if (route == Route::kLongExec && OffloadCommand(admission, false)) break;
+    // A walk of the key space runs on the scan thread, a long command (an
+    // EXEC's one large write, a command of many keys) on the database
+    // thread if it has room.
+    if (route == Route::kScanThread && OffloadCommand(admission, true, false)) {
+      break;
+    }
+    if (route == Route::kLongExec &&
+        OffloadCommand(admission, false, is_write)) {
+      break;
+    }
     static const CommandSpec* const kWait = LookupCommand("wait");
     if (admission.verdict == Admission::Verdict::kRun &&
         admission.cmd == kWait && StartWait(admission)) {
@@ -498,7 +504,8 @@ void Connection::LogSlow(uint64_t usec, size_t argc,
   server_->state_.slowlog.Add(usec, argc, arg, client_.addr, client_.name);
 }
 
-bool Connection::OffloadCommand(const Admission& admission, bool to_scans) {
+bool Connection::OffloadCommand(const Admission& admission, bool to_scans,
+                                bool is_write) {
   offload_args_.assign(args_.begin(), args_.end());  // in_ may move on
   offload_admission_ = admission;
   offload_start_ = std::chrono::steady_clock::now();
@@ -514,7 +521,9 @@ bool Connection::OffloadCommand(const Admission& admission, bool to_scans) {
                                : server_->worker_->TrySubmitRead(job);
   if (queued) {
     reads_pending_ = true;
-    offload_write_ = !to_scans;  // a long EXEC
+    // A write's reply (a long EXEC's, DEL's, MSET's) is held for the
+    // commit tracker (OnOffloadDone); a long MGET's is not.
+    offload_write_ = is_write;
   }
   return queued;
 }

@@ -103,8 +103,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // the key space may take long and first sort the memtable,
   // --memtable=hash), else on the database thread if it has room. True if
   // handed over: then nothing more is processed until OnOffloadDone. (The
-  // handler reads client_, which the loop leaves alone meanwhile.)
-  bool OffloadCommand(const Admission& admission, bool to_scans);
+  // handler reads client_, which the loop leaves alone meanwhile.) A write
+  // (is_write) has its reply held for the commit tracker, as on the loop.
+  bool OffloadCommand(const Admission& admission, bool to_scans, bool is_write);
   void OnOffloadDone();
   // The write(s) just run were released (they are in the WAL): their
   // replies -- out_ from `mark` on, or `grouped` (one line per grouped

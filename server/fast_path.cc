@@ -15,6 +15,12 @@ Route ChooseRoute(const Admission& admission, const ClientState& client,
   static const CommandSpec* const kMset = LookupCommand("mset");
   static const CommandSpec* const kExec = LookupCommand("exec");
   const CommandSpec* cmd = admission.cmd;
+  // Before the grouping: a huge MSET would hold the loop through its group.
+  if (args.size() >= kOffloadArgs &&
+      (cmd->keys.first > 0 || (cmd->flags & kCmdMovableKeys) != 0) &&
+      (cmd->flags & kCmdIterates) == 0) {
+    return Route::kLongExec;
+  }
   if (cmd == kGet) {
     return args.size() == 2 ? Route::kBatchedGet : Route::kExecute;
   }
@@ -29,9 +35,11 @@ Route ChooseRoute(const Admission& admission, const ClientState& client,
     return Route::kGroupedWrite;
   }
   if ((cmd->flags & kCmdIterates) != 0) return Route::kScanThread;
-  if (cmd == kExec && client.in_multi &&
-      client.queued.size() >= kOffloadExecCommands) {
-    return Route::kLongExec;
+  if (cmd == kExec && client.in_multi) {
+    if (client.queued.size() >= kOffloadExecCommands) return Route::kLongExec;
+    size_t queued_args = 0;  // fewer than kOffloadExecCommands to add up
+    for (const QueuedCommand& q : client.queued) queued_args += q.args.size();
+    if (queued_args >= kOffloadArgs) return Route::kLongExec;
   }
   return Route::kExecute;
 }
