@@ -891,5 +891,65 @@ TEST_F(CommandTest, CommandList) {
   EXPECT_EQ("-ERR syntax error\r\n", Run({"COMMAND", "LIST", "FILTERBY"}));
 }
 
+// What a client controls through its arguments is bounded: the MULTI queue
+// counts what it holds (each argument's string, not only its bytes) and
+// checks PING's arguments when it is queued; COMMAND INFO's reply is
+// checked against max_reply_bytes; client names are at most 1 KiB; HELLO
+// checks its options before AUTH; SCAN reads "00" as cursor 0.
+TEST_F(CommandTest, ArgumentsCannotGrowWhatTheServerHolds) {
+  EXPECT_EQ("+OK\r\n", Run({"MULTI"}));
+  EXPECT_EQ("-ERR wrong number of arguments for 'ping' command\r\n",
+            Run({"PING", "a", "b"}));
+  EXPECT_EQ("-EXECABORT Transaction discarded because of previous errors.\r\n",
+            Run({"EXEC"}));
+  EXPECT_EQ("+OK\r\n", Run({"MULTI"}));
+  EXPECT_EQ("+QUEUED\r\n", Run({"PING", "hi"}));
+  EXPECT_EQ("*1\r\n$2\r\nhi\r\n", Run({"EXEC"}));
+  // 1000 empty keys count 32 bytes each, and the queue's records too.
+  options_.max_multi_bytes = 40000;
+  std::vector<std::string> del(1001, "");
+  del[0] = "DEL";
+  del.push_back("FENCE");
+  del.push_back("1");
+  EXPECT_EQ("+OK\r\n", Run({"MULTI"}));
+  EXPECT_EQ("+QUEUED\r\n", Run(del));
+  EXPECT_EQ(0, Run(del).rfind("-ERR MULTI queue limit reached", 0));
+  EXPECT_EQ(0, Run({"EXEC"}).rfind("-EXECABORT", 0));
+  EXPECT_TRUE(client_.queued.empty());
+
+  options_.max_reply_bytes = 4096;
+  std::vector<std::string> info(102, "mset");
+  info[0] = "COMMAND";
+  info[1] = "INFO";
+  EXPECT_EQ(0, Run(info).rfind("-ERR reply of more than 4096 bytes", 0));
+  EXPECT_EQ(0,
+            Run({"COMMAND", "INFO", "get", "nope"}).rfind("*2\r\n*7\r\n", 0));
+
+  EXPECT_EQ("-ERR Client names are limited to 1024 bytes\r\n",
+            Run({"CLIENT", "SETNAME", std::string(1025, 'n')}));
+  EXPECT_EQ("+OK\r\n", Run({"CLIENT", "SETNAME", std::string(1024, 'n')}));
+  EXPECT_EQ("-ERR Client names are limited to 1024 bytes\r\n",
+            Run({"HELLO", "2", "SETNAME", std::string(1025, 'n')}));
+  EXPECT_EQ(1024u, client_.name.size());
+
+  EXPECT_EQ("+OK\r\n", Run({"SET", "k", "v", "FENCE", "1"}));
+  EXPECT_EQ("*2\r\n$1\r\n0\r\n*1\r\n$1\r\nk\r\n", Run({"SCAN", "00"}));
+  EXPECT_EQ("-ERR invalid cursor\r\n", Run({"SCAN", "-0"}));
+  EXPECT_EQ("-ERR invalid cursor\r\n", Run({"SCAN", ""}));
+
+  Open("key", false, "pw");
+  EXPECT_EQ(0,
+            Run({"HELLO", "2", "AUTH", "default", "pw", "SETNAME", "bad name"})
+                .rfind("-ERR Client names cannot contain spaces", 0));
+  EXPECT_FALSE(client_.authed);
+  EXPECT_EQ(0, Run({"HELLO", "2", "AUTH", "default", "pw", "BOGUS"})
+                   .rfind("-ERR syntax error in HELLO option", 0));
+  EXPECT_FALSE(client_.authed);
+  EXPECT_EQ(0, Run({"HELLO", "2", "AUTH", "default", "pw", "SETNAME", "ok"})
+                   .rfind("*14\r\n", 0));
+  EXPECT_TRUE(client_.authed);
+  EXPECT_EQ("ok", client_.name);
+}
+
 }  // namespace server
 }  // namespace fencedkv

@@ -303,15 +303,17 @@ void CmdScan(ServerState& server, ClientState& client, const Args& args,
              std::string* out) {
   std::string start;
   std::unique_ptr<Iterator> it;  // the cursor's own, if it kept one
-  if (args[1] != "0") {
-    uint64_t cursor = 0;
-    auto r = std::from_chars(args[1].data(), args[1].data() + args[1].size(),
-                             cursor);
-    if (r.ec != std::errc() || r.ptr != args[1].data() + args[1].size() ||
-        !server.cursors.Load(client.id, cursor, &start, &it)) {
-      resp::Error(out, "ERR invalid cursor");
-      return;
-    }
+  uint64_t cursor = 0;
+  auto r =
+      std::from_chars(args[1].data(), args[1].data() + args[1].size(), cursor);
+  if (r.ec != std::errc() || r.ptr != args[1].data() + args[1].size()) {
+    resp::Error(out, "ERR invalid cursor");
+    return;
+  }
+  // Any spelling of 0 ("00" too, as Redis reads it) starts a new scan.
+  if (cursor != 0 && !server.cursors.Load(client.id, cursor, &start, &it)) {
+    resp::Error(out, "ERR invalid cursor");
+    return;
   }
   std::string_view pattern;
   bool has_pattern = false;

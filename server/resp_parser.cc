@@ -153,33 +153,96 @@ RespParser::Result RespParser::ParseInline(const char* buf, size_t n,
   *consumed = static_cast<size_t>(line_end - buf) + 1;
   if (line_end > buf && line_end[-1] == '\r') --line_end;
   args->clear();
+  // As Redis' sdssplitargs: an argument is a run of non-blanks in which a
+  // double-quoted part unescapes \xHH, \n, \r, \t, \b, \a and \<c> (c
+  // itself), a single-quoted one only \'; a closing quote must end the
+  // argument, and an unclosed one is an error. Arguments are unescaped into
+  // inline_ (a line is at most max_inline_bytes), then viewed.
+  inline_.clear();
+  spans_.clear();
+  auto hex = [](char c) {
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') ||
+           (c >= 'A' && c <= 'F');
+  };
+  auto hex_value = [](char c) {
+    return c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10;
+  };
   const char* p = buf;
   while (p < line_end) {
     while (p < line_end && (*p == ' ' || *p == '\t')) ++p;
     if (p == line_end) break;
-    if (*p == '"' || *p == '\'') {
+    const size_t start = inline_.size();
+    while (p < line_end && *p != ' ' && *p != '\t') {
+      if (*p != '"' && *p != '\'') {
+        inline_.push_back(*p++);
+        continue;
+      }
       const char quote = *p++;
-      const char* start = p;
-      while (p < line_end && *p != quote) ++p;
-      if (p == line_end) return Fail("unbalanced quotes in request");
-      args->emplace_back(start, static_cast<size_t>(p - start));
-      ++p;
-      // As Redis: a closing quote ends the argument ("ab"cd is refused).
-      if (p < line_end && *p != ' ' && *p != '\t') {
+      bool closed = false;
+      while (p < line_end) {
+        if (*p == quote) {
+          closed = true;
+          ++p;
+          break;
+        }
+        if (quote == '"' && *p == '\\' && p + 3 < line_end && p[1] == 'x' &&
+            hex(p[2]) && hex(p[3])) {
+          inline_.push_back(
+              static_cast<char>(hex_value(p[2]) * 16 + hex_value(p[3])));
+          p += 4;
+        } else if (quote == '"' && *p == '\\' && p + 1 < line_end) {
+          const char c = p[1];
+          inline_.push_back(c == 'n'   ? '\n'
+                            : c == 'r' ? '\r'
+                            : c == 't' ? '\t'
+                            : c == 'b' ? '\b'
+                            : c == 'a' ? '\a'
+                                       : c);
+          p += 2;
+        } else if (quote == '\'' && *p == '\\' && p + 1 < line_end &&
+                   p[1] == '\'') {
+          inline_.push_back('\'');
+          p += 2;
+        } else {
+          inline_.push_back(*p++);
+        }
+      }
+      // As Redis: "ab"cd is refused, and so is a quote left open.
+      if (!closed || (p < line_end && *p != ' ' && *p != '\t')) {
         return Fail("unbalanced quotes in request");
       }
-    } else {
-      const char* start = p;
-      while (p < line_end && *p != ' ' && *p != '\t') ++p;
-      args->emplace_back(start, static_cast<size_t>(p - start));
     }
+    spans_.emplace_back(start, inline_.size() - start);
   }
+  for (const auto& [off, len] : spans_) {
+    args->emplace_back(inline_.data() + off, len);
+  }
+  spans_.clear();
   return Result::kCommand;  // an empty line yields no args: skipped
 }
 
 void RespParser::ShrinkScratch() {
   if (!in_array_ && spans_.capacity() > 1024) {
     std::vector<std::pair<size_t, size_t>>().swap(spans_);
+  }
+  if (inline_.capacity() > 1024) std::string().swap(inline_);
+}
+
+namespace {
+// ASCII only, as Redis' stringmatchlen does in the C locale (the server never
+// changes its locale).
+inline unsigned char AsciiLower(unsigned char c) {
+  return c >= 'A' && c <= 'Z' ? static_cast<unsigned char>(c - 'A' + 'a') : c;
+}
+}  // namespace
+
+void GlobPattern::ByteSet::SetRange(unsigned lo, unsigned hi) {
+  for (unsigned word = lo >> 6; word <= hi >> 6; ++word) {
+    const unsigned first = std::max(lo, word * 64) - word * 64;
+    const unsigned last = std::min(hi, word * 64 + 63) - word * 64;
+    const uint64_t upto =
+        last == 63 ? ~uint64_t{0} : (uint64_t{1} << (last + 1)) - 1;
+    w[word] |= upto & ~((uint64_t{1} << first) - 1);
   }
 }
 

@@ -43,7 +43,8 @@ class RespParser {
   // Parses the next command from buf[0, n), which starts where the previous
   // command ended (the caller drops consumed bytes and may move the buffer
   // between calls; the parser keeps only offsets). On kCommand, *args views
-  // into buf and *consumed is the command's length. On kNeedMore, call again
+  // into buf (an inline command's: into the parser, until the next Parse)
+  // and *consumed is the command's length. On kNeedMore, call again
   // with the same bytes and more. On kError, error() says why.
   Result Parse(const char* buf, size_t n, std::vector<std::string_view>* args,
                size_t* consumed);
@@ -71,6 +72,7 @@ class RespParser {
   long long expected_ = 0;  // elements in the array
   size_t pos_ = 0;          // parse position (offset from the command start)
   std::vector<std::pair<size_t, size_t>> spans_;  // (offset, length)
+  std::string inline_;  // an inline command's arguments, unescaped
 };
 
 // A Redis glob pattern (stringmatchlen): *, ?, [abc], [^a], [a-z], \x.

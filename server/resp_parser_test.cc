@@ -355,5 +355,27 @@ TEST(GlobMatchTest, PatternsAreBounded) {
   EXPECT_FALSE(GlobMatch(classes + "[a]", std::string(1025, 'a')));
 }
 
+// Inline commands split as Redis' sdssplitargs does: double quotes unescape
+// \xHH \n \r \t \b \a and \<c>, single quotes only \'; a quoted part may
+// follow unquoted bytes; a closing quote ends the argument.
+TEST(RespParserTest, InlineQuotesUnescapeAsRedis) {
+  EXPECT_EQ("ECHO A|", ParseAll("ECHO \"\\x41\"\r\n"));
+  EXPECT_EQ("ECHO a\nb\r\tc|", ParseAll("ECHO \"a\\nb\\r\\tc\"\r\n"));
+  EXPECT_EQ("ECHO say \"hi\"|", ParseAll("ECHO \"say \\\"hi\\\"\"\r\n"));
+  EXPECT_EQ("ECHO x\\y|", ParseAll("ECHO \"x\\\\y\"\r\n"));
+  EXPECT_EQ("ECHO xq|", ParseAll("ECHO \"\\xq\"\r\n"));  // not hex: "xq"
+  EXPECT_EQ("ECHO it's|", ParseAll("ECHO 'it\\'s'\r\n"));
+  EXPECT_EQ("ECHO a\\nb|", ParseAll("ECHO 'a\\nb'\r\n"));
+  EXPECT_EQ("ECHO ab c|", ParseAll("ECHO a\"b c\"\n"));
+  EXPECT_EQ("SET k  x|", ParseAll("SET k \"\" x\r\n"));
+  EXPECT_EQ(std::string("ECHO \0|", 7), ParseAll("ECHO \"\\x00\"\r\n"));
+  for (const char* bad : {"ECHO \"abc\r\n", "ECHO 'abc\r\n", "ECHO \"a\"b\r\n",
+                          "ECHO \"a\\\"\r\n", "ECHO 'a'b\r\n"}) {
+    EXPECT_EQ("ERROR: Protocol error: unbalanced quotes in request",
+              ParseAll(bad))
+        << bad;
+  }
+}
+
 }  // namespace server
 }  // namespace fencedkv

@@ -908,5 +908,25 @@ TEST_F(HostileTest, ClientNamesAreBoundedAndHelloChecksFirst) {
   EXPECT_EQ(0, server_.Stop());
 }
 
+// Redis' inline syntax (sdssplitargs): double quotes unescape, an open
+// quote is an error; and SCAN reads its cursor as a number ("00" is 0).
+TEST_F(HostileTest, InlineEscapesAndCursorSpellingsAsRedis) {
+  ASSERT_TRUE(StartServer());
+  RespTestClient c(server_.port());
+  ASSERT_EQ("+OK", c.Call({"SET", "k", "v", "FENCE", "1"}));
+  c.SendRaw("ECHO \"\\x41\\n\\\"\"\r\n");
+  EXPECT_EQ("$A\n\"", c.Read());
+  c.SendRaw("ECHO 'it\\'s'\r\n");
+  EXPECT_EQ("$it's", c.Read());
+  c.SendRaw("ECHO a\"b c\"\r\n");
+  EXPECT_EQ("$ab c", c.Read());
+  EXPECT_EQ("*[$0,*[$k]]", c.Call({"SCAN", "00"}));
+  EXPECT_EQ("-ERR invalid cursor", c.Call({"SCAN", "x0"}));
+  c.SendRaw("ECHO \"abc\r\n");
+  EXPECT_EQ("-ERR Protocol error: unbalanced quotes in request", c.Read());
+  EXPECT_TRUE(c.PeerClosed());
+  EXPECT_EQ(0, server_.Stop());
+}
+
 }  // namespace
 }  // namespace fencedkv
