@@ -6,17 +6,22 @@
 // planted damage; copies and the fencing-safe restore; bad input, which
 // must get a clear error and change nothing.
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <regex>
 #include <sstream>
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <rocksdb/db.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "fencedkv/db.h"
 #include "fencedkv/lease.h"
@@ -131,7 +136,13 @@ class AdminTest : public testing::Test {
   // Runs fencedkv-admin with `args` (stdin from `input` if non-empty).
   Result Admin(const std::vector<std::string>& args,
                const std::string& input = "") {
-    std::string cmd = FENCEDKV_ADMIN_BIN;
+    return AdminIn("", args, input);
+  }
+  // The same, run from directory `cwd` (if not empty).
+  Result AdminIn(const std::string& cwd, const std::vector<std::string>& args,
+                 const std::string& input = "") {
+    std::string cmd = cwd.empty() ? "" : "cd " + ShellQuote(cwd) + " && ";
+    cmd += FENCEDKV_ADMIN_BIN;
     for (const auto& a : args) cmd += " " + ShellQuote(a);
     const std::string out = tmp_.Sub("stdout"), err = tmp_.Sub("stderr");
     if (!input.empty()) {
@@ -962,6 +973,132 @@ TEST_F(AdminTest, ImportRefusesABadStreamAndAMismatchedStore) {
   EXPECT_EQ(1, r.code);
   EXPECT_NE(std::string::npos, r.err.find("File exists")) << r.err;
   EXPECT_EQ("keep", ReadFile(tmp_.Sub("exists")));
+}
+
+// ---- the fixes of the adversarial review of fencedkv-admin ----
+
+// The hidden entries (names starting with '.') directly in `dir`.
+std::vector<std::string> HiddenEntries(const std::string& dir) {
+  std::vector<std::string> hidden;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    if (e.path().filename().string()[0] == '.') hidden.push_back(e.path());
+  }
+  return hidden;
+}
+
+// The directories directly in `dir` whose name contains `part`.
+std::vector<std::string> EntriesContaining(const std::string& dir,
+                                           const std::string& part) {
+  std::vector<std::string> found;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    if (e.path().filename().string().find(part) != std::string::npos) {
+      found.push_back(e.path());
+    }
+  }
+  return found;
+}
+
+// A restore replaces a store: the tokens that store refused must stay
+// refused, so the floor may not be below what it had accepted (its
+// high-water mark, lease counter and floor). In strict mode the store
+// refused its mark itself (a domain at max m refuses m), so the floor must
+// be above it. The refusal names the floor needed and changes nothing.
+TEST_F(AdminTest, RestoreRefusesAFloorBelowTheStoreItReplaces) {
+  struct Config {
+    const char* domain;
+    FenceMode mode;
+    Token needed;  // after k1 is written with 20
+  };
+  for (const Config& c : {Config{"key", FenceMode::kMonotonic, 20},
+                          Config{"hashtag", FenceMode::kStrict, 21},
+                          Config{"prefix:3", FenceMode::kMonotonic, 20},
+                          Config{"key", FenceMode::kStrict, 21}}) {
+    const std::string name = std::string(c.domain).substr(0, 3) +
+                             (c.mode == FenceMode::kStrict ? "-s" : "-m");
+    SCOPED_TRACE(name);
+    const std::string sub = tmp_.Sub(name);
+    fs::create_directories(sub);
+    const std::string db = sub + "/db2", bk = sub + "/bk2";
+    Options o;
+    o.create_if_missing = true;
+    o.fence_domain = c.domain;
+    o.fence_mode = c.mode;
+    {
+      std::unique_ptr<DB> d;
+      ASSERT_FENCEDKV_OK(DB::Open(o, db, &d));
+      ASSERT_FENCEDKV_OK(d->Put(WriteOptions(), "k1", "v5", 5));
+    }
+    ASSERT_EQ(0, OnDb(db, {"backup", "--backup_dir=" + bk}).code);
+    {
+      std::unique_ptr<DB> d;
+      ASSERT_FENCEDKV_OK(DB::Open(o, db, &d));
+      ASSERT_FENCEDKV_OK(d->Put(WriteOptions(), "k1", "v20", 20));
+      ASSERT_TRUE(d->Put(WriteOptions(), "k1", "v10", 10).IsStaleToken());
+    }
+    const auto before = Snapshot(db);
+    for (Token low : {Token{5}, Token{10}, c.needed - 1}) {
+      Result r = Admin({"restore", "--backup_dir=" + bk, "--db=" + db,
+                        "--fence_floor=" + std::to_string(low)});
+      EXPECT_EQ(1, r.code) << low << r.out;
+      EXPECT_NE(std::string::npos,
+                r.err.find("fence_floor " + std::to_string(low) +
+                           " would accept again tokens that the database at " +
+                           db + ", which this restore would replace, refused"))
+          << r.err;
+      EXPECT_NE(std::string::npos,
+                r.err.find("high-water mark 20" +
+                           std::string(c.mode == FenceMode::kStrict
+                                           ? " (strict mode: refused too)"
+                                           : "")))
+          << r.err;
+      EXPECT_NE(std::string::npos, r.err.find("the floor must be at least " +
+                                              std::to_string(c.needed)))
+          << r.err;
+      EXPECT_EQ(before, Snapshot(db));
+      EXPECT_EQ(std::vector<std::string>{}, HiddenEntries(sub));
+      EXPECT_EQ(std::vector<std::string>{},
+                EntriesContaining(sub, "before-restore"));
+    }
+    Result r = Admin({"restore", "--backup_dir=" + bk, "--db=" + db,
+                      "--fence_floor=" + std::to_string(c.needed)});
+    ASSERT_EQ(0, r.code) << r.err;
+    std::unique_ptr<DB> d;
+    ASSERT_FENCEDKV_OK(DB::Open(o, db, &d));
+    std::string v;
+    ASSERT_FENCEDKV_OK(d->Get(ReadOptions(), "k1", &v));
+    EXPECT_EQ("v5", v);  // as backed up, and every refused token refused
+    EXPECT_TRUE(d->Put(WriteOptions(), "k1", "v10", 10).IsStaleToken());
+    EXPECT_TRUE(d->Put(WriteOptions(), "k1", "v20", 20).IsStaleToken() ==
+                (c.mode == FenceMode::kStrict));
+  }
+
+  // The lease counter and the floor of the replaced store count too.
+  const std::string db = tmp_.Sub("leased"), bk = tmp_.Sub("bk-leased");
+  Build(db, "key", FenceMode::kMonotonic);  // marks 20, floor 4
+  ASSERT_EQ(0, OnDb(db, {"backup", "--backup_dir=" + bk}).code);
+  {
+    Options o;
+    std::unique_ptr<DB> d;
+    ASSERT_FENCEDKV_OK(DB::Open(o, db, &d));
+    ASSERT_FENCEDKV_OK(d->SetFenceFloor(WriteOptions(), 25));
+    std::unique_ptr<LeaseService> leases;
+    ASSERT_FENCEDKV_OK(LeaseService::Open(d.get(), LeaseOptions(), &leases));
+    LeaseGrant g;
+    ASSERT_FENCEDKV_OK(leases->Acquire("other", "B", 600000, &g));
+    ASSERT_EQ(26u, g.token);
+  }
+  const auto before = Snapshot(db);
+  Result r = Admin(
+      {"restore", "--backup_dir=" + bk, "--db=" + db, "--fence_floor=25"});
+  EXPECT_EQ(1, r.code);
+  EXPECT_NE(std::string::npos, r.err.find("lease counter 26")) << r.err;
+  EXPECT_NE(std::string::npos, r.err.find("floor 25")) << r.err;
+  EXPECT_NE(std::string::npos, r.err.find("the floor must be at least 26"))
+      << r.err;
+  EXPECT_EQ(before, Snapshot(db));
+  r = Admin(
+      {"restore", "--backup_dir=" + bk, "--db=" + db, "--fence_floor=26"});
+  EXPECT_EQ(0, r.code) << r.err;
 }
 
 }  // namespace

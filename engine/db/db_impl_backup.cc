@@ -176,6 +176,48 @@ Status CheckFloorAgainstBackup(const rocksdb::BackupEngineReadOnly& engine,
   return CheckFloor(floor, c.hwm, c.lease_counter, c.floor);
 }
 
+// The floor under which a restored copy refuses every token that the
+// database at `path`, which the restore replaces, refused. Its domains'
+// maxima go with it, so the floor alone must stand for them: its
+// high-water mark bounds them all (format.md), in monotonic mode a domain
+// at max m refused every token below m, in strict mode m itself too. Its
+// floor stays, and its lease counter (the newest holder's token stays
+// accepted, the rule CheckFloor applies to the backup's own counter).
+// Read through ReadOnlyStore (format versions 1 and 2, the WAL replayed in
+// memory) while the caller holds its LOCK: a refusal writes nothing.
+Status CheckFloorAgainstReplaced(const std::string& path, Token floor) {
+  std::unique_ptr<ReadOnlyStore> store;
+  Status s = ReadOnlyStore::OpenChecked(path, &store);
+  if (!s.ok()) {
+    return Status::InvalidArgument(
+        "cannot read the fence state of the database at " + path +
+            ", which this restore would replace",
+        s.ToString() +
+            "; the floor cannot be checked against it: move it aside "
+            "yourself first");
+  }
+  const StoreConfig& c = store->config();
+  const bool strict = c.mode == FenceMode::kStrict;
+  if (strict && c.hwm == kMaxToken) {
+    return Status::InvalidArgument(
+        "the database at " + path +
+        ", which this restore would replace, refused every token (strict "
+        "mode, high-water mark " +
+        std::to_string(c.hwm) + "): no floor can stand for it");
+  }
+  const Token needed =
+      std::max({strict ? c.hwm + 1 : c.hwm, c.lease_counter, c.floor});
+  if (floor >= needed) return Status::OK();
+  return Status::InvalidArgument(
+      "fence_floor " + std::to_string(floor) +
+      " would accept again tokens that the database at " + path +
+      ", which this restore would replace, refused: its high-water mark " +
+      std::to_string(c.hwm) + (strict ? " (strict mode: refused too)" : "") +
+      ", lease counter " + std::to_string(c.lease_counter) + ", floor " +
+      std::to_string(c.floor) + "; the floor must be at least " +
+      std::to_string(needed));
+}
+
 // Puts the floor in force in the restored copy at `dir` (opened by this
 // process alone): checks it against the backup's marks, raises the floor
 // and the lease counter, drops the lease records. All synced.
@@ -383,6 +425,10 @@ Status DB::RestoreFromBackup(const std::string& backup_dir,
   s = CheckFloorAgainstBackup(*engine, info.backup_id, backup_dir,
                               options.fence_floor);
   if (!s.ok()) return s;
+  if (kind == Target::kDatabase) {
+    s = CheckFloorAgainstReplaced(target, options.fence_floor);
+    if (!s.ok()) return s;
+  }
 
   // Restore beside the target; fence there (checking the floor again, on
   // what was restored); then rename into place.

@@ -53,7 +53,10 @@ struct RestoreOptions {
   // restored database, and its lease service's next token is above it. It
   // must be at least every token that may have been issued since the backup
   // was taken, and it may not be below the backup's own high-water mark,
-  // lease counter or floor.
+  // lease counter or floor. When the restore replaces a database, it may
+  // not be below that database's floor, lease counter or high-water mark
+  // either (strict mode: it must be above the mark, which that database
+  // refused too): the floor stands for the maxima that go with it.
   Token fence_floor = 0;
   // The backup to restore; 0 = the latest.
   uint32_t backup_id = 0;
