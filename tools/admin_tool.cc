@@ -3,6 +3,7 @@
 #include "admin_tool.h"
 
 #include <cstring>
+#include <filesystem>
 #include <set>
 
 #include "fencedkv/version.h"
@@ -188,6 +189,22 @@ bool ParseKeyArg(const std::string& text, std::string* key,
   return true;
 }
 
+namespace {
+
+// `path` made absolute against the current directory, once, so that every
+// verb (and RocksDB's BackupEngine below it) sees the same directory.
+void MakeAbsolute(std::string* path) {
+  if (path->empty()) return;
+  std::error_code ec;
+  const std::filesystem::path p = std::filesystem::absolute(*path, ec);
+  if (ec) return;  // (no current directory: left as given)
+  std::string s = p.lexically_normal().string();
+  while (s.size() > 1 && s.back() == '/') s.pop_back();
+  *path = s;
+}
+
+}  // namespace
+
 int RunAdminTool(int argc, char** argv) {
   const auto commands = AllCommands();
   static const std::string usage = Usage(commands);  // outlives parsing
@@ -234,6 +251,11 @@ int RunAdminTool(int argc, char** argv) {
     std::fprintf(stderr, "fencedkv-admin %s: --db=DIR is required\n",
                  command->Name());
     return kExitError;
+  }
+  // With --server the paths are the server's (it refuses relative ones).
+  if (FLAGS_server.empty()) {
+    MakeAbsolute(&FLAGS_db);
+    MakeAbsolute(&FLAGS_backup_dir);
   }
   args.erase(args.begin(), args.begin() + static_cast<long>(words));
   const ExecResult r = command->DoCommand(args, stdout);

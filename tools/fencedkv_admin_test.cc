@@ -1101,5 +1101,28 @@ TEST_F(AdminTest, RestoreRefusesAFloorBelowTheStoreItReplaces) {
   EXPECT_EQ(0, r.code) << r.err;
 }
 
+// Relative --db and --backup_dir work for every verb: they are made
+// absolute once, before anything runs.
+TEST_F(AdminTest, RelativePathsWork) {
+  Build(tmp_.Sub("db"), "key", FenceMode::kMonotonic);
+  const std::string x = tmp_.path();
+  Result r = AdminIn(x, {"--db=db", "backup", "--backup_dir=bkb"});
+  ASSERT_EQ(0, r.code) << r.err;
+  r = AdminIn(x, {"backups", "--backup_dir=bkb", "--verify"});
+  ASSERT_EQ(0, r.code) << r.err;
+  r = AdminIn(
+      x, {"restore", "--backup_dir=bkb", "--db=r2", "--fence_floor=30000"});
+  ASSERT_EQ(0, r.code) << r.err;
+  EXPECT_EQ(0,
+            r.out.find("restored backup 1 of " + x + "/bkb to " + x + "/r2\n"))
+      << r.out;
+  r = AdminIn(x, {"restore", "--backup_dir=./bkb/",
+                  "--db=../" + fs::path(x).filename().string() + "/r2",
+                  "--fence_floor=30000"});
+  ASSERT_EQ(0, r.code) << r.err;
+  EXPECT_EQ("v1\n", AdminIn(x, {"--db=r2", "get", "user:{a}:1"}).out);
+  EXPECT_EQ(0, AdminIn(x, {"--db=r2", "check"}).code);
+}
+
 }  // namespace
 }  // namespace fencedkv

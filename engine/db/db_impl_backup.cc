@@ -55,6 +55,18 @@ Status CheckOutside(const std::string& db_path, const std::string& dir,
   return Status::OK();
 }
 
+// `path` made absolute, lexically (symlinks kept): a relative backup
+// directory misleads BackupEngine's in-place open (BackupInfo::
+// name_for_open came out as "bkb/private/1", which did not open).
+std::string Absolute(const std::string& path) {
+  std::error_code ec;
+  fs::path p = fs::absolute(path, ec);
+  if (ec) return path;
+  std::string s = p.lexically_normal().string();
+  while (s.size() > 1 && s.back() == '/') s.pop_back();
+  return s;
+}
+
 Status FromIO(const rocksdb::IOStatus& s) { return FromRocksDB(s); }
 
 // fsyncs a directory (its entries: renames, new files).
@@ -344,7 +356,7 @@ Status DBImpl::Backup(const std::string& backup_dir,
   return Status::OK();
 }
 
-Status DB::RestoreFromBackup(const std::string& backup_dir,
+Status DB::RestoreFromBackup(const std::string& backup_dir_arg,
                              const std::string& path,
                              const RestoreOptions& options,
                              RestoreResult* result) {
@@ -355,9 +367,12 @@ Status DB::RestoreFromBackup(const std::string& backup_dir,
         "the restored copy would accept again holders that were fenced out "
         "after the backup");
   }
-  if (backup_dir.empty() || path.empty()) {
+  if (backup_dir_arg.empty() || path.empty()) {
     return Status::InvalidArgument("empty backup directory or database path");
   }
+  // Messages name the directory as the caller did.
+  const std::string& backup_dir = backup_dir_arg;
+  const std::string backup_path = Absolute(backup_dir_arg);
   RestoreResult local;
   if (result == nullptr) result = &local;
   *result = RestoreResult();
@@ -380,13 +395,13 @@ Status DB::RestoreFromBackup(const std::string& backup_dir,
       });
 
   // The backup: NotFound before anything is created.
-  if (!fs::is_directory(fs::path(backup_dir) / "meta", ec)) {
+  if (!fs::is_directory(fs::path(backup_path) / "meta", ec)) {
     return Status::NotFound("no backup in " + backup_dir,
                             "it has no BackupEngine meta directory");
   }
   rocksdb::BackupEngineReadOnly* raw = nullptr;
   rocksdb::IOStatus io = rocksdb::BackupEngineReadOnly::Open(
-      rocksdb::BackupEngineOptions(backup_dir), env, &raw);
+      rocksdb::BackupEngineOptions(backup_path), env, &raw);
   std::unique_ptr<rocksdb::BackupEngineReadOnly> engine(raw);
   if (!io.ok()) {
     return Status::IOError("cannot open backup directory " + backup_dir,
