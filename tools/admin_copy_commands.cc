@@ -23,6 +23,7 @@
 #include "fencedkv/db.h"
 
 #include "admin_tool.h"
+#include "db/backup_lock.h"
 #include "db/read_only_store.h"
 #include "resp_client.h"
 
@@ -190,7 +191,8 @@ class BackupCommand : public CopyCommand {
         "  backup --backup_dir=D [--verify] [--server=HOST:PORT]\n"
         "      add a backup of the store to D (RocksDB's BackupEngine: "
         "incremental,\n      checksummed; --verify re-reads it). Offline on "
-        "--db (not in use), or online\n";
+        "--db (not in use), or online.\n      D is a directory of its own: "
+        "not a database, not one holding --db\n";
   }
 
  protected:
@@ -248,6 +250,11 @@ class BackupsCommand : public AdminCommand {
       return ExecResult::Error("no backup in " + FLAGS_backup_dir +
                                " (it has no BackupEngine meta directory)");
     }
+    // Not beside a backup being written (backup_lock.h).
+    std::unique_ptr<BackupDirLock> lock;
+    Status s =
+        BackupDirLock::Acquire(FLAGS_backup_dir, /*exclusive=*/false, &lock);
+    if (!s.ok()) return ExecResult::FromStatus(s);
     rocksdb::BackupEngineReadOnly* raw = nullptr;
     rocksdb::IOStatus io = rocksdb::BackupEngineReadOnly::Open(
         rocksdb::BackupEngineOptions(FLAGS_backup_dir), rocksdb::Env::Default(),

@@ -17,17 +17,21 @@ DEFINE_bool(hex, false,
 DEFINE_string(from, "", "scan/dump: the first key (inclusive)");
 DEFINE_string(to, "", "scan/dump: the key to stop at (exclusive)");
 DEFINE_int64(limit, -1,
-             "scan/dump/fence list: at most this many lines; -1 = all");
+             "scan/dump/fence list: at most this many lines; -1 = all "
+             "(other negatives are refused)");
 DEFINE_int64(max_keys, -1, "Same as --limit (ldb's spelling)");
 DEFINE_string(prefix, "", "fence list: only domains starting with this");
 DEFINE_string(server, "",
               "checkpoint/backup: host:port of a running fencedkv-server to "
-              "copy online (the paths are on the server's machine)");
+              "copy online (the paths are on the server's machine; the "
+              "server copies its own database, so --db is refused with it)");
 DEFINE_string(user, "", "With --server: AUTH user (ACL), with --password");
 DEFINE_string(password, "",
               "With --server: AUTH password (visible in ps: prefer the "
               "REDISCLI_AUTH environment variable, as redis-cli)");
-DEFINE_string(backup_dir, "", "backup/backups/restore: the backup directory");
+DEFINE_string(backup_dir, "",
+              "backup/backups/restore: the backup directory (a directory of "
+              "its own; one fencedkv-admin at a time, see --help)");
 DEFINE_int64(backup_id, 0, "restore: the backup to restore; 0 = the latest");
 DEFINE_string(fence_floor, "",
               "restore: the fence floor N put in force in the restored copy "
@@ -42,7 +46,34 @@ DEFINE_string(set_node_id, "",
               "the stopped server's NODE_ID");
 DEFINE_int64(timeout_ms, 3600 * 1000,
              "With --server: how long to wait for the server's checkpoint or "
-             "backup to finish");
+             "backup to finish (> 0; when it runs out, exit 1 and the job "
+             "goes on on the server)");
+
+namespace {
+
+// Flag values no verb can use, refused while flags are parsed (gflags then
+// exits 1), before anything runs.
+bool ValidateTimeout(const char* flag, int64_t v) {
+  if (v > 0) return true;
+  std::fprintf(stderr, "Invalid value for --%s: %lld (must be above 0)\n", flag,
+               static_cast<long long>(v));
+  return false;
+}
+bool ValidateLimit(const char* flag, int64_t v) {
+  if (v >= -1) return true;
+  std::fprintf(stderr,
+               "Invalid value for --%s: %lld (-1 = all, else 0 or more)\n",
+               flag, static_cast<long long>(v));
+  return false;
+}
+const bool kValidatorsRegistered = [] {
+  gflags::RegisterFlagValidator(&FLAGS_timeout_ms, &ValidateTimeout);
+  gflags::RegisterFlagValidator(&FLAGS_limit, &ValidateLimit);
+  gflags::RegisterFlagValidator(&FLAGS_max_keys, &ValidateLimit);
+  return true;
+}();
+
+}  // namespace
 
 namespace fencedkv {
 namespace admin {
@@ -76,12 +107,21 @@ const char kUsageTail[] =
     "(lease_counter, high_water_mark); take the largest;\n"
     "  - tokens from etcd: etcd's current revision (etcdctl endpoint status "
     "-w json: revision).\n"
-    "N below the backup's own high-water mark or lease counter is refused. "
-    "The restored store\nrefuses every token below N, its lease service's "
-    "next token is above N, and its lease\nrecords are dropped (holders "
-    "acquire again). The copy is fenced before it appears at --db.\n\n"
+    "N below the backup's own high-water mark or lease counter is refused, "
+    "and so is N below\nthe marks of a store at --db that the restore "
+    "replaces (its high-water mark, lease counter\nand floor; strict mode: "
+    "N above its mark): the error names the floor needed. The restored\n"
+    "store refuses every token below N, its lease service's next token is "
+    "above N, and its lease\nrecords are dropped (holders acquire again). "
+    "The copy is fenced before it appears at --db.\n\n"
+    "Backup directories: backup, backups and restore lock D "
+    "(D/FENCEDKV_LOCK, a backup exclusively)\nand fail at once with "
+    "\"another fencedkv-admin is using D\" if another one holds it\n"
+    "(RocksDB's BackupEngine is not safe across processes): run it again "
+    "when that one is done.\n\n"
     "Exit codes: 0 ok; 1 error (bad flags, cannot open, refused: nothing was "
-    "changed);\n2 damage found (check, backups --verify); 3 get: key not "
+    "changed; with --server,\na --timeout_ms that ran out: the server's job "
+    "goes on); 2 damage found (check, backups --verify); 3 get: key not "
     "found.\n";
 
 std::vector<std::unique_ptr<AdminCommand>> AllCommands() {
@@ -246,6 +286,13 @@ int RunAdminTool(int argc, char** argv) {
                    flag, command->Name());
       return kExitError;
     }
+  }
+  if (!FLAGS_server.empty() && !FLAGS_db.empty()) {
+    std::fprintf(stderr,
+                 "fencedkv-admin %s: --db does not apply with --server (the "
+                 "server copies its own database)\n",
+                 command->Name());
+    return kExitError;
   }
   if (command->NeedsDb() && FLAGS_db.empty()) {
     std::fprintf(stderr, "fencedkv-admin %s: --db=DIR is required\n",

@@ -1101,6 +1101,62 @@ TEST_F(AdminTest, RestoreRefusesAFloorBelowTheStoreItReplaces) {
   EXPECT_EQ(0, r.code) << r.err;
 }
 
+// RocksDB's BackupEngine is not safe across processes: every verb that
+// opens a backup directory takes its lock, and a second one fails at once.
+TEST_F(AdminTest, OneFencedkvAdminAtATimeInABackupDirectory) {
+  const std::string db = tmp_.Sub("db"), bk = tmp_.Sub("bk");
+  Build(db, "key", FenceMode::kMonotonic);
+  ASSERT_EQ(0, OnDb(db, {"backup", "--backup_dir=" + bk}).code);
+  const std::string lock_file = bk + "/FENCEDKV_LOCK";
+  ASSERT_TRUE(fs::exists(lock_file));
+  {
+    const int fd = open(lock_file.c_str(), O_RDWR | O_CLOEXEC);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(0, flock(fd, LOCK_EX | LOCK_NB));
+    const std::string busy = "another fencedkv-admin is using " + bk;
+    for (const std::vector<std::string>& args :
+         {std::vector<std::string>{"--db=" + db, "backup",
+                                   "--backup_dir=" + bk},
+          {"backups", "--backup_dir=" + bk},
+          {"restore", "--backup_dir=" + bk, "--db=" + tmp_.Sub("r"),
+           "--fence_floor=100"}}) {
+      Result r = Admin(args);
+      EXPECT_EQ(1, r.code) << args[1];
+      EXPECT_NE(std::string::npos, r.err.find(busy)) << r.err;
+    }
+    EXPECT_FALSE(fs::exists(tmp_.Sub("r")));
+    close(fd);
+  }
+  // Two real processes at once, backing up two stores (one store would
+  // be kept to one process by its own LOCK) into one directory, a few
+  // times: every backup that reported success is there, and a refused one
+  // says why.
+  const std::string db2 = tmp_.Sub("db2");
+  Build(db2, "key", FenceMode::kMonotonic);
+  int ok = 1;
+  for (int round = 0; round < 4; ++round) {
+    std::string cmd;
+    for (const std::string& d : {db, db2}) {
+      cmd += "(" + std::string(FENCEDKV_ADMIN_BIN) + " --db=" + d +
+             " backup --backup_dir=" + bk + " >/dev/null 2>" + d +
+             ".err; echo $? >" + d + ".rc) & ";
+    }
+    ASSERT_EQ(0, std::system((cmd + "wait").c_str()));
+    for (const std::string& d : {db, db2}) {
+      if (ReadFile(d + ".rc") == "0\n") {
+        ++ok;
+      } else {
+        EXPECT_NE(std::string::npos,
+                  ReadFile(d + ".err").find("another fencedkv-admin is using"))
+            << ReadFile(d + ".err");
+      }
+    }
+  }
+  Result r = Admin({"backups", "--backup_dir=" + bk, "--verify"});
+  EXPECT_EQ(0, r.code) << r.err;
+  EXPECT_EQ(ok, std::count(r.out.begin(), r.out.end(), '\n')) << r.out;
+}
+
 // Relative --db and --backup_dir work for every verb: they are made
 // absolute once, before anything runs.
 TEST_F(AdminTest, RelativePathsWork) {
@@ -1122,6 +1178,83 @@ TEST_F(AdminTest, RelativePathsWork) {
   ASSERT_EQ(0, r.code) << r.err;
   EXPECT_EQ("v1\n", AdminIn(x, {"--db=r2", "get", "user:{a}:1"}).out);
   EXPECT_EQ(0, AdminIn(x, {"--db=r2", "check"}).code);
+}
+
+// A backup directory must be a directory of its own: not a database, not
+// one that contains the database; and flags that cannot work are refused
+// before anything runs.
+TEST_F(AdminTest, BadBackupDirectoriesAndFlagValuesAreRefused) {
+  // The database two levels down, so that its ancestors are the test's.
+  const std::string db = tmp_.Sub("a/b/db"), other = tmp_.Sub("other");
+  fs::create_directories(tmp_.Sub("a/b"));
+  const std::string plain = tmp_.Sub("plain");
+  Build(db, "key", FenceMode::kMonotonic);
+  Build(other, "hashtag", FenceMode::kMonotonic);
+  {
+    rocksdb::Options o;
+    o.create_if_missing = true;
+    rocksdb::DB* raw = nullptr;
+    ASSERT_TRUE(rocksdb::DB::Open(o, plain, &raw).ok());
+    delete raw;
+  }
+  struct Want {
+    std::string backup_dir;
+    const char* error;
+  };
+  for (const Want& w :
+       {Want{other,
+             "is a database directory (it has a CURRENT or IDENTITY "
+             "file)"},
+        Want{plain, "is a database directory"},
+        Want{tmp_.Sub("a/b"), "contains the database directory"},
+        Want{tmp_.Sub("a/b/"), "contains the database directory"},
+        Want{tmp_.Sub("a"), "contains the database directory"},
+        Want{db, "is inside the database directory"}}) {
+    SCOPED_TRACE(w.backup_dir);
+    const auto before = Snapshot(tmp_.path());
+    Result r = OnDb(db, {"backup", "--backup_dir=" + w.backup_dir});
+    EXPECT_EQ(1, r.code);
+    EXPECT_NE(std::string::npos, r.err.find(w.error)) << r.err;
+    EXPECT_FALSE(fs::exists(w.backup_dir + "/meta"));
+    EXPECT_FALSE(fs::exists(w.backup_dir + "/private"));
+    EXPECT_FALSE(fs::exists(w.backup_dir + "/shared_checksum"));
+    // Nothing written outside the database (which the offline backup
+    // opened, and whose files that open may change) but the tool's output.
+    for (const auto& [path, what] : Snapshot(tmp_.path())) {
+      if (path.find("/stdout") != std::string::npos ||
+          path.find("/stderr") != std::string::npos || path.rfind(db, 0) == 0) {
+        continue;
+      }
+      EXPECT_TRUE(before.count(path) > 0 && before.at(path) == what) << path;
+    }
+  }
+  struct Flags {
+    std::vector<std::string> args;
+    const char* error;
+  };
+  for (const Flags& f : std::vector<Flags>{
+           {{"--server=127.0.0.1:1", "--db=" + db, "backup", "--backup_dir=/x"},
+            "fencedkv-admin backup: --db does not apply with --server"},
+           {{"--server=127.0.0.1:1", "--db=" + db, "checkpoint", "/x"},
+            "fencedkv-admin checkpoint: --db does not apply with --server"},
+           {{"--server=127.0.0.1:1", "--timeout_ms=0", "backup",
+             "--backup_dir=/x"},
+            "Invalid value for --timeout_ms: 0 (must be above 0)"},
+           {{"--server=127.0.0.1:1", "--timeout_ms=-5", "backup",
+             "--backup_dir=/x"},
+            "Invalid value for --timeout_ms: -5 (must be above 0)"},
+           {{"--db=" + db, "scan", "--limit=-5"},
+            "Invalid value for --limit: -5 (-1 = all, else 0 or more)"},
+           {{"--db=" + db, "dump", "--max_keys=-2"},
+            "Invalid value for --max_keys: -2 (-1 = all, else 0 or more)"},
+       }) {
+    Result r = Admin(f.args);
+    EXPECT_EQ(1, r.code) << f.error;
+    EXPECT_EQ(f.error, r.err.substr(0, std::strlen(f.error))) << r.err;
+    EXPECT_EQ("", r.out);
+  }
+  Result r = OnDb(db, {"scan", "--limit=-1"});  // -1 is "all"
+  EXPECT_EQ(0, r.code) << r.err;
 }
 
 }  // namespace

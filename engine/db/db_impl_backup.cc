@@ -19,8 +19,10 @@
 #include <rocksdb/env.h>
 #include <rocksdb/utilities/backup_engine.h>
 #include <rocksdb/utilities/checkpoint.h>
+#include <sys/file.h>
 #include <unistd.h>
 
+#include "db/backup_lock.h"
 #include "db/db_impl.h"
 #include "db/fence_format.h"
 #include "db/read_only_store.h"
@@ -65,6 +67,34 @@ std::string Absolute(const std::string& path) {
   std::string s = p.lexically_normal().string();
   while (s.size() > 1 && s.back() == '/') s.pop_back();
   return s;
+}
+
+// InvalidArgument if `backup_dir` cannot be a backup directory of the
+// database at `db_path`: inside the database, containing it (BackupEngine
+// would write meta/, private/ and shared_checksum/ among the database's
+// neighbours, and a later backup would back up its own backups' parent),
+// or a database directory itself (its CURRENT or IDENTITY file).
+Status CheckBackupDir(const std::string& db_path,
+                      const std::string& backup_dir) {
+  Status s = CheckOutside(db_path, backup_dir, "backup directory");
+  if (!s.ok()) return s;
+  const std::string db = Normalized(db_path);
+  const std::string d = Normalized(backup_dir);
+  if (d == "/" || db.rfind(d + "/", 0) == 0) {
+    return Status::InvalidArgument(
+        "backup directory " + backup_dir + " contains the database directory " +
+            db_path,
+        "a backup directory must be a directory of its own");
+  }
+  std::error_code ec;
+  if (fs::exists(fs::path(d) / "CURRENT", ec) ||
+      fs::exists(fs::path(d) / "IDENTITY", ec)) {
+    return Status::InvalidArgument(
+        "backup directory " + backup_dir +
+            " is a database directory (it has a CURRENT or IDENTITY file)",
+        "a backup directory must be a directory of its own");
+  }
+  return Status::OK();
 }
 
 Status FromIO(const rocksdb::IOStatus& s) { return FromRocksDB(s); }
@@ -275,6 +305,43 @@ Status FenceRestoredCopy(const std::string& dir, Token floor,
 
 }  // namespace
 
+constexpr char BackupDirLock::kLockName[];
+
+Status BackupDirLock::Acquire(const std::string& backup_dir, bool exclusive,
+                              std::unique_ptr<BackupDirLock>* lock) {
+  const std::string file = backup_dir + "/" + kLockName;
+  int fd = open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0 && !exclusive && (errno == EROFS || errno == EACCES)) {
+    fd = open(file.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0 && (errno == EROFS || errno == EACCES || errno == ENOENT)) {
+      lock->reset(new BackupDirLock(-1));
+      return Status::OK();
+    }
+  }
+  if (fd < 0) {
+    return Status::IOError("cannot open the lock file " + file,
+                           std::strerror(errno));
+  }
+  if (flock(fd, (exclusive ? LOCK_EX : LOCK_SH) | LOCK_NB) != 0) {
+    const int err = errno;
+    close(fd);
+    if (err == EWOULDBLOCK) {
+      return Status::Busy(
+          "another fencedkv-admin is using " + backup_dir,
+          "its lock " + file +
+              " is held (a backup, restore or backups listing, or a "
+              "server's FENCEDKV.BACKUP): try again when it is done");
+    }
+    return Status::IOError("cannot lock " + file, std::strerror(err));
+  }
+  lock->reset(new BackupDirLock(fd));
+  return Status::OK();
+}
+
+BackupDirLock::~BackupDirLock() {
+  if (fd_ >= 0) close(fd_);  // releases the flock
+}
+
 std::string BackupInfo::ToString() const {
   return "backup " + std::to_string(backup_id) + ": " +
          std::to_string(number_files) + " files, " + std::to_string(size) +
@@ -305,7 +372,18 @@ Status DBImpl::Backup(const std::string& backup_dir,
   if (backup_dir.empty()) {
     return Status::InvalidArgument("empty backup directory");
   }
-  Status s = CheckOutside(path_, backup_dir, "backup directory");
+  Status s = CheckBackupDir(path_, backup_dir);
+  if (!s.ok()) return s;
+  // Created here (BackupEngine would, one level, as here) so that its lock
+  // is taken before BackupEngine opens it.
+  std::error_code ec;
+  fs::create_directory(backup_dir, ec);
+  if (ec) {
+    return Status::IOError("cannot create backup directory " + backup_dir,
+                           ec.message());
+  }
+  std::unique_ptr<BackupDirLock> dir_lock;
+  s = BackupDirLock::Acquire(backup_dir, /*exclusive=*/true, &dir_lock);
   if (!s.ok()) return s;
   rocksdb::BackupEngineOptions engine_options(backup_dir);
   engine_options.callback_trigger_interval_size = 1 << 20;
@@ -399,6 +477,9 @@ Status DB::RestoreFromBackup(const std::string& backup_dir_arg,
     return Status::NotFound("no backup in " + backup_dir,
                             "it has no BackupEngine meta directory");
   }
+  std::unique_ptr<BackupDirLock> dir_lock;
+  s = BackupDirLock::Acquire(backup_path, /*exclusive=*/false, &dir_lock);
+  if (!s.ok()) return s;
   rocksdb::BackupEngineReadOnly* raw = nullptr;
   rocksdb::IOStatus io = rocksdb::BackupEngineReadOnly::Open(
       rocksdb::BackupEngineOptions(backup_path), env, &raw);

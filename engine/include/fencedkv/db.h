@@ -243,8 +243,10 @@ class DB {
   // RocksDB's BackupEngine: files already backed up there are shared, not
   // copied again, and every file is checksummed. On success *info (if
   // non-null) describes the new backup. Only one backup at a time may write
-  // into a backup directory. InvalidArgument if `backup_dir` is inside the
-  // database directory; Shutdown if options.should_stop stopped it.
+  // into a backup directory: it holds the directory's lock, and Busy
+  // refuses a second (or a restore or listing) at once. InvalidArgument if
+  // `backup_dir` is inside the database directory, contains it, or is a
+  // database directory itself; Shutdown if options.should_stop stopped it.
   virtual Status Backup(const std::string& backup_dir,
                         const BackupOptions& options, BackupInfo* info) = 0;
 
@@ -262,7 +264,8 @@ class DB {
   //    mark, lease counter or floor; `path` is a file, or a directory that
   //    is not a fencedkv database.
   //  - NotFound: no backup (with that id) in backup_dir.
-  //  - Busy: `path` is in use by a running process.
+  //  - Busy: `path` is in use by a running process; another user holds
+  //    backup_dir's lock (a backup being written: backup_lock.h).
   //  - Corruption: the backup's files do not match their checksums.
   static Status RestoreFromBackup(const std::string& backup_dir,
                                   const std::string& path,
