@@ -231,6 +231,34 @@ bool ParseKeyArg(const std::string& text, std::string* key,
 
 namespace {
 
+// Splits the command line at its first "--" that is not a flag's value:
+// gflags stops at "--" but leaves what follows it in front of the
+// arguments it moved behind the flags, so `get -- -dash` came out as
+// "-dash get". Returns the words before it (argv[0] first, for gflags) and
+// puts the ones after it in *rest.
+std::vector<char*> SplitAtDoubleDash(int argc, char** argv,
+                                     std::vector<std::string>* rest) {
+  std::vector<char*> head = {argv[0]};
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--") {
+      rest->assign(argv + i + 1, argv + argc);
+      break;
+    }
+    head.push_back(argv[i]);
+    // "--flag value" (no '='): the value is the next word, even "--".
+    if (arg.size() > 1 && arg[0] == '-' && arg.find('=') == std::string::npos) {
+      const std::string name = arg.substr(arg[1] == '-' ? 2 : 1);
+      gflags::CommandLineFlagInfo info;
+      if (gflags::GetCommandLineFlagInfo(name.c_str(), &info) &&
+          info.type != "bool" && i + 1 < argc) {
+        head.push_back(argv[++i]);
+      }
+    }
+  }
+  return head;
+}
+
 // `path` made absolute against the current directory, once, so that every
 // verb (and RocksDB's BackupEngine below it) sees the same directory.
 void MakeAbsolute(std::string* path) {
@@ -251,8 +279,13 @@ int RunAdminTool(int argc, char** argv) {
   gflags::SetUsageMessage(usage);
   gflags::SetVersionString(FENCEDKV_VERSION_STRING);
   NarrowHelpToModule(argc, argv, "admin_tool.cc");  // --help: exits 0
-  gflags::ParseCommandLineFlags(&argc, &argv, true);
-  std::vector<std::string> args(argv + 1, argv + argc);
+  std::vector<std::string> rest;
+  std::vector<char*> head = SplitAtDoubleDash(argc, argv, &rest);
+  int head_argc = static_cast<int>(head.size());
+  char** head_argv = head.data();
+  gflags::ParseCommandLineFlags(&head_argc, &head_argv, true);
+  std::vector<std::string> args(head_argv + 1, head_argv + head_argc);
+  args.insert(args.end(), rest.begin(), rest.end());
   if (args.empty()) {
     std::fprintf(stderr, "fencedkv-admin: no verb given (see --help)\n");
     return kExitError;

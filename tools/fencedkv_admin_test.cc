@@ -1257,5 +1257,36 @@ TEST_F(AdminTest, BadBackupDirectoriesAndFlagValuesAreRefused) {
   EXPECT_EQ(0, r.code) << r.err;
 }
 
+// --help's form: "--" before a KEY that starts with '-' (gflags alone
+// would move the verb after it).
+TEST_F(AdminTest, AKeyThatStartsWithADash) {
+  const std::string db = tmp_.Sub("db");
+  {
+    Options o;
+    o.create_if_missing = true;
+    std::unique_ptr<DB> d;
+    ASSERT_FENCEDKV_OK(DB::Open(o, db, &d));
+    ASSERT_FENCEDKV_OK(d->Put(WriteOptions(), "-dash", "value", 3));
+    ASSERT_FENCEDKV_OK(d->Put(WriteOptions(), "--", "dashes", 4));
+  }
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"--db=" + db, "get", "--", "-dash"},
+        {"--db=" + db, "--", "get", "-dash"},
+        {"get", "--db=" + db, "--", "-dash"},
+        {"get", "--db", db, "--", "-dash"}}) {
+    Result r = Admin(args);
+    EXPECT_EQ(0, r.code) << r.err;
+    EXPECT_EQ("value\n", r.out);
+  }
+  Result r = Admin({"--db=" + db, "get", "--", "--"});
+  EXPECT_EQ(0, r.code) << r.err;
+  EXPECT_EQ("dashes\n", r.out);
+  r = Admin({"--db=" + db, "fence", "get", "--", "-dash"});
+  EXPECT_EQ(0, r.code) << r.err;
+  r = Admin({"--db=" + db, "get", "--", "-dash", "--hex"});  // a KEY now
+  EXPECT_EQ(1, r.code);
+  EXPECT_NE(std::string::npos, r.err.find("expected KEY, got 2")) << r.err;
+}
+
 }  // namespace
 }  // namespace fencedkv
