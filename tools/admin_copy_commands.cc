@@ -304,7 +304,8 @@ class RestoreCommand : public AdminCommand {
         "[--verify]\n"
         "      restore a backup (default the latest) to DIR, fencing-safe "
         "(below). A store at\n      DIR (not in use) is moved aside to "
-        "DIR.before-restore-<time>, never deleted\n";
+        "DIR.before-restore-<time>, never deleted;\n      what a killed "
+        "restore to DIR left (.DIR.restoring-XXXXXX) is removed\n";
   }
   std::vector<const char*> Flags() const override {
     return {"backup_dir", "backup_id", "fence_floor", "verify"};
@@ -347,6 +348,11 @@ class RestoreCommand : public AdminCommand {
         "\n" + "now: fence_floor " + std::to_string(result.fence_floor) +
         ", lease_counter " + std::to_string(result.lease_counter) + ", " +
         std::to_string(result.leases_dropped) + " lease record(s) dropped\n";
+    if (result.unfinished_removed > 0) {
+      text += "removed " + std::to_string(result.unfinished_removed) +
+              " unfinished restore(s) of " + FLAGS_db +
+              " (left by a killed restore)\n";
+    }
     if (!result.moved_aside.empty()) {
       text += "the database that was at " + FLAGS_db + " is now at " +
               result.moved_aside + "\n";

@@ -1288,5 +1288,52 @@ TEST_F(AdminTest, AKeyThatStartsWithADash) {
   EXPECT_NE(std::string::npos, r.err.find("expected KEY, got 2")) << r.err;
 }
 
+// A restore checks its target before it copies anything, and removes what
+// a restore killed halfway left beside the target (only its own, and only
+// when no restore is using it).
+TEST_F(AdminTest, RestoreChecksItsTargetFirstAndCleansUpKilledRestores) {
+  const std::string db = tmp_.Sub("db"), bk = tmp_.Sub("bk");
+  Build(db, "key", FenceMode::kMonotonic);
+  ASSERT_EQ(0, OnDb(db, {"backup", "--backup_dir=" + bk}).code);
+  const std::string link = tmp_.Sub("dangling");
+  fs::create_symlink(tmp_.Sub("nowhere"), link);
+  Result r = Admin(
+      {"restore", "--backup_dir=" + bk, "--db=" + link, "--fence_floor=100"});
+  EXPECT_EQ(1, r.code);
+  EXPECT_NE(std::string::npos,
+            r.err.find(link + ": is a symbolic link to nothing"))
+      << r.err;
+  EXPECT_EQ(std::vector<std::string>{}, HiddenEntries(tmp_.path()));
+  EXPECT_FALSE(fs::exists(tmp_.Sub("nowhere")));
+
+  // What kill -9 left: two stale copies of this target's restores, one in
+  // use (its lock held), one of another target, and look-alikes.
+  const std::string target = tmp_.Sub("t");
+  std::vector<std::string> stale = {tmp_.Sub(".t.restoring-AbC123"),
+                                    tmp_.Sub(".t.restoring-xyz789")};
+  std::vector<std::string> kept = {
+      tmp_.Sub(".t.restoring-InUse1"), tmp_.Sub(".u.restoring-AbC123"),
+      tmp_.Sub(".t.restoring-toolong1"), tmp_.Sub(".tt.restoring-AbC123"),
+      tmp_.Sub("t.restoring-AbC123")};
+  for (const auto& d : stale) {
+    fs::create_directories(d + "/sub");
+    std::ofstream(d + "/sub/000001.sst") << "half a copy";
+  }
+  for (const auto& d : kept) fs::create_directories(d);
+  const int fd = open(kept[0].c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(0, flock(fd, LOCK_EX | LOCK_NB));
+  r = Admin(
+      {"restore", "--backup_dir=" + bk, "--db=" + target, "--fence_floor=100"});
+  EXPECT_EQ(0, r.code) << r.err;
+  EXPECT_NE(std::string::npos,
+            r.out.find("removed 2 unfinished restore(s) of " + target))
+      << r.out;
+  for (const auto& d : stale) EXPECT_FALSE(fs::exists(d)) << d;
+  for (const auto& d : kept) EXPECT_TRUE(fs::exists(d)) << d;
+  close(fd);
+  EXPECT_EQ(0, OnDb(target, {"check"}).code);
+}
+
 }  // namespace
 }  // namespace fencedkv

@@ -260,6 +260,51 @@ Status CheckFloorAgainstReplaced(const std::string& path, Token floor) {
       std::to_string(needed));
 }
 
+// Whether `name` is a directory name mkdtemp made for a restore to the
+// target named `base`: "." + base + ".restoring-" + 6 of mkdtemp's
+// characters.
+bool IsRestoringName(const std::string& name, const std::string& base) {
+  const std::string prefix = "." + base + ".restoring-";
+  if (name.size() != prefix.size() + 6 || name.rfind(prefix, 0) != 0) {
+    return false;
+  }
+  for (size_t i = prefix.size(); i < name.size(); ++i) {
+    const char c = name[i];
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+          (c >= '0' && c <= '9'))) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// Removes the directories restores to `parent`/`base` left when they were
+// killed (kill -9 leaves the copy it was making). A running restore holds
+// an flock on its directory; one that can be locked is dead. REQUIRES: the
+// caller holds `parent`'s flock (so no restore is between creating its
+// directory and locking it). Returns how many were removed.
+size_t RemoveUnfinishedRestores(const std::string& parent,
+                                const std::string& base) {
+  size_t removed = 0;
+  std::error_code ec;
+  for (fs::directory_iterator it(parent, ec), end; !ec && it != end;
+       it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (!IsRestoringName(name, base)) continue;
+    std::error_code ec2;
+    if (!fs::is_directory(fs::symlink_status(it->path(), ec2))) continue;
+    const int fd = open(it->path().c_str(),
+                        O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) continue;
+    if (flock(fd, LOCK_EX | LOCK_NB) == 0 &&
+        fs::remove_all(it->path(), ec2) != static_cast<uintmax_t>(-1) && !ec2) {
+      ++removed;
+    }
+    close(fd);
+  }
+  return removed;
+}
+
 // Puts the floor in force in the restored copy at `dir` (opened by this
 // process alone): checks it against the backup's marks, raises the floor
 // and the lease counter, drops the lease records. All synced.
@@ -462,6 +507,14 @@ Status DB::RestoreFromBackup(const std::string& backup_dir_arg,
     return Status::InvalidArgument(
         path, "its parent directory " + parent + " does not exist");
   }
+  // A symbolic link to nothing looks missing, and its rename would fail
+  // only after the whole copy: refused first.
+  for (const std::string& p : {path, target}) {
+    if (fs::is_symlink(fs::symlink_status(p, ec)) && !fs::exists(p, ec)) {
+      return Status::InvalidArgument(
+          p, "is a symbolic link to nothing: restore to a real path");
+    }
+  }
   Target kind;
   rocksdb::FileLock* lock = nullptr;
   Status s = InspectTarget(env, target, &kind, &lock);
@@ -527,13 +580,39 @@ Status DB::RestoreFromBackup(const std::string& backup_dir_arg,
   }
 
   // Restore beside the target; fence there (checking the floor again, on
-  // what was restored); then rename into place.
-  std::string tmp = parent + "/." + fs::path(target).filename().string() +
-                    ".restoring-XXXXXX";
-  if (mkdtemp(tmp.data()) == nullptr) {
-    return Status::IOError("cannot create a directory beside " + path,
-                           std::strerror(errno));
+  // what was restored); then rename into place. The directory is flocked
+  // while this restore uses it, so that a later restore to the same target
+  // can tell one left by a killed restore (unlocked) and remove it. Both
+  // happen under the parent's flock: no restore then sits between making
+  // its directory and locking it.
+  const std::string base = fs::path(target).filename().string();
+  std::string tmp = parent + "/." + base + ".restoring-XXXXXX";
+  int tmp_fd = -1;
+  {
+    const int parent_fd =
+        open(parent.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    // Without the parent's lock (a file system without flock) nothing is
+    // removed: a directory in use could not be told from a dead one.
+    const bool parent_locked = parent_fd >= 0 && flock(parent_fd, LOCK_EX) == 0;
+    if (parent_locked) {
+      result->unfinished_removed = RemoveUnfinishedRestores(parent, base);
+    }
+    const bool made = mkdtemp(tmp.data()) != nullptr;
+    const int err = errno;
+    if (made) {
+      tmp_fd = open(tmp.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+      if (tmp_fd >= 0) flock(tmp_fd, LOCK_EX | LOCK_NB);
+    }
+    if (parent_fd >= 0) close(parent_fd);  // releases its lock
+    if (!made) {
+      return Status::IOError("cannot create a directory beside " + path,
+                             std::strerror(err));
+    }
   }
+  // Closing it releases the directory's lock, after every way out.
+  std::unique_ptr<int, void (*)(int*)> tmp_lock(&tmp_fd, [](int* fd) {
+    if (*fd >= 0) close(*fd);
+  });
   auto fail = [&tmp](Status st) {
     std::error_code ignored;
     fs::remove_all(tmp, ignored);

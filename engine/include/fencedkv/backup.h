@@ -74,6 +74,9 @@ struct RestoreResult {
   size_t leases_dropped = 0;       // lease records removed (all of them)
   // If the path held a database, where it was moved ("" otherwise).
   std::string moved_aside;
+  // Directories that restores to the same path, killed halfway, had left
+  // beside it (".NAME.restoring-XXXXXX"), removed before this one began.
+  size_t unfinished_removed = 0;
 };
 
 }  // namespace fencedkv

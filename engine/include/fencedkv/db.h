@@ -259,10 +259,14 @@ class DB {
   //     held): all synced;
   //  3. only then is it renamed to `path`. A database already at `path` is
   //     first moved aside (result->moved_aside), never deleted.
+  // Directories left beside `path` by restores to it that were killed are
+  // removed first (result->unfinished_removed).
   // Errors, each leaving `path` and `backup_dir` as they were:
   //  - InvalidArgument: fence_floor is 0, or below the backup's high-water
-  //    mark, lease counter or floor; `path` is a file, or a directory that
-  //    is not a fencedkv database.
+  //    mark, lease counter or floor, or below those of the database at
+  //    `path` (strict mode: at or below its mark), whose refused tokens it
+  //    must keep refused; `path` is a file, a symbolic link to nothing, or
+  //    a directory that is not a fencedkv database.
   //  - NotFound: no backup (with that id) in backup_dir.
   //  - Busy: `path` is in use by a running process; another user holds
   //    backup_dir's lock (a backup being written: backup_lock.h).
