@@ -43,7 +43,11 @@ void CmdReplicaOf(ServerState& server, ClientState&, const Args& args,
   } else {
     int64_t port;
     if (!ParseInt64Arg(args[2], &port, out)) return;
-    if (port < 1 || port > 65535 || args[1].empty()) {
+    if (args[1].empty()) {
+      resp::Error(out, "ERR Invalid master host");
+      return;
+    }
+    if (port < 1 || port > 65535) {
       resp::Error(out, "ERR Invalid master port");
       return;
     }
@@ -88,7 +92,11 @@ void CmdWait(ServerState& server, ClientState&, const Args& args,
       !ParseInt64Arg(args[2], &timeout, out)) {
     return;
   }
-  if (n < 0 || timeout < 0) {
+  if (n < 0) {
+    resp::Error(out, "ERR numreplicas is negative");
+    return;
+  }
+  if (timeout < 0) {
     resp::Error(out, "ERR timeout is negative");
     return;
   }
