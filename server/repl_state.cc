@@ -391,6 +391,28 @@ SyncDecision DecideSync(const EpochList& epochs, uint64_t primary_latest_seq,
               " is not among the primary's (" + FormatEpochs(epochs) + ")");
 }
 
+bool CopyWouldDiscard(const ReplState& mine, uint64_t replica_seq,
+                      const std::string& history, const EpochList& epochs,
+                      uint64_t primary_latest, std::string* why) {
+  if (mine.history.empty()) return false;
+  if (history != mine.history) {
+    *why = "the primary's history " + history + " is not this replica's " +
+           mine.history +
+           " (was the primary restarted with another or an emptied --db?)";
+    return true;
+  }
+  const std::string id = PromotionIdOf(mine.epochs, mine.log_epoch);
+  const SyncDecision d =
+      DecideSync(epochs, primary_latest, mine.log_epoch, replica_seq, &id);
+  if (!d.full_sync) return false;
+  *why =
+      "the primary's log does not contain this replica's position "
+      "(sequence " +
+      std::to_string(replica_seq) + " of epoch " +
+      std::to_string(mine.log_epoch) + "): " + d.reason;
+  return true;
+}
+
 bool AdoptPrimaryState(const ReplState& mine, const std::string& history,
                        uint64_t epoch, const EpochList& epochs,
                        bool shard_epochs, ReplState* next, std::string* why) {

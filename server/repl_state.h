@@ -203,6 +203,21 @@ SyncDecision DecideSync(const EpochList& epochs, uint64_t primary_latest_seq,
                         uint64_t replica_log_epoch, uint64_t replica_seq,
                         const std::string* replica_log_id);
 
+// Manual mode, on a replica whose primary answered with a full copy (of
+// `history`, whose epochs are `epochs` and latest sequence
+// `primary_latest`, UINT64_MAX if it did not say): whether taking it would
+// discard what the replica (`mine`, its log ending at `replica_seq`) holds
+// and the primary does not. True and *why if the primary is of another
+// history (its data directory was wiped or replaced: the replica's data is
+// not an older state of the primary's), or its epochs do not contain the
+// replica's position (DecideSync would copy: the replica is ahead of it,
+// or holds batches of another promotion or of a deposed primary). False if
+// the replica holds no history yet, or merely lags behind what the
+// primary's log still has (the copy loses nothing).
+bool CopyWouldDiscard(const ReplState& mine, uint64_t replica_seq,
+                      const std::string& history, const EpochList& epochs,
+                      uint64_t primary_latest, std::string* why);
+
 }  // namespace server
 }  // namespace fencedkv
 
