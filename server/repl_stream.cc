@@ -9,6 +9,7 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <ifaddrs.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -141,6 +142,84 @@ bool IsLoopbackHost(std::string_view host) {
   if (ParseIp6(host, &a6)) {
     if (IN6_IS_ADDR_LOOPBACK(&a6)) return true;
     if (IN6_IS_ADDR_V4MAPPED(&a6)) return a6.s6_addr[12] == 127;
+  }
+  return false;
+}
+
+namespace {
+
+// An address as IPv6 bytes (IPv4 as ::ffff:a.b.c.d); the unspecified
+// address as the loopback one, where a connection to it goes.
+bool AsV6(const sockaddr* sa, in6_addr* out) {
+  if (sa->sa_family == AF_INET) {
+    in_addr a = reinterpret_cast<const sockaddr_in*>(sa)->sin_addr;
+    if (a.s_addr == htonl(INADDR_ANY)) a.s_addr = htonl(INADDR_LOOPBACK);
+    *out = in6_addr{};
+    out->s6_addr[10] = 0xff;
+    out->s6_addr[11] = 0xff;
+    std::memcpy(&out->s6_addr[12], &a.s_addr, 4);
+    return true;
+  }
+  if (sa->sa_family == AF_INET6) {
+    *out = reinterpret_cast<const sockaddr_in6*>(sa)->sin6_addr;
+    if (IN6_IS_ADDR_UNSPECIFIED(out)) *out = in6addr_loopback;
+    return true;
+  }
+  return false;
+}
+
+std::vector<in6_addr> Resolve(const std::string& host) {
+  std::vector<in6_addr> out;
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  if (getaddrinfo(host.c_str(), nullptr, &hints, &res) != 0) return out;
+  for (addrinfo* a = res; a != nullptr; a = a->ai_next) {
+    in6_addr v6;
+    if (AsV6(a->ai_addr, &v6)) out.push_back(v6);
+  }
+  freeaddrinfo(res);
+  return out;
+}
+
+bool IsLocalAddress(const in6_addr& a) {
+  if (IN6_IS_ADDR_LOOPBACK(&a)) return true;
+  if (IN6_IS_ADDR_V4MAPPED(&a) && a.s6_addr[12] == 127) return true;
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) return false;
+  bool local = false;
+  for (ifaddrs* i = list; i != nullptr && !local; i = i->ifa_next) {
+    in6_addr v6;
+    if (i->ifa_addr != nullptr && AsV6(i->ifa_addr, &v6)) {
+      local = std::memcmp(&v6, &a, sizeof(a)) == 0;
+    }
+  }
+  freeifaddrs(list);
+  return local;
+}
+
+}  // namespace
+
+bool ListenerReachedBy(std::string_view listen, std::string_view target) {
+  std::string listen_host, target_host;
+  int listen_port = 0, target_port = 0;
+  if (!SplitHostPort(listen, &listen_host, &listen_port) ||
+      !SplitHostPort(target, &target_host, &target_port) ||
+      listen_port != target_port) {
+    return false;
+  }
+  const bool wildcard = IsWildcardHost(listen_host);
+  const std::vector<in6_addr> mine =
+      wildcard ? std::vector<in6_addr>() : Resolve(listen_host);
+  for (const in6_addr& t : Resolve(target_host)) {
+    if (wildcard) {
+      if (IsLocalAddress(t)) return true;
+      continue;
+    }
+    for (const in6_addr& m : mine) {
+      if (std::memcmp(&m, &t, sizeof(t)) == 0) return true;
+    }
   }
   return false;
 }
@@ -342,10 +421,45 @@ RespParser::Limits FrameLimits(size_t max_frame_bytes) {
   l.max_args = 16;
   return l;
 }
+
+// The first bulk length the RESP array at buf[0, n) declares above `max`
+// (0 if none does, as far as its headers are complete): the parser only
+// says "invalid bulk length", the same as for malformed input.
+uint64_t DeclaredBulkOver(const char* buf, size_t n, size_t max) {
+  size_t pos = 0;
+  auto number = [&](char type, uint64_t* v) {
+    if (pos >= n || buf[pos] != type) return false;
+    size_t i = pos + 1;
+    uint64_t x = 0;
+    size_t digits = 0;
+    while (i < n && buf[i] >= '0' && buf[i] <= '9' && digits < 20) {
+      x = x * 10 + static_cast<uint64_t>(buf[i] - '0');
+      ++i;
+      ++digits;
+    }
+    if (digits == 0 || i + 1 >= n || buf[i] != '\r' || buf[i + 1] != '\n') {
+      return false;
+    }
+    *v = x;
+    pos = i + 2;
+    return true;
+  };
+  uint64_t count = 0;
+  if (!number('*', &count)) return 0;
+  for (uint64_t k = 0; k < count; ++k) {
+    uint64_t len = 0;
+    if (!number('$', &len)) return 0;
+    if (len > max) return len;
+    if (n - pos < len + 2) return 0;
+    pos += len + 2;
+  }
+  return 0;
+}
 }  // namespace
 
 FrameReader::FrameReader(size_t max_frame_bytes)
-    : parser_(FrameLimits(max_frame_bytes)) {}
+    : max_frame_bytes_(max_frame_bytes),
+      parser_(FrameLimits(max_frame_bytes)) {}
 
 bool FrameReader::Next(std::vector<std::string_view>* words) {
   if (!error_.empty()) return false;
@@ -365,6 +479,14 @@ bool FrameReader::Next(std::vector<std::string_view>* words) {
   if (r == RespParser::Result::kNeedMore) return false;
   if (r == RespParser::Result::kError) {
     error_ = parser_.error();
+    const uint64_t over = DeclaredBulkOver(
+        in_.data() + begin_, in_.size() - begin_, max_frame_bytes_);
+    if (over > 0 || error_.rfind("request of more than", 0) == 0) {
+      over_limit_ = true;
+      error_ = over > 0 ? "a frame word of " + std::to_string(over) + " bytes"
+                        : "a frame of more than " +
+                              std::to_string(max_frame_bytes_) + " bytes";
+    }
     return false;
   }
   begin_ += consumed;

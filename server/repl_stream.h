@@ -96,6 +96,15 @@ std::string NormalizeHostPort(std::string_view host_port);
 bool IsWildcardHost(std::string_view host);
 // localhost, 127.0.0.0/8, ::1, ::ffff:127.x.x.x.
 bool IsLoopbackHost(std::string_view host);
+// Whether a connection to `target` ("host:port") lands on a socket
+// listening at `listen` ("host:port" as bound, its host possibly a
+// wildcard) on this host: the ports match and an address `target`'s host
+// resolves to is `listen`'s, or, for a wildcard `listen`, one of this
+// host's (loopback, or an interface's). Catches every spelling of this
+// server's own address (localhost, 127.1, 0.0.0.0, ::ffff:127.0.0.1)
+// without a connection: Server::ReachesSelf needs the acceptor, which does
+// not run yet at start and which a command on its own loop blocks.
+bool ListenerReachedBy(std::string_view listen, std::string_view target);
 // The address the primary knows a replica by: the one it announced in its
 // handshake, unless that names no host (a replica bound to 0.0.0.0 without
 // --announce_addr) or a loopback address while the replica connects from
@@ -120,9 +129,14 @@ class FrameReader {
   // set and the stream must be dropped).
   bool Next(std::vector<std::string_view>* words);
   const std::string& error() const { return error_; }
+  // Whether the error is a frame (or one of its words) declared larger
+  // than max_frame_bytes, rather than malformed input.
+  bool over_limit() const { return over_limit_; }
   size_t buffered() const { return in_.size() - begin_; }
 
  private:
+  const size_t max_frame_bytes_;
+  bool over_limit_ = false;
   RespParser parser_;
   std::string in_;
   size_t begin_ = 0;
