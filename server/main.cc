@@ -346,6 +346,9 @@ int main(int argc, char** argv) {
       return server.ReachesSelf(addr, probe_timeout);
     };
   }
+  // REPLICAOF and --replicaof refuse any address that leads to this
+  // server's own listener (localhost, 127.1, 0.0.0.0, ...).
+  ro.listen_addr = fencedkv::server::JoinHostPort(FLAGS_bind, server.port());
   ro.restart = [](const std::string& primary) {
     {
       std::lock_guard<std::mutex> lock(g_restart_mu);

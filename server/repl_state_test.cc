@@ -96,15 +96,64 @@ TEST(ReplStateTest, AFullCopyKeepsTheNodeId) {
   std::string id;
   ASSERT_FENCEDKV_OK(LoadOrCreateNodeId(db, &id));
   std::ofstream(db + "/old") << "the replaced data";
+  // The copy must open as a fencedkv database to be swapped in.
   const std::string ready = Replication::FullSyncDir(db);
-  std::filesystem::create_directories(ready);
-  std::ofstream(ready + "/CURRENT") << "the copy";
+  {
+    Options options;
+    options.create_if_missing = true;
+    std::unique_ptr<DB> copy;
+    ASSERT_FENCEDKV_OK(DB::Open(options, ready, &copy));
+  }
   ASSERT_FENCEDKV_OK(Replication::AdoptFullSync(db));
   EXPECT_TRUE(std::filesystem::exists(db + "/CURRENT"));
   EXPECT_FALSE(std::filesystem::exists(db + "/old"));
+  EXPECT_FALSE(std::filesystem::exists(Replication::ReplacedDir(db)));
   std::string after;
   ASSERT_FENCEDKV_OK(LoadOrCreateNodeId(db, &after));
   EXPECT_EQ(id, after);
+}
+
+// Manual mode: a full copy needs the operator's word only where it would
+// discard what the replica holds and the primary does not.
+TEST(ReplStateTest, ACopyDiscardsOnlyWhatThePrimaryDoesNotHold) {
+  ReplState mine;
+  mine.history = std::string(32, 'a');
+  mine.max_epoch = 1;
+  mine.log_epoch = 1;
+  AppendEpoch(&mine.epochs, 1, 0, "0123456789abcdef");
+  std::string why;
+  EXPECT_TRUE(
+      CopyWouldDiscard(mine, 10, std::string(32, 'b'), mine.epochs, 100, &why));
+  EXPECT_NE(std::string::npos, why.find("history")) << why;
+  // Behind the primary's log (which no longer has its next batch): no.
+  EXPECT_FALSE(
+      CopyWouldDiscard(mine, 10, mine.history, mine.epochs, 100, &why));
+  // Ahead of it, or of another promotion: yes.
+  EXPECT_TRUE(
+      CopyWouldDiscard(mine, 200, mine.history, mine.epochs, 100, &why));
+  EpochList other;
+  AppendEpoch(&other, 1, 0, "fedcba9876543210");
+  EXPECT_TRUE(CopyWouldDiscard(mine, 10, mine.history, other, 100, &why));
+  // A replica of no history yet has nothing to keep.
+  EXPECT_FALSE(
+      CopyWouldDiscard(ReplState(), 0, mine.history, mine.epochs, 5, &why));
+}
+
+// A ready copy that does not open as a database is dropped and the
+// database kept. Before, it was swapped in and the old database deleted:
+// the server could then not start.
+TEST(ReplStateTest, ACopyThatDoesNotOpenIsNotSwappedIn) {
+  test::TempDir dir;
+  const std::string db = dir.Sub("db");
+  std::filesystem::create_directories(db);
+  std::ofstream(db + "/old") << "the data";
+  const std::string ready = Replication::FullSyncDir(db);
+  std::filesystem::create_directories(ready);
+  std::ofstream(ready + "/CURRENT") << "MANIFEST-999\n";
+  ASSERT_FENCEDKV_OK(Replication::AdoptFullSync(db));
+  EXPECT_TRUE(std::filesystem::exists(db + "/old"));
+  EXPECT_FALSE(std::filesystem::exists(ready));
+  EXPECT_FALSE(std::filesystem::exists(Replication::ReplacedDir(db)));
 }
 
 // The record names its ISR members' node ids; a record of an older build

@@ -3,6 +3,7 @@
 #include "replication.h"
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <deque>
@@ -17,6 +18,7 @@
 
 #include "fencedkv/replication.h"
 
+#include "db/read_only_store.h"
 #include "resp_writer.h"
 #include "util/thread_name.h"
 
@@ -30,12 +32,18 @@ namespace {
 
 // A full copy's files travel in chunks of this size.
 constexpr size_t kFileChunk = 1 << 20;
+// The handshake's last word from a replica that checks a full copy against
+// the size and sequence +FULLSYNC announces.
+constexpr const char* kSizedCopyWord = "sized";
 // Acknowledgement frames a primary reads are small; anything larger is not
 // a replica.
 constexpr size_t kMaxAckFrame = 4096;
 // A primary with nothing to send pings this often (the replica's liveness
 // check and its view of the primary's latest sequence).
 constexpr int64_t kPingMs = 1000;
+// A replica that refused a full copy for want of the operator's word asks
+// again this often (each answer costs the primary a checkpoint).
+constexpr int64_t kRefusedCopyRetryMs = 10000;
 
 std::string NormalizeDir(const std::string& path) {
   std::string p = fs::path(path).lexically_normal().string();
@@ -54,6 +62,68 @@ Status RenameDurably(const std::string& from, const std::string& to) {
   const fs::path parent = fs::path(to).parent_path();
   return SyncPath(parent.empty() ? std::string(".") : parent.string(),
                   /*directory=*/true);
+}
+
+// Whether `dir` opens as a fencedkv database: RocksDB's read-only open (no
+// lock, nothing written) and every required meta record. OK and, if asked,
+// its latest sequence and fence configuration; else why not.
+Status OpenAsDatabase(const std::string& dir, uint64_t* seq = nullptr,
+                      StoreConfig* config = nullptr) {
+  std::unique_ptr<ReadOnlyStore> store;
+  Status s = ReadOnlyStore::OpenChecked(dir, &store);
+  if (!s.ok()) return s;
+  if (seq != nullptr) *seq = store->db()->GetLatestSequenceNumber();
+  if (config != nullptr) *config = store->config();
+  return Status::OK();
+}
+
+// Removes `dir` by renaming it to `trash` first (durably): a crash midway
+// leaves a part of it only under `trash`, which a start drops, never a
+// partial directory under its own name.
+void DropDirectory(const std::string& dir, const std::string& trash) {
+  std::error_code ec;
+  fs::remove_all(trash, ec);
+  if (RenameDurably(dir, trash).ok()) fs::remove_all(trash, ec);
+}
+
+// A name a checkpoint's file may have: RocksDB's (CURRENT, MANIFEST-000005,
+// 000012.sst, OPTIONS-000007, 000010.log), letters, digits, '.', '-', '_',
+// at most 255 bytes, never "." or "..". Anything else (a path, a NUL) is
+// not a file of a copy.
+bool IsCopyFileName(std::string_view name) {
+  if (name.empty() || name.size() > 255 || name == "." || name == "..") {
+    return false;
+  }
+  for (char c : name) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '-' &&
+        c != '_') {
+      return false;
+    }
+  }
+  return true;
+}
+
+// Splits text on CRLF (or LF).
+std::vector<std::string> SplitLines(const std::string& text) {
+  std::vector<std::string> out;
+  size_t i = 0;
+  while (i < text.size()) {
+    size_t j = text.find('\n', i);
+    if (j == std::string::npos) j = text.size();
+    std::string l = text.substr(i, j - i);
+    if (!l.empty() && l.back() == '\r') l.pop_back();
+    out.push_back(std::move(l));
+    i = j + 1;
+  }
+  return out;
+}
+
+// "host:port" as REPLICAOF's two words.
+std::string HostPortWords(const std::string& host_port) {
+  std::string host;
+  int port = 0;
+  if (!SplitHostPort(host_port, &host, &port)) return host_port;
+  return host + " " + std::to_string(port);
 }
 
 std::string HeldByAnotherNodeError(const std::string& addr,
@@ -155,37 +225,83 @@ std::string Replication::FullSyncDir(const std::string& db_path) {
   return NormalizeDir(db_path) + ".fullsync";
 }
 
+std::string Replication::ReplacedDir(const std::string& db_path) {
+  return NormalizeDir(db_path) + ".replaced";
+}
+
 Status Replication::AdoptFullSync(const std::string& db_path) {
   const std::string db = NormalizeDir(db_path);
   const std::string ready = FullSyncDir(db);
-  const std::string old = db + ".replaced";
+  const std::string old = ReplacedDir(db);
+  const std::string tmp = FullSyncTmpDir(db);
   std::error_code ec;
-  fs::remove_all(FullSyncTmpDir(db), ec);  // an interrupted copy
-  if (fs::exists(ready, ec)) {
-    if (fs::exists(db, ec)) {
-      // The node id stays with the server, not with the data.
-      const fs::path id = fs::path(db) / kNodeIdFile;
-      if (fs::exists(id, ec)) {
-        fs::copy_file(id, fs::path(ready) / kNodeIdFile,
-                      fs::copy_options::overwrite_existing, ec);
-        if (ec) {
-          return Status::IOError("cannot keep " + id.string(), ec.message());
-        }
-        Status s = SyncPath((fs::path(ready) / kNodeIdFile).string(), false);
-        if (s.ok()) s = SyncPath(ready, /*directory=*/true);
-        if (!s.ok()) return s;
-      }
-      fs::remove_all(old, ec);
-      fs::rename(db, old, ec);
-      if (ec)
-        return Status::IOError("cannot move " + db + " aside", ec.message());
+  fs::remove_all(tmp, ec);  // an interrupted copy, or a drop (DropDirectory)
+  // A swap that a crash interrupted. The old database is removed only once
+  // the copy in its place opened, by renaming it to `tmp` first: a
+  // `.replaced` directory is always whole. If the database opens, the swap
+  // was done and the old data goes; else (missing: the crash came between
+  // the two renames; or it does not open) the old database comes back, and
+  // a copy still ready is checked and swapped in again below.
+  if (fs::exists(old, ec)) {
+    if (fs::exists(db, ec) && OpenAsDatabase(db).ok()) {
+      DropDirectory(old, tmp);
+    } else {
+      if (fs::exists(db, ec)) DropDirectory(db, tmp);
+      Status s = RenameDurably(old, db);
+      if (!s.ok()) return s;
+      LOG(WARNING) << "replication: " << db << " was missing or did not open "
+                   << "after an interrupted full-copy swap: restored from "
+                   << old;
     }
-    Status s = RenameDurably(ready, db);
-    if (!s.ok()) return s;
-    LOG(INFO) << "replication: the full copy in " << ready << " replaced "
-              << db;
   }
-  fs::remove_all(old, ec);
+  if (!fs::exists(ready, ec)) return Status::OK();
+  // The copy was checked as it arrived (ReceiveFullSync); checked again
+  // here, as it is what the server is about to run on: a copy that does not
+  // open is dropped and the database kept (the replica asks its primary
+  // again), never swapped in over it.
+  Status check = OpenAsDatabase(ready);
+  if (!check.ok()) {
+    LOG(ERROR) << "replication: the full copy in " << ready
+               << " does not open (" << check.ToString()
+               << "): dropped; the database " << db << " is kept";
+    DropDirectory(ready, tmp);
+    return Status::OK();
+  }
+  const bool had_db = fs::exists(db, ec);
+  if (had_db) {
+    // The node id stays with the server, not with the data.
+    const fs::path id = fs::path(db) / kNodeIdFile;
+    if (fs::exists(id, ec)) {
+      fs::copy_file(id, fs::path(ready) / kNodeIdFile,
+                    fs::copy_options::overwrite_existing, ec);
+      if (ec) {
+        return Status::IOError("cannot keep " + id.string(), ec.message());
+      }
+      Status s = SyncPath((fs::path(ready) / kNodeIdFile).string(), false);
+      if (s.ok()) s = SyncPath(ready, /*directory=*/true);
+      if (!s.ok()) return s;
+    }
+    Status s = RenameDurably(db, old);
+    if (!s.ok()) return s;
+  }
+  Status s = RenameDurably(ready, db);
+  if (!s.ok()) return s;
+  check = OpenAsDatabase(db);
+  if (!check.ok()) {
+    // (A copy that opened a moment ago: a disk error, say.) The old
+    // database comes back rather than a server that cannot start.
+    LOG(ERROR) << "replication: the full copy swapped into " << db
+               << " does not open (" << check.ToString()
+               << "): the old database is put back";
+    if (had_db) {
+      DropDirectory(db, tmp);
+      s = RenameDurably(old, db);
+      if (!s.ok()) return s;
+    }
+    return Status::OK();
+  }
+  if (had_db) DropDirectory(old, tmp);
+  LOG(INFO) << "replication: the full copy in " << ready << " replaced " << db;
   return Status::OK();
 }
 
@@ -218,14 +334,40 @@ Status Replication::Start(const std::string& replicaof) {
     return Status::InvalidArgument("--replicaof must be host:port, not '" +
                                    replicaof + "'");
   }
-  if (NormalizeHostPort(replicaof) == NormalizeHostPort(options_.self_addr)) {
-    return Status::InvalidArgument(
-        "the primary to follow, " + replicaof +
-        " (--replicaof, or kept in REPLICATION from before a restart), is "
-        "this server itself: start it with --replicaof=<its primary>, or "
-        "--replicaof=none to make it a primary");
+  // Any spelling of this server's own address: before, only the exact
+  // string was refused, and the server became a replica of itself.
+  if (LeadsHere(replicaof)) {
+    return Status::InvalidArgument(SelfReplicationError(replicaof, true));
   }
-  return BecomeReplica(replicaof);
+  // The primary kept from before a restart (or named again as it was) is
+  // no word of the operator's to discard this replica's data: a copy of
+  // another history is then refused (CopyWouldDiscard). A new one is.
+  bool consent;
+  {
+    MutexLock lock(&mu_);
+    consent = NormalizeHostPort(state_.follow) != NormalizeHostPort(replicaof);
+  }
+  return BecomeReplica(replicaof, consent);
+}
+
+bool Replication::LeadsHere(const std::string& primary) const {
+  if (NormalizeHostPort(primary) == NormalizeHostPort(options_.self_addr)) {
+    return true;
+  }
+  return !options_.listen_addr.empty() &&
+         ListenerReachedBy(options_.listen_addr, primary);
+}
+
+std::string Replication::SelfReplicationError(const std::string& primary,
+                                              bool at_start) {
+  std::string out = "the primary to follow, " + primary;
+  out += at_start ? " (--replicaof, or kept in REPLICATION from before a "
+                    "restart), is this server itself: start it with "
+                    "--replicaof=<its primary>, or --replicaof=none to make "
+                    "it a primary"
+                  : ", is this server itself (a connection to it reaches "
+                    "this server): a server cannot replicate itself";
+  return out;
 }
 
 void Replication::Stop() {
@@ -342,7 +484,7 @@ Status Replication::BecomePrimary(const ShardRecord* record,
   return Status::OK();
 }
 
-Status Replication::BecomeReplica(const std::string& primary) {
+Status Replication::BecomeReplica(const std::string& primary, bool consent) {
   // Writes stop first; then nothing of ours writes (the lease reclaimer);
   // then the replicas we served go (they will follow the new primary).
   read_only_.store(true);
@@ -367,6 +509,10 @@ Status Replication::BecomeReplica(const std::string& primary) {
     generation = ++generation_;
     link_state_ = "connect";
     link_error_.clear();
+    // Set once the previous replica thread is gone (it clears it when its
+    // stream begins).
+    copy_consent_ = consent;
+    refused_copy_.clear();
     // Kept before the replica thread starts: its handshake stores a state
     // made from state_, which must already hold it.
     if (!etcd_mode() && state_.follow != primary) {
@@ -427,8 +573,10 @@ Status Replication::ReplicaOf(const std::string& primary, std::string* reply) {
       *reply = "OK";
       return Status::OK();
     }
+    // (Unless it refused that primary's copy: then the operator's word is
+    // what it waits for.)
     if (!primary.empty() && read_only_.load() && primary_ == primary &&
-        state_.follow == primary) {
+        state_.follow == primary && refused_copy_.empty()) {
       *reply = "OK Already connected to specified master";
       return Status::OK();
     }
@@ -438,10 +586,15 @@ Status Replication::ReplicaOf(const std::string& primary, std::string* reply) {
     if (s.ok()) *reply = "OK";
     return s;
   }
-  if (NormalizeHostPort(primary) == NormalizeHostPort(options_.self_addr)) {
-    return Status::InvalidArgument("a server cannot replicate itself");
+  // Any spelling of this server's address (localhost, 127.1, 0.0.0.0,
+  // ::ffff:127.0.0.1 ...): before, only the exact string was refused, and
+  // the server became a read-only replica of itself.
+  if (LeadsHere(primary)) {
+    return Status::InvalidArgument(SelfReplicationError(primary, false));
   }
-  Status s = BecomeReplica(primary);
+  Status stale = CheckNotDeposed(primary);
+  if (!stale.ok()) return stale;
+  Status s = BecomeReplica(primary, /*consent=*/true);
   if (s.IsBusy()) return s;
   if (!s.ok()) {
     return Status::IOError(
@@ -452,6 +605,69 @@ Status Replication::ReplicaOf(const std::string& primary, std::string* reply) {
   }
   *reply = "OK";
   return Status::OK();
+}
+
+Status Replication::CheckNotDeposed(const std::string& primary) {
+  ReplState mine;
+  {
+    MutexLock lock(&mu_);
+    mine = state_;
+  }
+  if (mine.history.empty() || mine.max_epoch == 0) return Status::OK();
+  // What the primary says of itself; anything short of a clear answer
+  // leaves the decision to the handshake, as before.
+  const milliseconds timeout(std::min<int64_t>(options_.timeout_ms, 2000));
+  ReplSocket socket;
+  if (!socket.Connect(primary, timeout).ok()) return Status::OK();
+  std::string req, buf, line;
+  if (!options_.masterauth.empty()) {
+    if (options_.masteruser.empty()) {
+      AppendFrame(&req, {"AUTH", options_.masterauth});
+    } else {
+      AppendFrame(&req, {"AUTH", options_.masteruser, options_.masterauth});
+    }
+  }
+  AppendFrame(&req, {"INFO", "replication"});
+  if (!socket.SendAll(req, timeout).ok()) return Status::OK();
+  if (!options_.masterauth.empty() &&
+      (!ReadReplyLine(&socket, &buf, &line, timeout).ok() || line != "+OK")) {
+    return Status::OK();
+  }
+  uint64_t len = 0;
+  if (!ReadReplyLine(&socket, &buf, &line, timeout).ok() || line.empty() ||
+      line[0] != '$' || !ParseU64Text(line.substr(1), &len) ||
+      len > (1 << 20)) {
+    return Status::OK();
+  }
+  const int64_t deadline = ReplNowMs() + timeout.count();
+  while (buf.size() < len && ReplNowMs() < deadline) {
+    if (!socket.ReadSome(&buf, milliseconds(100), len - buf.size()).ok()) {
+      return Status::OK();
+    }
+  }
+  if (buf.size() < len) return Status::OK();
+  std::string role, history, epoch_text;
+  for (const std::string& l : SplitLines(buf.substr(0, len))) {
+    if (l.rfind("role:", 0) == 0) role = l.substr(5);
+    if (l.rfind("repl_history:", 0) == 0) history = l.substr(13);
+    if (l.rfind("repl_epoch:", 0) == 0) epoch_text = l.substr(11);
+  }
+  uint64_t epoch = 0;
+  if (role != "master" || history != mine.history ||
+      !ParseU64Text(epoch_text, &epoch) || epoch >= mine.max_epoch) {
+    return Status::OK();
+  }
+  return Status::InvalidArgument(
+      primary + " is a primary of this server's history at epoch " +
+      std::to_string(epoch) + ", below the epoch " +
+      std::to_string(mine.max_epoch) +
+      " this server has seen: it was deposed (by this server's promotion, "
+      "or a later one), and would refuse this server for ever (STALEEPOCH). "
+      "Nothing was changed. To make it the primary again: REPLICAOF " +
+      HostPortWords(options_.self_addr) +
+      " on it, once it caught up REPLICAOF NO ONE on it (its new epoch is "
+      "then above this one's), then REPLICAOF " +
+      HostPortWords(primary) + " here");
 }
 
 // ---------------------------------------------------------------- primary
@@ -503,22 +719,27 @@ void Replication::ServeReplica(Link* link, std::vector<std::string> args) {
     socket->SendAll("-" + line + "\r\n", timeout);
   };
   // FENCEDKV.SYNC history addr max_epoch log_epoch seq domain mode sync
-  // [node [log_id]] (a replica of an older build sends no node id or no
-  // id of its log epoch's promotion; "-": it knows none)
-  if (args.size() < 9 || args.size() > 11 ||
+  // [node [log_id [sized]]] (a replica of an older build sends no node id
+  // or no id of its log epoch's promotion; "-": it knows none). "sized": the
+  // replica checks a full copy against its announced size and sequence, so
+  // +FULLSYNC carries them (a replica of an older build would refuse the
+  // longer line).
+  if (args.size() < 9 || args.size() > 12 ||
       (args[8] != "sync" && args[8] != "nosync") ||
       (args.size() >= 10 && !IsNodeId(args[9])) ||
-      (args.size() == 11 && args[10] != "-" && !IsPromotionId(args[10]))) {
+      (args.size() >= 11 && args[10] != "-" && !IsPromotionId(args[10])) ||
+      (args.size() == 12 && args[11] != kSizedCopyWord)) {
     refuse(
         "ERR FENCEDKV.SYNC takes history addr max_epoch log_epoch seq "
-        "domain mode sync|nosync [node [log_id]]");
+        "domain mode sync|nosync [node [log_id [sized]]]");
     return;
   }
+  const bool sized = args.size() == 12;
   link->node = args.size() >= 10 ? args[9] : "";
   // A replica of an older build neither sends its log epoch's promotion id
   // nor parses ids: it gets the epochs without them, and is not compared
   // by them (its list never holds any).
-  const bool knows_ids = args.size() == 11;
+  const bool knows_ids = args.size() >= 11;
   const std::string log_id = knows_ids && args[10] != "-" ? args[10] : "";
   const std::string history = args[1] == "-" ? "" : args[1];
   std::string addr;
@@ -617,7 +838,7 @@ void Replication::ServeReplica(Link* link, std::vector<std::string> args) {
       std::to_string(epoch) + " " + mine.history + " " + epochs;
   if (full) {
     LOG(INFO) << "replication: full sync of " << addr << " (" << why << ")";
-    Status s = SendFullSync(socket, "+FULLSYNC " + head);
+    Status s = SendFullSync(socket, "+FULLSYNC " + head, sized, latest);
     if (!s.ok()) {
       LOG(WARNING) << "replication: full sync of " << addr
                    << " failed: " << s.ToString();
@@ -642,8 +863,8 @@ void Replication::ServeReplica(Link* link, std::vector<std::string> args) {
            link);
 }
 
-Status Replication::SendFullSync(ReplSocket* socket,
-                                 const std::string& header) {
+Status Replication::SendFullSync(ReplSocket* socket, const std::string& header,
+                                 bool sized, uint64_t latest) {
   const milliseconds timeout(options_.timeout_ms);
   {
     MutexLock lock(&mu_);
@@ -658,17 +879,27 @@ Status Replication::SendFullSync(ReplSocket* socket,
   fs::remove_all(dir, ec);
   Status s = db_->Checkpoint(dir);
   std::vector<fs::path> files;
+  uint64_t total = 0;
   if (s.ok()) {
     for (const auto& e : fs::directory_iterator(dir, ec)) {
-      if (e.is_regular_file()) files.push_back(e.path());
+      if (!e.is_regular_file()) continue;
+      files.push_back(e.path());
+      total += e.file_size(ec);
+      if (ec) break;
     }
     if (ec) s = Status::IOError("cannot list " + dir, ec.message());
   }
   if (!s.ok()) {
     socket->SendAll("-ERR full sync: " + s.ToString() + "\r\n", timeout);
   } else {
-    s = socket->SendAll(header + " " + std::to_string(files.size()) + "\r\n",
-                        timeout);
+    // A checkpoint's files do not change once made: what is announced is
+    // what is sent. `latest` was read before the checkpoint was taken, so
+    // the copy holds at least that sequence.
+    std::string line = header + " " + std::to_string(files.size());
+    if (sized) {
+      line += " " + std::to_string(total) + " " + std::to_string(latest);
+    }
+    s = socket->SendAll(line + "\r\n", timeout);
   }
   std::string frame;
   std::string chunk(kFileChunk, '\0');
@@ -904,7 +1135,14 @@ void Replication::ReplicaLoop(const std::string& primary, uint64_t generation) {
     LOG(WARNING) << "replication: link to primary " << primary << ": "
                  << s.ToString();
     SetLink("connect", s.ToString());
-    Backoff(generation, 1000);
+    bool refused;
+    {
+      MutexLock lock(&mu_);
+      refused = !refused_copy_.empty();
+    }
+    // Each try at a refused copy costs the primary a checkpoint: asked
+    // less often (an operator's REPLICAOF ends the wait at once).
+    Backoff(generation, refused ? kRefusedCopyRetryMs : 1000);
   }
 }
 
@@ -961,6 +1199,9 @@ Status Replication::ReplicaSession(const std::string& primary,
   // have taken the same number apart from it).
   const std::string log_id = PromotionIdOf(st.epochs, st.log_epoch);
   handshake.push_back(log_id.empty() ? "-" : log_id);
+  // A full copy is checked against the size and sequence announced (a
+  // primary of an older build refuses the word; asked again without it).
+  handshake.push_back(kSizedCopyWord);
   auto ask = [&] {
     req.clear();
     AppendFrame(&req, handshake);
@@ -994,16 +1235,26 @@ Status Replication::ReplicaSession(const std::string& primary,
   }
   const std::vector<std::string> w = SplitLine(line);
   const bool full = !w.empty() && w[0] == "+FULLSYNC";
+  // +FULLSYNC epoch history epochs files [bytes seq]: the last two only
+  // for a replica that sent "sized" (a primary of an older build omits
+  // them).
+  const bool sized = handshake.back() == kSizedCopyWord;
   uint64_t epoch = 0;
   EpochList epochs;
+  CopyAnnounced announced;
   if (w.size() < 4 || (w[0] != "+CONTINUE" && !full) ||
       !ParseU64Text(w[1], &epoch) || !ParseEpochs(w[3], &epochs) ||
-      (full && w.size() != 5)) {
+      (full && w.size() != 5 && !(sized && w.size() == 7)) ||
+      (full && !ParseU64Text(w[4], &announced.files)) ||
+      (full && w.size() == 7 &&
+       (!ParseU64Text(w[5], &announced.bytes) ||
+        !ParseU64Text(w[6], &announced.seq)))) {
     return Status::NotSupported(primary +
                                 " is not a fencedkv server: it "
                                 "answered '" +
                                 line.substr(0, 120) + "'");
   }
+  announced.sized = full && w.size() == 7;
   const std::string& history = w[2];
   ReplState next;
   std::string why;
@@ -1015,9 +1266,47 @@ Status Replication::ReplicaSession(const std::string& primary,
   }
   FrameReader in(options_.max_frame_bytes);
   in.buffer()->append(buf);
+  if (full && !etcd_mode()) {
+    // Manual mode: a copy that would discard what this replica holds and
+    // its primary does not (another history: the primary's data directory
+    // was wiped or replaced; or this replica is ahead of it) is taken only
+    // on the operator's word: a REPLICAOF (or a new --replicaof) since the
+    // last sync. Taken silently, a primary restarted on an empty --db
+    // wiped its replicas too, and then accepted tokens they had fenced
+    // out. A replica merely behind the primary's log is copied as before.
+    bool consent;
+    {
+      MutexLock lock(&mu_);
+      consent = copy_consent_;
+    }
+    std::string discards;
+    if (!consent &&
+        CopyWouldDiscard(st, seq, history, epochs,
+                         announced.sized ? announced.seq : UINT64_MAX,
+                         &discards)) {
+      const std::string why =
+          "refusing a full copy from " + primary +
+          " that would replace this replica's data: " + discards +
+          ". Nothing was changed; this server stays a read-only replica. To "
+          "take the copy (and lose what only this replica has): REPLICAOF " +
+          HostPortWords(primary) +
+          " again; to keep this data: REPLICAOF NO ONE (promote it) and make "
+          "the other server its replica";
+      {
+        MutexLock lock(&mu_);
+        refused_copy_ = why;
+      }
+      LOG(WARNING) << "replication: " << why;
+      return Status::InvalidArgument(why);
+    }
+  }
+  {
+    MutexLock lock(&mu_);
+    refused_copy_.clear();
+  }
   if (full) {
     SetLink("sync", "");
-    s = ReceiveFullSync(socket.get(), &in, next);
+    s = ReceiveFullSync(socket.get(), &in, next, announced, primary);
     if (!s.ok()) return s;
     {
       // Before this thread ends: a promotion or another REPLICAOF, which
@@ -1044,6 +1333,8 @@ Status Replication::ReplicaSession(const std::string& primary,
     link_state_ = "connected";
     link_error_.clear();
     last_io_ms_ = ReplNowMs();
+    // Synced: the operator's word covered this sync, not later ones.
+    copy_consent_ = false;
   }
   LOG(INFO) << "replication: following " << primary << " (epoch " << epoch
             << ") from sequence " << seq;
@@ -1092,7 +1383,7 @@ Status Replication::ReplicaSession(const std::string& primary,
                                   Words(words, 0));
       }
     }
-    if (!in.error().empty()) return Status::Corruption(in.error());
+    if (!in.error().empty()) return FrameError(in);
     if (heard) {
       // Every frame is answered, pings too: the primary's liveness check.
       acked = UINT64_MAX;
@@ -1115,24 +1406,62 @@ Status Replication::ReplicaSession(const std::string& primary,
   return Status::OK();
 }
 
+Status Replication::FrameError(const FrameReader& in) const {
+  if (!in.over_limit()) return Status::Corruption(in.error());
+  // The primary's batches are bounded by its own request and MULTI
+  // limits; this replica's frame limit comes from its own.
+  return Status::Corruption(
+      in.error() + ": over this replica's frame limit of " +
+      std::to_string(options_.max_frame_bytes) +
+      " bytes (--max_request_bytes + --max_multi_bytes + 20 MiB): start the "
+      "replica with --max_request_bytes and --max_multi_bytes at least the "
+      "primary's");
+}
+
 Status Replication::ReceiveFullSync(ReplSocket* socket, FrameReader* in,
-                                    const ReplState& adopted) {
+                                    const ReplState& adopted,
+                                    const CopyAnnounced& announced,
+                                    const std::string& primary) {
   const std::string tmp = FullSyncTmpDir(options_.db_path);
   const std::string ready = FullSyncDir(options_.db_path);
   std::error_code ec;
   fs::remove_all(tmp, ec);
   fs::remove_all(ready, ec);
+  // A copy abandoned for any reason (refused, cut off, REPLICAOF NO ONE)
+  // is deleted at once: it may be as large as the primary's database, and
+  // nothing else would remove it before the next sync or restart.
+  bool keep_tmp = false;
+  struct DropTmp {
+    const std::string& dir;
+    const bool& keep;
+    ~DropTmp() {
+      std::error_code ignored;
+      if (!keep) fs::remove_all(dir, ignored);
+    }
+  } drop_tmp{tmp, keep_tmp};
+  auto refuse = [&](const std::string& why) {
+    return Status::Corruption("refusing the full copy from " + primary + ": " +
+                              why + " (this server's database is unchanged)");
+  };
   fs::create_directories(tmp, ec);
   if (ec) return Status::IOError("cannot create " + tmp, ec.message());
+  if (announced.sized) {
+    const fs::space_info space = fs::space(tmp, ec);
+    if (!ec && space.available < announced.bytes) {
+      return refuse("it is " + std::to_string(announced.bytes) +
+                    " bytes and the file system of " + tmp + " has " +
+                    std::to_string(space.available) + " free");
+    }
+  }
   std::vector<std::string_view> words;
   std::ofstream out;
   std::string current;
   std::vector<std::string> names;
-  size_t bytes = 0;
+  uint64_t bytes = 0;
   int64_t last_heard = ReplNowMs();
   for (;;) {
     if (!in->Next(&words)) {
-      if (!in->error().empty()) return Status::Corruption(in->error());
+      if (!in->error().empty()) return FrameError(*in);
       Status s = socket->ReadSome(in->buffer(), milliseconds(200), 1 << 20);
       if (!s.ok()) return s;
       if (in->buffered() > 0) last_heard = ReplNowMs();
@@ -1143,50 +1472,81 @@ Status Replication::ReceiveFullSync(ReplSocket* socket, FrameReader* in,
     }
     if (words[0] == "FENCEDKV.FILE" && words.size() == 3) {
       const std::string name(words[1]);
-      if (name.empty() || name == "." || name == ".." ||
-          name.find('/') != std::string::npos) {
-        std::string what = "a full sync file named '";
-        what.append(name).append("'");
-        return Status::Corruption(what);
+      if (!IsCopyFileName(name)) {
+        return refuse("a file named '" + PrintableWord(name) + "'");
       }
       if (name != current) {
         if (out.is_open()) out.close();
         if (std::find(names.begin(), names.end(), name) != names.end()) {
-          std::string what = "file ";
-          what.append(name).append(" sent twice");
-          return Status::Corruption(what);
+          return refuse("file " + name + " sent twice");
+        }
+        // The copy is bounded by what +FULLSYNC announced: no more files,
+        // and (a primary of this build) no more bytes.
+        if (names.size() >= announced.files) {
+          return refuse("more files than the " +
+                        std::to_string(announced.files) + " announced");
         }
         out.open((fs::path(tmp) / name).string(),
                  std::ios::binary | std::ios::trunc);
         current = name;
         names.push_back(name);
       }
-      out.write(words[2].data(), static_cast<std::streamsize>(words[2].size()));
       bytes += words[2].size();
+      if (announced.sized && bytes > announced.bytes) {
+        return refuse("more than the " + std::to_string(announced.bytes) +
+                      " bytes announced");
+      }
+      out.write(words[2].data(), static_cast<std::streamsize>(words[2].size()));
       if (!out) {
         std::string what = "cannot write ";
         what.append(tmp).append("/").append(name);
         return Status::IOError(what);
       }
     } else if (words[0] == "FENCEDKV.FILESDONE" && words.size() == 2) {
-      if (words[1] != std::to_string(names.size())) {
-        std::string what = "full sync: ";
-        what.append(std::to_string(names.size()))
-            .append(" files received, ")
-            .append(words[1])
-            .append(" sent");
-        return Status::Corruption(what);
+      if (words[1] != std::to_string(names.size()) ||
+          names.size() != announced.files) {
+        return refuse(std::to_string(names.size()) + " files received, " +
+                      PrintableWord(words[1]) + " sent, " +
+                      std::to_string(announced.files) + " announced");
       }
       break;
     } else {
-      return Status::Corruption("unexpected frame in a full sync: " +
-                                Words(words, 0));
+      return refuse("unexpected frame " + Words(words, 0));
     }
   }
   if (out.is_open()) out.close();
+  if (!out) return Status::IOError("cannot write " + tmp + "/" + current);
+  if (announced.sized && bytes != announced.bytes) {
+    return refuse(std::to_string(bytes) + " bytes received, " +
+                  std::to_string(announced.bytes) + " announced");
+  }
   for (const auto& name : names) {
     Status s = SyncPath((fs::path(tmp) / name).string(), /*directory=*/false);
     if (!s.ok()) return s;
+  }
+  {
+    // What the restart will run on must open as a fencedkv database with
+    // this server's fence configuration, holding what the primary had
+    // when it answered. (Before, an empty or damaged copy replaced the
+    // database, and the server could not start again.)
+    uint64_t copy_seq = 0;
+    StoreConfig config;
+    Status s = OpenAsDatabase(tmp, &copy_seq, &config);
+    if (!s.ok()) return refuse("it does not open: " + s.ToString());
+    const std::string domain = db_->GetFenceDomain().ToString();
+    const std::string mode = FenceModeName(db_->GetFenceMode());
+    if (config.spec.ToString() != domain ||
+        FenceModeName(config.mode) != mode) {
+      return refuse(
+          "its fence configuration is fence_domain=" + config.spec.ToString() +
+          " fence_mode=" + FenceModeName(config.mode) + ", this server's " +
+          domain + " " + mode);
+    }
+    if (announced.sized && copy_seq < announced.seq) {
+      return refuse("it ends at sequence " + std::to_string(copy_seq) +
+                    ", before the " + std::to_string(announced.seq) +
+                    " announced");
+    }
   }
   ReplState keep = adopted;
   Status s;
@@ -1204,6 +1564,7 @@ Status Replication::ReceiveFullSync(ReplSocket* socket, FrameReader* in,
   if (!s.ok()) return s;
   s = RenameDurably(tmp, ready);
   if (!s.ok()) return s;
+  keep_tmp = true;  // (renamed: nothing left under tmp)
   LOG(INFO) << "replication: full copy received (" << names.size() << " files, "
             << bytes << " bytes) in " << ready << "; restarting on it";
   return Status::OK();

@@ -86,6 +86,11 @@ struct ReplicationOptions {
   // Unset, or kElsewhere: another server holds the name, and this one takes
   // no part until it is restarted.
   std::function<AddressReach(const std::string& addr)> reaches_self;
+  // The address this server's RESP port listens at, as bound ("host:port",
+  // the host possibly a wildcard): REPLICAOF and --replicaof refuse a
+  // primary that leads there (ListenerReachedBy). Empty: only an exact
+  // match of self_addr is refused.
+  std::string listen_addr;
   // Called on the replica's thread once a full copy is in place beside the
   // database (FullSyncDir): the server must stop, then restart with
   // --replicaof=`primary`; at start, AdoptFullSync swaps it in.
@@ -100,7 +105,12 @@ class Replication {
   Replication& operator=(const Replication&) = delete;
 
   // Before the database opens: if a completed full sync waits beside
-  // `db_path`, it replaces the database (the old one is removed).
+  // `db_path` (FullSyncDir) and opens as a fencedkv database, it replaces
+  // the database; the old one is kept as ReplacedDir until the copy opened
+  // in its place, then removed. A copy that does not open is dropped and
+  // the database kept. Recovery from a crash during the swap: if
+  // ReplacedDir exists and the database is missing or does not open, the
+  // old database is restored from it (docs/replication.md, "Full copy").
   static Status AdoptFullSync(const std::string& db_path);
 
   // Becomes a replica of `replicaof` ("host:port"), or the primary if it is
@@ -169,6 +179,8 @@ class Replication {
   // complete for the restart.
   static std::string FullSyncTmpDir(const std::string& db_path);
   static std::string FullSyncDir(const std::string& db_path);
+  // Where the database waits while a full copy is swapped in.
+  static std::string ReplacedDir(const std::string& db_path);
 
  private:
   struct Link {
@@ -192,8 +204,20 @@ class Replication {
   // In manual mode it also keeps `primary` in REPLICATION (follow), for a
   // restart: an error if that cannot be written (the server follows
   // `primary` all the same).
-  Status BecomeReplica(const std::string& primary)
+  // `consent`: the operator named `primary` (copy_consent_).
+  Status BecomeReplica(const std::string& primary, bool consent = false)
       EXCLUSIVE_LOCKS_REQUIRED(role_mu_);
+  // Manual mode: whether `primary` is this server itself, under any
+  // spelling: self_addr, or an address its listener takes
+  // (options_.listen_addr).
+  bool LeadsHere(const std::string& primary) const;
+  static std::string SelfReplicationError(const std::string& primary,
+                                          bool at_start);
+  // Manual mode, before REPLICAOF host port: InvalidArgument if `primary`
+  // says (INFO replication) it is a primary of this server's history at an
+  // epoch below this server's highest seen, which its handshake would
+  // refuse for ever (STALEEPOCH). OK if it is not, or cannot be asked.
+  Status CheckNotDeposed(const std::string& primary) LOCKS_EXCLUDED(mu_);
   void StopReplicaThread() EXCLUSIVE_LOCKS_REQUIRED(role_mu_);
   // Busy once a full copy waits for the restart (restarting_on_copy_).
   Status RestartPending() LOCKS_EXCLUDED(mu_);
@@ -204,8 +228,12 @@ class Replication {
 
   // ---- Primary side (each on its link's thread) ----
   void ServeReplica(Link* link, std::vector<std::string> args);
-  // Answers the handshake with `header` and the checkpoint's files.
-  Status SendFullSync(ReplSocket* socket, const std::string& header);
+  // Answers the handshake with `header` and the checkpoint's files; with
+  // `sized` (the replica asked), the header also announces the files' total
+  // size and `latest`, a sequence the copy holds at least (read before the
+  // checkpoint), which the replica checks the copy against.
+  Status SendFullSync(ReplSocket* socket, const std::string& header, bool sized,
+                      uint64_t latest);
   // Ships the batches after `after` (the first one, read by the handshake,
   // in first_seq / first_batch unless empty) until the link ends.
   // `id`: the link's, from CommitTracker::Attach (detached on return).
@@ -234,8 +262,26 @@ class Replication {
   void ReplicaLoop(const std::string& primary, uint64_t generation);
   // One connection to the primary; returns why it ended.
   Status ReplicaSession(const std::string& primary, uint64_t generation);
+  // What +FULLSYNC announced: the number of files; with `sized` (a
+  // primary of this build) their total size and a sequence the copy holds
+  // at least.
+  struct CopyAnnounced {
+    uint64_t files = 0;
+    bool sized = false;
+    uint64_t bytes = 0;
+    uint64_t seq = 0;
+  };
+  // Receives the copy into FullSyncTmpDir, checks it (the files and bytes
+  // announced, and that it opens as a fencedkv database with this server's
+  // fence configuration and the sequence announced), then renames it to
+  // FullSyncDir. Any failure deletes what arrived; the database is never
+  // touched here.
   Status ReceiveFullSync(ReplSocket* socket, FrameReader* in,
-                         const ReplState& adopted);
+                         const ReplState& adopted,
+                         const CopyAnnounced& announced,
+                         const std::string& primary);
+  // A frame the replica could not read, as an error naming the limit.
+  Status FrameError(const FrameReader& in) const;
   bool ReplicaStopping(uint64_t generation) LOCKS_EXCLUDED(mu_);
   void SetLink(const std::string& state, const std::string& error)
       LOCKS_EXCLUDED(mu_);
@@ -276,6 +322,16 @@ class Replication {
   // main (options_.restart) with this primary: no role change until it
   // happens (the restart swaps the copy in, undoing whatever came after).
   std::string restarting_on_copy_ GUARDED_BY(mu_);
+  // Manual mode, as a replica: whether the operator named the primary
+  // (REPLICAOF host port, or a --replicaof other than the one kept) since
+  // the last sync. Only then is a full copy taken that would discard what
+  // this replica holds and the primary does not (CopyWouldDiscard):
+  // another history, or a replica ahead. Cleared once a stream begins.
+  bool copy_consent_ GUARDED_BY(mu_) = false;
+  // Why the last full copy offered was refused for want of that word (""
+  // if none was): REPLICAOF of the same primary then starts over instead
+  // of answering "Already connected".
+  std::string refused_copy_ GUARDED_BY(mu_);
   // As a primary: the replicas of the in-sync set (the commit rule waits
   // for each), kept by UpdateIsr.
   std::vector<std::string> isr_ GUARDED_BY(mu_);

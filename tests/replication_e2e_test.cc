@@ -1037,5 +1037,248 @@ TEST_F(ReplicationE2ETest,
   EXPECT_NE(std::string::npos, primary.Log().find("dropped")) << primary.Log();
 }
 
+// A fake primary for the tests below: it answers each FENCEDKV.SYNC on a
+// connection with `reply` (a line and frames, sent as is), then waits for
+// the replica to close. Anything else (REPLICAOF's INFO probe) gets an
+// error. Returns once the replica closed.
+void ServeFakeSync(int fd, const std::string& reply) {
+  std::string in;
+  char buf[4096];
+  for (;;) {
+    timeval tv{10, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    const ssize_t n = recv(fd, buf, sizeof(buf), 0);
+    if (n <= 0) return;
+    in.append(buf, static_cast<size_t>(n));
+    if (in.find("FENCEDKV.SYNC") != std::string::npos) {
+      send(fd, reply.data(), reply.size(), MSG_NOSIGNAL);
+      in.clear();
+    } else if (in.find("INFO") != std::string::npos) {
+      const std::string no = "-ERR no INFO here\r\n";
+      send(fd, no.data(), no.size(), MSG_NOSIGNAL);
+      in.clear();
+    }
+  }
+}
+
+// A full copy that is not a database (none of its files, or a CURRENT
+// naming a missing MANIFEST), or that is not what +FULLSYNC announced, is
+// refused before anything is replaced: the replica keeps its data, starts
+// again, and leaves no partial copy behind. Before, AdoptFullSync moved the
+// database aside, renamed the bogus copy into its place and deleted the
+// old one; the server then could not start ("no RocksDB CURRENT file").
+TEST_F(ReplicationE2ETest, AMalformedFullCopyLeavesTheDatabaseUntouched) {
+  const std::string history(32, 'a');
+  auto frame = [](std::vector<std::string> words) {
+    return Client::Encode(words);
+  };
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"+FULLSYNC 1 " + history + " - 0\r\n" +
+           frame({"FENCEDKV.FILESDONE", "0"}),
+       "it does not open"},
+      {"+FULLSYNC 1 " + history + " - 1\r\n" +
+           frame({"FENCEDKV.FILE", "CURRENT", "MANIFEST-999\n"}) +
+           frame({"FENCEDKV.FILESDONE", "1"}),
+       "it does not open"},
+      // More files, or more bytes, than announced; a path for a name.
+      {"+FULLSYNC 1 " + history + " - 1 100 5\r\n" +
+           frame({"FENCEDKV.FILE", "CURRENT", "x"}) +
+           frame({"FENCEDKV.FILE", "OPTIONS-1", "y"}),
+       "more files than the 1 announced"},
+      {"+FULLSYNC 1 " + history + " - 1 4 5\r\n" +
+           frame({"FENCEDKV.FILE", "CURRENT", "MANIFEST-1\n"}),
+       "more than the 4 bytes announced"},
+      {"+FULLSYNC 1 " + history + " - 1\r\n" +
+           frame({"FENCEDKV.FILE", "..", "x"}),
+       "a file named '..'"}};
+  Server r;
+  ASSERT_TRUE(StartPrimary(&r, "r"));
+  {
+    Client c(r.port());
+    for (int i = 0; i < 20; ++i) {
+      ASSERT_EQ("+OK",
+                c.Call({"SET", "mine" + std::to_string(i), "v", "FENCE", "7"}));
+    }
+  }
+  const std::string digest = Digest(r.port());
+  const std::string db = dir_.Sub("r-db");
+  for (const auto& [reply, error] : cases) {
+    FakePeer fake([reply = reply](int fd) { ServeFakeSync(fd, reply); });
+    ASSERT_NE(0, fake.port());
+    Client c(r.port());
+    ASSERT_EQ("+OK",
+              c.Call({"REPLICAOF", "127.0.0.1", std::to_string(fake.port())}));
+    EXPECT_TRUE(LinkFailsWith(r.port(), error)) << error;
+    EXPECT_TRUE(LinkFailsWith(r.port(), "database is unchanged"));
+    EXPECT_EQ(digest, Digest(r.port()));
+    // (A refused copy is deleted at once.)
+    EXPECT_FALSE(std::filesystem::exists(db + ".fullsync.tmp")) << error;
+    EXPECT_FALSE(std::filesystem::exists(db + ".fullsync")) << error;
+    ASSERT_EQ("+OK", c.Call({"REPLICAOF", "NO", "ONE"}));
+  }
+  ASSERT_EQ(0, r.Stop());
+  ASSERT_TRUE(StartPrimary(&r, "r")) << r.Log();
+  EXPECT_EQ(digest, Digest(r.port()));
+  Client c(r.port());
+  EXPECT_EQ(":20", c.Call({"DBSIZE"}));
+}
+
+// A crash during the swap of a full copy is recovered at the next start:
+// a database missing (the crash came between the two renames) or one that
+// does not open is replaced by <db>.replaced, kept until the copy opened.
+TEST_F(ReplicationE2ETest, AnInterruptedSwapOfAFullCopyIsUndoneAtStart) {
+  Server r;
+  ASSERT_TRUE(StartPrimary(&r, "r"));
+  {
+    Client c(r.port());
+    ASSERT_EQ("+OK", c.Call({"SET", "k", "v", "FENCE", "7"}));
+  }
+  const std::string digest = Digest(r.port());
+  ASSERT_EQ(0, r.Stop());
+  const std::string db = dir_.Sub("r-db");
+  std::filesystem::rename(db, db + ".replaced");
+  ASSERT_TRUE(StartPrimary(&r, "r")) << r.Log();
+  EXPECT_EQ(digest, Digest(r.port()));
+  ASSERT_EQ(0, r.Stop());
+  // A database that does not open, beside the old one.
+  std::filesystem::rename(db, db + ".replaced");
+  std::filesystem::create_directories(db);
+  std::ofstream(db + "/CURRENT") << "MANIFEST-999\n";
+  ASSERT_TRUE(StartPrimary(&r, "r")) << r.Log();
+  EXPECT_EQ(digest, Digest(r.port()));
+  EXPECT_FALSE(std::filesystem::exists(db + ".replaced"));
+}
+
+// Manual mode: a primary restarted on an emptied --db (another history)
+// no longer wipes its replicas. The replica reconnects by itself, refuses
+// the copy (it would discard data the primary lost, and its fence maxima:
+// before, SET k1 stale FENCE 1 was then accepted everywhere although k1's
+// max was 1000), stays a read-only replica and says what to do; the
+// operator's REPLICAOF takes the copy.
+TEST_F(ReplicationE2ETest, AReplicaRefusesToBeWipedByAWipedPrimary) {
+  Server a, b;
+  const std::string port = std::to_string(test::FreePort());
+  ASSERT_TRUE(StartPrimary(&a, "a", {"--port=" + port}));
+  ASSERT_TRUE(StartReplica(&b, "b", a.port()));
+  {
+    Client c(a.port());
+    for (int i = 0; i < 100; ++i) {
+      ASSERT_EQ("+OK",
+                c.Call({"SET", "k" + std::to_string(i), "v", "FENCE", "1000"}));
+    }
+  }
+  ASSERT_TRUE(WaitUntil([&] { return CaughtUp(a.port(), b.port()); }, 15000));
+  const std::string digest = Digest(b.port());
+  a.Kill9();
+  std::filesystem::remove_all(dir_.Sub("a-db"));
+  ASSERT_TRUE(StartPrimary(&a, "a", {"--port=" + port}));
+  EXPECT_TRUE(LinkFailsWith(b.port(), "refusing a full copy from")) << b.Log();
+  EXPECT_TRUE(LinkFailsWith(b.port(), "REPLICAOF 127.0.0.1 " + port));
+  EXPECT_EQ(digest, Digest(b.port()));
+  EXPECT_EQ("slave", Info(b.port())["role"]);
+  EXPECT_NE(std::string::npos, b.Log().find("refusing a full copy"));
+  Client cb(b.port());
+  EXPECT_EQ(":100", cb.Call({"DBSIZE"}));
+  // Restarted, it still refuses (the primary kept is no new word).
+  ASSERT_EQ(0, b.Stop());
+  ASSERT_TRUE(StartPrimary(&b, "b"));
+  EXPECT_TRUE(LinkFailsWith(b.port(), "refusing a full copy from"));
+  // The operator's word: the copy is taken.
+  Client cb2(b.port());
+  ASSERT_EQ("+OK", cb2.Call({"REPLICAOF", "127.0.0.1", port}));
+  ASSERT_TRUE(WaitUntil([&] { return CaughtUp(a.port(), b.port()); }, 20000))
+      << b.Log();
+  EXPECT_EQ(Digest(a.port()), Digest(b.port()));
+}
+
+// Any spelling of a server's own address is refused by REPLICAOF and at
+// start. Before, only the exact string was: the server became a read-only
+// replica of itself.
+TEST_F(ReplicationE2ETest, AServerCannotReplicateItselfUnderAnyName) {
+  Server s;
+  ASSERT_TRUE(StartPrimary(&s, "s"));
+  const std::string port = std::to_string(s.port());
+  Client c(s.port());
+  for (const char* host :
+       {"localhost", "127.1", "0.0.0.0", "::ffff:127.0.0.1", "127.0.0.1"}) {
+    const std::string reply = c.Call({"REPLICAOF", host, port});
+    EXPECT_NE(std::string::npos, reply.find("is this server itself"))
+        << host << ": " << reply;
+  }
+  EXPECT_EQ("master", Info(s.port())["role"]);
+  EXPECT_EQ("-ERR Invalid master host", c.Call({"REPLICAOF", "", "6379"}));
+  EXPECT_EQ("-ERR numreplicas is negative", c.Call({"WAIT", "-1", "0"}));
+  ASSERT_EQ(0, s.Stop());
+  Server again;
+  EXPECT_FALSE(StartPrimary(
+      &again, "s", {"--port=" + port, "--replicaof=localhost:" + port}));
+  EXPECT_NE(std::string::npos, again.Log().find("is this server itself"))
+      << again.Log();
+}
+
+// A replica promoted by mistake (a new epoch) and told to follow its old
+// primary again would be refused by it for ever (STALEEPOCH: the old
+// primary's epoch is below the one the replica has seen). REPLICAOF now
+// fails at once, changing nothing, and says how to go back.
+TEST_F(ReplicationE2ETest, ReplicaOfADeposedPrimaryFailsUpFront) {
+  Server a, b;
+  StartCaughtUpPair(&a, &b);
+  if (HasFatalFailure()) return;
+  Client cb(b.port());
+  ASSERT_EQ("+OK", cb.Call({"REPLICAOF", "NO", "ONE"}));
+  const std::string reply =
+      cb.Call({"REPLICAOF", "127.0.0.1", std::to_string(a.port())});
+  EXPECT_EQ(0u, reply.find("-ERR")) << reply;
+  EXPECT_NE(std::string::npos, reply.find("STALEEPOCH")) << reply;
+  EXPECT_EQ("master", Info(b.port())["role"]);
+  // The way back it names: a follows b, is promoted, b follows it.
+  Client ca(a.port());
+  ASSERT_EQ("+OK",
+            ca.Call({"REPLICAOF", "127.0.0.1", std::to_string(b.port())}));
+  ASSERT_TRUE(WaitUntil([&] { return CaughtUp(b.port(), a.port()); }, 15000));
+  ASSERT_EQ("+OK", ca.Call({"REPLICAOF", "NO", "ONE"}));
+  ASSERT_EQ("+OK",
+            cb.Call({"REPLICAOF", "127.0.0.1", std::to_string(a.port())}));
+  ASSERT_TRUE(WaitUntil([&] { return CaughtUp(a.port(), b.port()); }, 15000))
+      << b.Log();
+}
+
+// A batch over the replica's frame limit names the limit and the flags
+// (before: "Protocol error: invalid bulk length"); a full copy cut off
+// midway leaves no <db>.fullsync.tmp behind (before, it stayed until the
+// next sync, up to the size of the primary's database).
+TEST_F(ReplicationE2ETest, LinkErrorsNameTheLimitAndLeaveNoPartialCopy) {
+  Server r;
+  ASSERT_TRUE(StartPrimary(&r, "r"));
+  const std::string history(32, 'a');
+  {
+    FakePeer fake([&](int fd) {
+      ServeFakeSync(fd, "+CONTINUE 1 " + history +
+                            " 1:0\r\n*4\r\n$12\r\nFENCEDKV.LOG\r\n$1\r\n1\r\n$"
+                            "1\r\n9\r\n$99999999999\r\n");
+    });
+    Client c(r.port());
+    ASSERT_EQ("+OK",
+              c.Call({"REPLICAOF", "127.0.0.1", std::to_string(fake.port())}));
+    EXPECT_TRUE(LinkFailsWith(r.port(), "--max_request_bytes"));
+    ASSERT_EQ("+OK", c.Call({"REPLICAOF", "NO", "ONE"}));
+  }
+  const std::string tmp = dir_.Sub("r-db") + ".fullsync.tmp";
+  FakePeer fake([&](int fd) {
+    const std::string reply = "+FULLSYNC 1 " + std::string(32, 'b') +
+                              " - 2\r\n" +
+                              Client::Encode({"FENCEDKV.FILE", "000001.sst",
+                                              std::string(1 << 20, 'z')});
+    ServeFakeSync(fd, reply);  // then it closes the connection
+  });
+  Client c(r.port());
+  ASSERT_EQ("+OK",
+            c.Call({"REPLICAOF", "127.0.0.1", std::to_string(fake.port())}));
+  ASSERT_TRUE(WaitUntil(
+      [&] { return Info(r.port())["master_sync_in_progress"] == "1"; }, 10000));
+  ASSERT_EQ("+OK", c.Call({"REPLICAOF", "NO", "ONE"}));
+  EXPECT_FALSE(std::filesystem::exists(tmp));
+}
+
 }  // namespace
 }  // namespace fencedkv
