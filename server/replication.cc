@@ -1235,16 +1235,17 @@ Status Replication::ReplicaSession(const std::string& primary,
   }
   const std::vector<std::string> w = SplitLine(line);
   const bool full = !w.empty() && w[0] == "+FULLSYNC";
-  // +FULLSYNC epoch history epochs files [bytes seq]: the last two only
-  // for a replica that sent "sized" (a primary of an older build omits
-  // them).
+  // +FULLSYNC epoch history epochs files [bytes seq]: the last two for a
+  // replica that sent "sized", and then required (a copy of unannounced
+  // size would be unbounded: a hostile peer could fill the disk). Only a
+  // primary of an older build, asked again without the word, omits them.
   const bool sized = handshake.back() == kSizedCopyWord;
   uint64_t epoch = 0;
   EpochList epochs;
   CopyAnnounced announced;
   if (w.size() < 4 || (w[0] != "+CONTINUE" && !full) ||
       !ParseU64Text(w[1], &epoch) || !ParseEpochs(w[3], &epochs) ||
-      (full && w.size() != 5 && !(sized && w.size() == 7)) ||
+      (full && w.size() != (sized ? 7u : 5u)) ||
       (full && !ParseU64Text(w[4], &announced.files)) ||
       (full && w.size() == 7 &&
        (!ParseU64Text(w[5], &announced.bytes) ||
