@@ -289,12 +289,13 @@ Status Replication::AdoptFullSync(const std::string& db_path) {
   check = OpenAsDatabase(db);
   if (!check.ok()) {
     // (A copy that opened a moment ago: a disk error, say.) The old
-    // database comes back rather than a server that cannot start.
+    // database comes back, or none (a new one is made, and the replica
+    // asks for a copy again), rather than a server that cannot start.
     LOG(ERROR) << "replication: the full copy swapped into " << db
                << " does not open (" << check.ToString()
                << "): the old database is put back";
+    DropDirectory(db, tmp);
     if (had_db) {
-      DropDirectory(db, tmp);
       s = RenameDurably(old, db);
       if (!s.ok()) return s;
     }
