@@ -4,13 +4,15 @@
 // arrays of bulk strings in both directions, over a TCP connection the
 // replica opens to the primary's RESP port.
 //
-//   replica -> primary  FENCEDKV.SYNC shard addr max_epoch log_epoch seq
-//                                     domain mode adopt
-//   primary -> replica  +CONTINUE epoch epochs | +FULLSYNC epoch seq epochs
+//   replica -> primary  FENCEDKV.SYNC history addr max_epoch log_epoch seq
+//                                     domain mode sync|nosync
+//                                     [node [log_id [sized]]]
+//   primary -> replica  +CONTINUE epoch history epochs
+//                       | +FULLSYNC epoch history epochs files [bytes seq]
 //                       | -CODE message
 //   primary -> replica  FENCEDKV.LOG epoch first_seq batch   (continue)
 //                       FENCEDKV.PING latest_seq             (when idle)
-//                       FENCEDKV.FILE name chunk ... FENCEDKV.FILESDONE n bytes
+//                       FENCEDKV.FILE name chunk ... FENCEDKV.FILESDONE n
 //   replica -> primary  FENCEDKV.ACK seq
 //
 // Each end of a link is one thread doing blocking I/O with deadlines
