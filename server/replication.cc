@@ -616,10 +616,16 @@ Status Replication::CheckNotDeposed(const std::string& primary) {
   }
   if (mine.history.empty() || mine.max_epoch == 0) return Status::OK();
   // What the primary says of itself; anything short of a clear answer
-  // leaves the decision to the handshake, as before.
-  const milliseconds timeout(std::min<int64_t>(options_.timeout_ms, 2000));
+  // leaves the decision to the handshake, as before. REPLICAOF runs on an
+  // io loop, whose other clients wait meanwhile: one deadline of at most
+  // 1 s bounds the whole exchange, however slow the target.
+  const int64_t deadline =
+      ReplNowMs() + std::min<int64_t>(options_.timeout_ms, 1000);
+  auto timeout_left = [deadline] {
+    return milliseconds(std::max<int64_t>(1, deadline - ReplNowMs()));
+  };
   ReplSocket socket;
-  if (!socket.Connect(primary, timeout).ok()) return Status::OK();
+  if (!socket.Connect(primary, timeout_left()).ok()) return Status::OK();
   std::string req, buf, line;
   if (!options_.masterauth.empty()) {
     if (options_.masteruser.empty()) {
@@ -629,18 +635,18 @@ Status Replication::CheckNotDeposed(const std::string& primary) {
     }
   }
   AppendFrame(&req, {"INFO", "replication"});
-  if (!socket.SendAll(req, timeout).ok()) return Status::OK();
+  if (!socket.SendAll(req, timeout_left()).ok()) return Status::OK();
   if (!options_.masterauth.empty() &&
-      (!ReadReplyLine(&socket, &buf, &line, timeout).ok() || line != "+OK")) {
+      (!ReadReplyLine(&socket, &buf, &line, timeout_left()).ok() ||
+       line != "+OK")) {
     return Status::OK();
   }
   uint64_t len = 0;
-  if (!ReadReplyLine(&socket, &buf, &line, timeout).ok() || line.empty() ||
-      line[0] != '$' || !ParseU64Text(line.substr(1), &len) ||
+  if (!ReadReplyLine(&socket, &buf, &line, timeout_left()).ok() ||
+      line.empty() || line[0] != '$' || !ParseU64Text(line.substr(1), &len) ||
       len > (1 << 20)) {
     return Status::OK();
   }
-  const int64_t deadline = ReplNowMs() + timeout.count();
   while (buf.size() < len && ReplNowMs() < deadline) {
     if (!socket.ReadSome(&buf, milliseconds(100), len - buf.size()).ok()) {
       return Status::OK();
