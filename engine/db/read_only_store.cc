@@ -82,23 +82,30 @@ Status ReadOnlyStore::Open(const std::string& path,
       {format::kDataColumnFamily, rocksdb::ColumnFamilyOptions()},
       {format::kFenceColumnFamily, rocksdb::ColumnFamilyOptions()},
       {format::kMetaColumnFamily, meta_options}};
-  std::unique_ptr<ReadOnlyStore> s(new ReadOnlyStore());
-  s->path_ = path;
-  // Before the open: a running server only appends to its WAL, so whatever
-  // this scan finds intact the open recovers too, unless damage stops it.
-  WalScan wal;
-  Status ws = ScanWal(env, path, UINT64_MAX, &wal);
-  if (!ws.ok()) return ws;
-  rocksdb::DB* raw = nullptr;
-  rocksdb::Status rs = rocksdb::DB::OpenForReadOnly(
-      db_options, path, descriptors, &s->handles_, &raw);
-  if (!rs.ok()) {
-    return Status::Corruption("cannot open " + path + " read-only",
-                              rs.ToString());
+  std::unique_ptr<ReadOnlyStore> s;
+  // A running server may flush and delete a log between the scan and the
+  // open (Busy): a few fresh tries.
+  for (int attempt = 1;; ++attempt) {
+    s.reset(new ReadOnlyStore());
+    s->path_ = path;
+    // Before the open: a running server only appends to its WAL, so
+    // whatever this scan finds intact the open recovers too, unless damage
+    // stops it.
+    WalScan wal;
+    Status ws = ScanWal(env, path, UINT64_MAX, &wal);
+    if (!ws.ok()) return ws;
+    rocksdb::DB* raw = nullptr;
+    rocksdb::Status rs = rocksdb::DB::OpenForReadOnly(
+        db_options, path, descriptors, &s->handles_, &raw);
+    if (!rs.ok()) {
+      return Status::Corruption("cannot open " + path + " read-only",
+                                rs.ToString());
+    }
+    s->db_.reset(raw);
+    s->wal_status_ =
+        CheckWalRecovery(env, path, wal, raw->GetLatestSequenceNumber());
+    if (!s->wal_status_.IsBusy() || attempt == 5) break;
   }
-  s->db_.reset(raw);
-  s->wal_status_ =
-      CheckWalRecovery(env, path, wal, raw->GetLatestSequenceNumber());
   *store = std::move(s);
   return Status::OK();
 }

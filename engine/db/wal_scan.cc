@@ -73,9 +73,10 @@ bool LogNumber(const std::string& name, uint64_t* number) {
 // One pass over the files; the state a record spans blocks with.
 class Scanner {
  public:
-  Scanner(uint64_t beyond, WalScan* scan)
+  Scanner(uint64_t beyond, uint64_t upto, WalScan* scan)
       : factory_(rocksdb::GetFileChecksumGenCrc32cFactory()),
         beyond_(beyond),
+        upto_(upto),
         scan_(scan) {}
 
   Status File(rocksdb::Env* env, const std::string& dir,
@@ -115,9 +116,15 @@ class Scanner {
           (static_cast<size_t>(static_cast<unsigned char>(h[5])) << 8);
       const auto type = static_cast<uint8_t>(h[6]);
       if (type == kZeroType && length == 0 && masked == 0) {
-        // Space never written (preallocated): RocksDB skips the block's
-        // rest. Damage only if a record was open.
+        // Zeros where a header belongs: space never written (a tail), or a
+        // page lost or zeroed mid-log. RocksDB skips the block's rest
+        // silently and replays what follows, around the hole: so an intact
+        // record after zeros is a hole (Record), whatever RocksDB recovers.
         if (in_record_) Damage(offset + pos, "a record cut off by zeros");
+        if (zeros_file_.empty()) {
+          zeros_file_ = *name_;
+          zeros_offset_ = offset + pos;
+        }
         return;
       }
       if (type < kFullType || type > kLastType) {
@@ -172,7 +179,17 @@ class Scanner {
     const uint64_t last = count == 0 ? first : first + count - 1;
     ++scan_->records;
     scan_->last_sequence = std::max(scan_->last_sequence, last);
-    if (last <= beyond_) {
+    if (!zeros_file_.empty()) {
+      if (scan_->holes++ == 0) {
+        scan_->hole_file = zeros_file_;
+        scan_->hole_offset = zeros_offset_;
+        scan_->hole_next_file = *name_;
+        scan_->hole_next_offset = record_offset_;
+        scan_->hole_next_sequence = first;
+      }
+      zeros_file_.clear();
+    }
+    if (last <= beyond_ || first > upto_) {
       damage_file_.clear();  // what recovery gets past
       return;
     }
@@ -203,7 +220,11 @@ class Scanner {
 
   const std::shared_ptr<rocksdb::FileChecksumGenFactory> factory_;
   const uint64_t beyond_;
+  const uint64_t upto_;
   WalScan* const scan_;
+  // Where zeros stood in for a header, if no intact record came since.
+  std::string zeros_file_;
+  uint64_t zeros_offset_ = 0;
   const std::string* name_ = nullptr;
   bool in_record_ = false;
   uint64_t record_offset_ = 0;
@@ -216,7 +237,7 @@ class Scanner {
 }  // namespace
 
 Status ScanWal(rocksdb::Env* env, const std::string& dir, uint64_t beyond,
-               WalScan* scan) {
+               WalScan* scan, uint64_t upto) {
   *scan = WalScan();
   std::vector<std::string> children;
   rocksdb::Status rs = env->GetChildren(dir, &children);
@@ -227,7 +248,7 @@ Status ScanWal(rocksdb::Env* env, const std::string& dir, uint64_t beyond,
     if (LogNumber(name, &number)) logs.emplace_back(number, std::move(name));
   }
   std::sort(logs.begin(), logs.end());
-  Scanner scanner(beyond, scan);
+  Scanner scanner(beyond, upto, scan);
   for (const auto& log : logs) {
     Status s = scanner.File(env, dir, log.second);
     if (!s.ok()) return s;
@@ -237,11 +258,33 @@ Status ScanWal(rocksdb::Env* env, const std::string& dir, uint64_t beyond,
 
 Status CheckWalRecovery(rocksdb::Env* env, const std::string& dir,
                         const WalScan& before_open, uint64_t recovered) {
+  if (before_open.holes > 0) {
+    return Status::Corruption(
+        "the write-ahead log has a hole: zeros where a record belongs in " +
+            before_open.hole_file + " at offset " +
+            std::to_string(before_open.hole_offset) +
+            ", then intact write batches again (from sequence " +
+            std::to_string(before_open.hole_next_sequence) + " in " +
+            before_open.hole_next_file + " at offset " +
+            std::to_string(before_open.hole_next_offset) + ")",
+        "recovering it would skip the writes the zeros stand for, fence "
+        "raises and lease grants among them, and keep the later ones. "
+        "Restore the store from a replica or a backup; to open it without "
+        "them, set Options::drop_wal_after_damage (fencedkv-server "
+        "--drop_wal_after_damage)");
+  }
   if (before_open.last_sequence <= recovered) return Status::OK();
+  // Only the sequences the scan before the open saw: a running server may
+  // have appended more since.
   WalScan scan;
-  Status s = ScanWal(env, dir, recovered, &scan);
+  Status s = ScanWal(env, dir, recovered, &scan, before_open.last_sequence);
   if (!s.ok()) return s;
-  if (scan.beyond_records == 0) return Status::OK();  // flushed meanwhile
+  if (scan.beyond_records == 0) {
+    // The log that held them is gone: a running server flushed and deleted
+    // it between the scan and the open, which may then have missed them.
+    return Status::Busy("the write-ahead log changed while it was read",
+                        "open again");
+  }
   std::string what =
       "the write-ahead log holds " + std::to_string(scan.beyond_records) +
       " intact write batch(es) past sequence " + std::to_string(recovered) +

@@ -47,6 +47,16 @@ struct WalScan {
   // batch. Counted once per block it is found in (the rest of the block is
   // skipped, as RocksDB does).
   uint64_t damaged_blocks = 0;
+  // Zeros where a header belongs with an intact record after them: a page
+  // lost or zeroed mid-log. RocksDB skips such zeros without a word and
+  // replays around them (preallocated space at the tail has nothing after
+  // it). The first one:
+  uint64_t holes = 0;
+  std::string hole_file;
+  uint64_t hole_offset = 0;
+  std::string hole_next_file;  // the first intact record after it
+  uint64_t hole_next_offset = 0;
+  uint64_t hole_next_sequence = 0;
 
   // Filled only for a scan with `beyond` (ScanWal): the intact records
   // holding sequences past it, and where damage was last seen before the
@@ -63,16 +73,19 @@ struct WalScan {
 
 // Reads every "*.log" file directly in `dir` through `env`, in file-number
 // order. A file that disappears while it is read (a running server deleted
-// it after a flush) is skipped. `beyond`: see WalScan (UINT64_MAX: none).
-// IOError only if the directory cannot be listed or a file cannot be read.
+// it after a flush) is skipped. `beyond`: see WalScan (UINT64_MAX: none);
+// records starting past `upto` are not counted as beyond it. IOError only
+// if the directory cannot be listed or a file cannot be read.
 Status ScanWal(rocksdb::Env* env, const std::string& dir, uint64_t beyond,
-               WalScan* scan);
+               WalScan* scan, uint64_t upto = UINT64_MAX);
 
 // After an open that recovered up to sequence `recovered`, given a scan made
 // BEFORE that open (a running server may append records after it, never
-// before): OK if the log holds no intact record past `recovered`; otherwise
-// Corruption saying which records the open dropped and where the damage is
-// (it rescans the log for that).
+// before): OK if the log has no hole and holds no intact record past
+// `recovered` up to what the scan saw; otherwise Corruption saying which
+// records the open dropped or skipped and where (it rescans the log for
+// that). Busy if those records' log vanished meanwhile (a running server
+// flushed it): open again.
 Status CheckWalRecovery(rocksdb::Env* env, const std::string& dir,
                         const WalScan& before_open, uint64_t recovered);
 
