@@ -239,14 +239,36 @@ Status Replication::AdoptFullSync(const std::string& db_path) {
   // A swap that a crash interrupted. The old database is removed only once
   // the copy in its place opened, by renaming it to `tmp` first: a
   // `.replaced` directory is always whole. If the database opens, the swap
-  // was done and the old data goes; else (missing: the crash came between
-  // the two renames; or it does not open) the old database comes back, and
-  // a copy still ready is checked and swapped in again below.
+  // was done and the old data goes. If it is missing (the crash came
+  // between the two renames), the old database comes back, and a copy still
+  // ready is checked and swapped in again below. A database that exists
+  // but does not open is not the swap's doing (both renames move whole,
+  // checked directories): a disk error, damage, a store refused for its
+  // WAL. Neither it nor the old one is deleted or silently put back (that
+  // would roll the fence state back to the old copy's): the start fails,
+  // naming both, for the operator to choose.
   if (fs::exists(old, ec)) {
-    if (fs::exists(db, ec) && OpenAsDatabase(db).ok()) {
+    Status opens = fs::exists(db, ec) ? OpenAsDatabase(db) : Status::OK();
+    if (fs::exists(db, ec) && opens.ok()) {
       DropDirectory(old, tmp);
+      if (fs::exists(old, ec)) {
+        // Left behind, it would be taken for an interrupted swap at a later
+        // start: refuse to run until it is gone.
+        return Status::IOError("cannot remove " + old +
+                                   " (the database it held was replaced by "
+                                   "a full copy): remove it by hand",
+                               ec.message());
+      }
+    } else if (fs::exists(db, ec)) {
+      return Status::Corruption(
+          db + " does not open (" + opens.ToString() + ") and " + old +
+              " holds the database a full copy replaced",
+          "nothing was changed: move " + db +
+              " aside and start again to "
+              "run on " +
+              old + " (its fence state is older), or fix " + db +
+              " and remove " + old);
     } else {
-      if (fs::exists(db, ec)) DropDirectory(db, tmp);
       Status s = RenameDurably(old, db);
       if (!s.ok()) return s;
       LOG(WARNING) << "replication: " << db << " was missing or did not open "
@@ -303,6 +325,12 @@ Status Replication::AdoptFullSync(const std::string& db_path) {
   }
   if (had_db) DropDirectory(old, tmp);
   LOG(INFO) << "replication: the full copy in " << ready << " replaced " << db;
+  if (had_db && fs::exists(old, ec)) {
+    return Status::IOError("cannot remove " + old +
+                               " (the database a full copy replaced): "
+                               "remove it by hand",
+                           ec.message());
+  }
   return Status::OK();
 }
 

@@ -1153,10 +1153,22 @@ TEST_F(ReplicationE2ETest, AnInterruptedSwapOfAFullCopyIsUndoneAtStart) {
   ASSERT_TRUE(StartPrimary(&r, "r")) << r.Log();
   EXPECT_EQ(digest, Digest(r.port()));
   ASSERT_EQ(0, r.Stop());
-  // A database that does not open, beside the old one.
+  // A database that does not open, beside the old one: not the swap's doing
+  // (damage, a disk error), so neither is deleted nor silently put back
+  // (which would roll fences back to the old copy's: a review found a left
+  // .replaced made any later failed open delete the live database). The
+  // start fails naming both; nothing changes.
   std::filesystem::rename(db, db + ".replaced");
   std::filesystem::create_directories(db);
   std::ofstream(db + "/CURRENT") << "MANIFEST-999\n";
+  EXPECT_FALSE(StartPrimary(&r, "r"));
+  EXPECT_NE(std::string::npos, r.Log().find("holds the database a full copy "
+                                            "replaced"))
+      << r.Log();
+  EXPECT_TRUE(std::filesystem::exists(db + "/CURRENT"));
+  EXPECT_TRUE(std::filesystem::exists(db + ".replaced"));
+  // The operator moves the bad one aside: the old database runs again.
+  std::filesystem::rename(db, db + ".bad");
   ASSERT_TRUE(StartPrimary(&r, "r")) << r.Log();
   EXPECT_EQ(digest, Digest(r.port()));
   EXPECT_FALSE(std::filesystem::exists(db + ".replaced"));
