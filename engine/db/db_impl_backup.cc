@@ -593,20 +593,37 @@ Status DB::RestoreFromBackup(const std::string& backup_dir_arg,
         open(parent.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     // Without the parent's lock (a file system without flock) nothing is
     // removed: a directory in use could not be told from a dead one.
-    const bool parent_locked = parent_fd >= 0 && flock(parent_fd, LOCK_EX) == 0;
+    // Never waits long: an operator's own lock on that directory (`flock
+    // -n DIR cron-job`) would otherwise hang the restore. Without it, the
+    // cleanup is skipped.
+    bool parent_locked = false;
+    for (int i = 0; parent_fd >= 0 && i < 200 && !parent_locked; ++i) {
+      parent_locked = flock(parent_fd, LOCK_EX | LOCK_NB) == 0;
+      if (!parent_locked) usleep(10000);
+    }
     if (parent_locked) {
       result->unfinished_removed = RemoveUnfinishedRestores(parent, base);
     }
     const bool made = mkdtemp(tmp.data()) != nullptr;
     const int err = errno;
+    bool tmp_locked = false;
     if (made) {
       tmp_fd = open(tmp.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-      if (tmp_fd >= 0) flock(tmp_fd, LOCK_EX | LOCK_NB);
+      tmp_locked = tmp_fd >= 0 && flock(tmp_fd, LOCK_EX | LOCK_NB) == 0;
     }
     if (parent_fd >= 0) close(parent_fd);  // releases its lock
     if (!made) {
       return Status::IOError("cannot create a directory beside " + path,
                              std::strerror(err));
+    }
+    if (!tmp_locked) {
+      // Unlocked, another restore's cleanup could take it for a dead one
+      // and delete it under this copy.
+      const int lock_err = errno;
+      if (tmp_fd >= 0) close(tmp_fd);
+      std::error_code ignored;
+      fs::remove_all(tmp, ignored);
+      return Status::IOError("cannot lock " + tmp, std::strerror(lock_err));
     }
   }
   // Closing it releases the directory's lock, after every way out.
