@@ -103,21 +103,6 @@ bool IsCopyFileName(std::string_view name) {
   return true;
 }
 
-// Splits text on CRLF (or LF).
-std::vector<std::string> SplitLines(const std::string& text) {
-  std::vector<std::string> out;
-  size_t i = 0;
-  while (i < text.size()) {
-    size_t j = text.find('\n', i);
-    if (j == std::string::npos) j = text.size();
-    std::string l = text.substr(i, j - i);
-    if (!l.empty() && l.back() == '\r') l.pop_back();
-    out.push_back(std::move(l));
-    i = j + 1;
-  }
-  return out;
-}
-
 // "host:port" as REPLICAOF's two words.
 std::string HostPortWords(const std::string& host_port) {
   std::string host;
@@ -156,14 +141,15 @@ std::string Words(const std::vector<std::string_view>& words, size_t i) {
   return i < words.size() ? PrintableWord(words[i]) : std::string();
 }
 
-// Splits a "+WORD a b c" reply line on spaces.
-std::vector<std::string> SplitLine(const std::string& line) {
+// Splits `text` on `sep`, dropping empty pieces: a "+WORD a b c" reply
+// line on spaces, an INFO reply on '\n' (each line keeps its '\r').
+std::vector<std::string> SplitOn(const std::string& text, char sep) {
   std::vector<std::string> out;
   size_t i = 0;
-  while (i < line.size()) {
-    size_t j = line.find(' ', i);
-    if (j == std::string::npos) j = line.size();
-    if (j > i) out.push_back(line.substr(i, j - i));
+  while (i < text.size()) {
+    size_t j = text.find(sep, i);
+    if (j == std::string::npos) j = text.size();
+    if (j > i) out.push_back(text.substr(i, j - i));
     i = j + 1;
   }
   return out;
@@ -682,7 +668,8 @@ Status Replication::CheckNotDeposed(const std::string& primary) {
   }
   if (buf.size() < len) return Status::OK();
   std::string role, history, epoch_text;
-  for (const std::string& l : SplitLines(buf.substr(0, len))) {
+  for (std::string l : SplitOn(buf.substr(0, len), '\n')) {
+    if (l.back() == '\r') l.pop_back();
     if (l.rfind("role:", 0) == 0) role = l.substr(5);
     if (l.rfind("repl_history:", 0) == 0) history = l.substr(13);
     if (l.rfind("repl_epoch:", 0) == 0) epoch_text = l.substr(11);
@@ -1268,7 +1255,7 @@ Status Replication::ReplicaSession(const std::string& primary,
   if (!line.empty() && line[0] == '-') {
     return Status::InvalidArgument("the primary refused: " + line.substr(1));
   }
-  const std::vector<std::string> w = SplitLine(line);
+  const std::vector<std::string> w = SplitOn(line, ' ');
   const bool full = !w.empty() && w[0] == "+FULLSYNC";
   // +FULLSYNC epoch history epochs files [bytes seq]: the last two for a
   // replica that sent "sized", and then required (a copy of unannounced

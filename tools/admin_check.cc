@@ -107,10 +107,8 @@ class CheckCommand : public AdminCommand {
       CheckCommand run;
       std::string text;
       r = run.Once(&text);
-      if (r.code == kExitOk || attempt == kAttempts ||
-          (r.message.find("No such file") == std::string::npos &&
-           text.find("No such file") == std::string::npos) ||
-          CheckNotInUse(FLAGS_db, "").ok()) {
+      if (r.code == kExitOk || attempt == kFreshViewAttempts ||
+          !VanishedUnderRunningServer(r.message + "\n" + text)) {
         Print(out, text);
         return r;
       }
@@ -118,8 +116,6 @@ class CheckCommand : public AdminCommand {
   }
 
  private:
-  static constexpr int kAttempts = 5;
-
   // One check on a fresh read-only view; its output goes to *text.
   ExecResult Once(std::string* text) {
     char* buf = nullptr;

@@ -167,6 +167,11 @@ ExecResult ExpectArgs(const std::vector<std::string>& args, size_t n,
                            std::to_string(args.size()) + " argument(s)");
 }
 
+bool VanishedUnderRunningServer(const std::string& error) {
+  return error.find("No such file") != std::string::npos &&
+         !CheckNotInUse(FLAGS_db, "").ok();
+}
+
 ExecResult ReadCommand::DoCommand(const std::vector<std::string>& args,
                                   FILE* out) {
   ExecResult r = ExpectArgs(args, NumArgs(), ArgsUsage());
@@ -175,12 +180,9 @@ ExecResult ReadCommand::DoCommand(const std::vector<std::string>& args,
   Status s;
   // A running server may delete a file (after a flush or a compaction)
   // between the read-only open's listing and its read of it: retried.
-  for (int attempt = 1; attempt <= 5; ++attempt) {
+  for (int attempt = 1; attempt <= kFreshViewAttempts; ++attempt) {
     s = ReadOnlyStore::OpenChecked(FLAGS_db, &store);
-    if (s.ok() || s.ToString().find("No such file") == std::string::npos ||
-        CheckNotInUse(FLAGS_db, "").ok()) {
-      break;
-    }
+    if (s.ok() || !VanishedUnderRunningServer(s.ToString())) break;
   }
   if (!s.ok()) return ExecResult::FromStatus(s);
   return Read(*store, args, out);
@@ -259,18 +261,6 @@ std::vector<char*> SplitAtDoubleDash(int argc, char** argv,
   return head;
 }
 
-// `path` made absolute against the current directory, once, so that every
-// verb (and RocksDB's BackupEngine below it) sees the same directory.
-void MakeAbsolute(std::string* path) {
-  if (path->empty()) return;
-  std::error_code ec;
-  const std::filesystem::path p = std::filesystem::absolute(*path, ec);
-  if (ec) return;  // (no current directory: left as given)
-  std::string s = p.lexically_normal().string();
-  while (s.size() > 1 && s.back() == '/') s.pop_back();
-  *path = s;
-}
-
 }  // namespace
 
 int RunAdminTool(int argc, char** argv) {
@@ -334,8 +324,11 @@ int RunAdminTool(int argc, char** argv) {
   }
   // With --server the paths are the server's (it refuses relative ones).
   if (FLAGS_server.empty()) {
-    MakeAbsolute(&FLAGS_db);
-    MakeAbsolute(&FLAGS_backup_dir);
+    // Once, so that every verb (and BackupEngine below it) sees the same
+    // directories.
+    if (!FLAGS_db.empty()) FLAGS_db = AbsolutePath(FLAGS_db);
+    if (!FLAGS_backup_dir.empty())
+      FLAGS_backup_dir = AbsolutePath(FLAGS_backup_dir);
   }
   args.erase(args.begin(), args.begin() + static_cast<long>(words));
   const ExecResult r = command->DoCommand(args, stdout);

@@ -140,6 +140,12 @@ std::string QuoteBytes(std::string_view bytes);
 bool ParseKeyArg(const std::string& text, std::string* key, std::string* error);
 // Writes all of `s` to `out`.
 void Print(FILE* out, std::string_view s);
+// How many times a reading verb opens a fresh view of a store in use when
+// the running server deleted a file under the last one (a flush or a
+// compaction), and whether `error` (a failure's text) says so: a file gone
+// ("No such file") while another process holds the store (--db).
+constexpr int kFreshViewAttempts = 5;
+bool VanishedUnderRunningServer(const std::string& error);
 // OK if there are exactly n positional arguments, else an error naming
 // what was expected (`usage`).
 ExecResult ExpectArgs(const std::vector<std::string>& args, size_t n,

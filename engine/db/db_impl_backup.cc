@@ -57,18 +57,6 @@ Status CheckOutside(const std::string& db_path, const std::string& dir,
   return Status::OK();
 }
 
-// `path` made absolute, lexically (symlinks kept): a relative backup
-// directory misleads BackupEngine's in-place open (BackupInfo::
-// name_for_open came out as "bkb/private/1", which did not open).
-std::string Absolute(const std::string& path) {
-  std::error_code ec;
-  fs::path p = fs::absolute(path, ec);
-  if (ec) return path;
-  std::string s = p.lexically_normal().string();
-  while (s.size() > 1 && s.back() == '/') s.pop_back();
-  return s;
-}
-
 // InvalidArgument if `backup_dir` cannot be a backup directory of the
 // database at `db_path`: inside the database, containing it (BackupEngine
 // would write meta/, private/ and shared_checksum/ among the database's
@@ -495,7 +483,7 @@ Status DB::RestoreFromBackup(const std::string& backup_dir_arg,
   }
   // Messages name the directory as the caller did.
   const std::string& backup_dir = backup_dir_arg;
-  const std::string backup_path = Absolute(backup_dir_arg);
+  const std::string backup_path = AbsolutePath(backup_dir_arg);
   RestoreResult local;
   if (result == nullptr) result = &local;
   *result = RestoreResult();

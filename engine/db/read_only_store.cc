@@ -47,6 +47,15 @@ Status LockStore(const std::string& dir, std::string_view advice,
   return Status::OK();
 }
 
+std::string AbsolutePath(const std::string& path) {
+  std::error_code ec;
+  const std::filesystem::path p = std::filesystem::absolute(path, ec);
+  if (ec) return path;
+  std::string s = p.lexically_normal().string();
+  while (s.size() > 1 && s.back() == '/') s.pop_back();
+  return s;
+}
+
 Status CheckNotInUse(const std::string& dir, std::string_view advice) {
   rocksdb::FileLock* lock = nullptr;
   Status s = LockStore(dir, advice, &lock);

@@ -102,6 +102,13 @@ class ReadOnlyStore {
 // A RocksDB status as a fencedkv one, naming what was being read.
 Status ReadError(std::string_view what, const rocksdb::Status& s);
 
+// `path` made absolute against the current directory, lexically (symlinks
+// kept, no trailing '/'); as given if there is no current directory. A
+// relative backup directory misled BackupEngine's in-place open
+// (BackupInfo::name_for_open came out as "bkb/private/1", which did not
+// open): the restore and fencedkv-admin use it.
+std::string AbsolutePath(const std::string& path);
+
 // Whether `dir` is held open by a running process: Busy naming it and
 // giving `advice` if its RocksDB LOCK file is locked, OK otherwise (also
 // when it has none). The lock is probed and released at once; nothing is
