@@ -426,13 +426,9 @@ class ImportCommand : public AdminCommand {
   // lease service is open on it: import holds the database alone).
   static Status RaiseLeaseCounter(DB* db, Token counter) {
     auto* impl = static_cast<DBImpl*>(db);
-    std::string raw;
     Token current = 0;
-    Status s = impl->GetMeta(format::kMetaLeaseCounter, &raw);
-    if (s.ok() && !format::DecodeToken(raw, &current)) {
-      return Status::Corruption("bad lease_counter record in the target");
-    }
-    if (!s.ok() && !s.IsNotFound()) return s;
+    Status s = impl->ReadLeaseCounter(&current);
+    if (!s.ok()) return s;
     if (current >= counter) return Status::OK();
     return impl->PutMetaSynced({{std::string(format::kMetaLeaseCounter),
                                  format::EncodeToken(counter)}});

@@ -287,6 +287,21 @@ Status DBImpl::GetMeta(std::string_view key, std::string* value) {
   return FromRocksDB(rs);
 }
 
+Status DBImpl::ReadLeaseCounter(Token* counter) {
+  std::string raw;
+  Status s = GetMeta(format::kMetaLeaseCounter, &raw);
+  if (s.IsNotFound()) {
+    *counter = 0;
+    return Status::OK();
+  }
+  if (!s.ok()) return s;
+  if (!format::DecodeToken(raw, counter)) {
+    return Status::Corruption("bad lease_counter record in " + path_ + " (" +
+                              std::to_string(raw.size()) + " bytes, not 8)");
+  }
+  return Status::OK();
+}
+
 Status DBImpl::PutMetaSynced(
     const std::vector<std::pair<std::string, std::string>>& records) {
   return WriteMetaSynced(records, {});

@@ -45,6 +45,19 @@ namespace fencedkv {
 
 class ErrorRecovery;
 
+// Whether `dir` may receive a checkpoint of the database at `db_path`: not
+// inside it, and not existing. InvalidArgument saying why not.
+Status CheckCheckpointDir(const std::string& db_path, const std::string& dir);
+// Whether `backup_dir` may be a backup directory of the database at
+// `db_path`: not inside it, not containing it (BackupEngine would write
+// meta/, private/ and shared_checksum/ among the database's neighbours, and
+// a later backup would back up its own backups' parent), not a database
+// directory itself (its CURRENT or IDENTITY file). InvalidArgument saying
+// why not. DB::Checkpoint and DB::Backup check; fencedkv-admin checks
+// before it opens the database (an open rotates its LOG).
+Status CheckBackupDir(const std::string& db_path,
+                      const std::string& backup_dir);
+
 class DBImpl final : public DB {
  public:
   DBImpl(const Options& options, const FenceDomainSpec& spec, std::string path);
@@ -119,6 +132,9 @@ class DBImpl final : public DB {
   Status WriteMetaSynced(
       const std::vector<std::pair<std::string, std::string>>& puts,
       const std::vector<std::string>& deletes) LOCKS_EXCLUDED(meta_mu_);
+  // The last lease token issued (the "lease_counter" record): 0 if the
+  // store never issued one; Corruption if the record is not 8 bytes.
+  Status ReadLeaseCounter(Token* counter);
   // Lists meta records whose key starts with `prefix`.
   Status ScanMeta(std::string_view prefix,
                   std::vector<std::pair<std::string, std::string>>* out);

@@ -57,13 +57,25 @@ Status CheckOutside(const std::string& db_path, const std::string& dir,
   return Status::OK();
 }
 
-// InvalidArgument if `backup_dir` cannot be a backup directory of the
-// database at `db_path`: inside the database, containing it (BackupEngine
-// would write meta/, private/ and shared_checksum/ among the database's
-// neighbours, and a later backup would back up its own backups' parent),
-// or a database directory itself (its CURRENT or IDENTITY file).
+}  // namespace
+
+Status CheckCheckpointDir(const std::string& db_path, const std::string& dir) {
+  if (dir.empty()) return Status::InvalidArgument("empty checkpoint directory");
+  Status s = CheckOutside(db_path, dir, "checkpoint directory");
+  if (!s.ok()) return s;
+  std::error_code ec;
+  if (fs::exists(dir, ec)) {
+    return Status::InvalidArgument("checkpoint directory " + dir,
+                                   "already exists (it must not)");
+  }
+  return Status::OK();
+}
+
 Status CheckBackupDir(const std::string& db_path,
                       const std::string& backup_dir) {
+  if (backup_dir.empty()) {
+    return Status::InvalidArgument("empty backup directory");
+  }
   Status s = CheckOutside(db_path, backup_dir, "backup directory");
   if (!s.ok()) return s;
   const std::string db = Normalized(db_path);
@@ -84,6 +96,8 @@ Status CheckBackupDir(const std::string& db_path,
   }
   return Status::OK();
 }
+
+namespace {
 
 Status FromIO(const rocksdb::IOStatus& s) { return FromRocksDB(s); }
 
@@ -308,12 +322,8 @@ Status FenceRestoredCopy(const std::string& dir, Token floor,
   }
   auto* impl = static_cast<DBImpl*>(db.get());
   result->high_water_mark = impl->HighWaterMark();
-  std::string raw;
-  s = impl->GetMeta(format::kMetaLeaseCounter, &raw);
-  if (s.ok() && !format::DecodeToken(raw, &result->backup_lease_counter)) {
-    return Status::Corruption("bad lease_counter record in the backup");
-  }
-  if (!s.ok() && !s.IsNotFound()) return s;
+  s = impl->ReadLeaseCounter(&result->backup_lease_counter);
+  if (!s.ok()) return s;
   s = CheckFloor(floor, result->high_water_mark, result->backup_lease_counter,
                  db->GetFenceFloor());
   if (!s.ok()) return s;
@@ -382,14 +392,8 @@ std::string BackupInfo::ToString() const {
 }
 
 Status DBImpl::Checkpoint(const std::string& dir) {
-  if (dir.empty()) return Status::InvalidArgument("empty checkpoint directory");
-  Status s = CheckOutside(path_, dir, "checkpoint directory");
+  Status s = CheckCheckpointDir(path_, dir);
   if (!s.ok()) return s;
-  std::error_code ec;
-  if (fs::exists(dir, ec)) {
-    return Status::InvalidArgument("checkpoint directory " + dir,
-                                   "already exists (it must not)");
-  }
   rocksdb::Checkpoint* raw = nullptr;
   rocksdb::Status rs = rocksdb::Checkpoint::Create(db_.get(), &raw);
   std::unique_ptr<rocksdb::Checkpoint> checkpoint(raw);
@@ -402,9 +406,6 @@ Status DBImpl::Checkpoint(const std::string& dir) {
 
 Status DBImpl::Backup(const std::string& backup_dir,
                       const BackupOptions& options, BackupInfo* info) {
-  if (backup_dir.empty()) {
-    return Status::InvalidArgument("empty backup directory");
-  }
   Status s = CheckBackupDir(path_, backup_dir);
   if (!s.ok()) return s;
   // Created here (BackupEngine would, one level, as here) so that its lock

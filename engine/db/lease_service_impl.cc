@@ -66,15 +66,8 @@ class LeaseServiceImpl final : public LeaseService {
 
   Status Load() {
     MutexLock lock(&mu_);  // before any other thread: for the analysis
-    std::string raw;
-    Status s = db_->GetMeta(format::kMetaLeaseCounter, &raw);
-    if (s.ok()) {
-      if (!format::DecodeToken(raw, &counter_)) {
-        return Status::Corruption("bad lease_counter record");
-      }
-    } else if (!s.IsNotFound()) {
-      return s;
-    }
+    Status s = db_->ReadLeaseCounter(&counter_);
+    if (!s.ok()) return s;
     db_->NoteIssuedToken(counter_);
     std::vector<std::pair<std::string, std::string>> records;
     s = db_->ScanMeta(format::kMetaLeasePrefix, &records);

@@ -88,6 +88,22 @@ TEST_F(LeaseServiceTest, ALeaseAboveTheCounterRefusesTheService) {
       << s.ToString();
 }
 
+// A counter record that is not 8 bytes is damage: the service refuses to
+// open (it cannot know which tokens it issued), naming the record.
+TEST_F(LeaseServiceTest, AMalformedCounterRefusesTheService) {
+  Open();
+  ASSERT_EQ(Acquire("orders", "A"), 1u);
+  auto* impl = static_cast<DBImpl*>(db_.get());
+  ASSERT_FENCEDKV_OK(impl->PutMetaSynced({{"lease_counter", "abc"}}));
+  leases_.reset();
+  Status s = LeaseService::Open(db_.get(), LeaseOptions(), &leases_);
+  EXPECT_TRUE(s.IsCorruption()) << s.ToString();
+  EXPECT_NE(s.ToString().find("bad lease_counter record"), std::string::npos)
+      << s.ToString();
+  EXPECT_NE(s.ToString().find("3 bytes, not 8"), std::string::npos)
+      << s.ToString();
+}
+
 // Two services on one database would each keep their own counter and grant
 // the same token to two holders: the second Open is refused while the first
 // exists, and allowed once it is gone.
