@@ -24,6 +24,7 @@
 
 #include "admin_tool.h"
 #include "db/backup_lock.h"
+#include "db/db_impl.h"
 #include "db/read_only_store.h"
 #include "resp_client.h"
 
@@ -135,8 +136,12 @@ class CopyCommand : public AdminCommand {
     if (r.code == kExitOk) r = CheckFlags();
     if (r.code != kExitOk) return r;
     if (!FLAGS_server.empty()) return RunServerJob(ServerCommand(args), out);
+    // The destination first: a refused one leaves the store untouched (an
+    // open rotates its LOG).
+    Status s = CheckDestination(args);
+    if (!s.ok()) return ExecResult::FromStatus(s);
     std::unique_ptr<DB> db;
-    Status s = OpenOffline(&db);
+    s = OpenOffline(&db);
     std::string result;
     if (s.ok()) s = Copy(db.get(), args, &result);
     if (!s.ok()) return ExecResult::FromStatus(s);
@@ -149,6 +154,10 @@ class CopyCommand : public AdminCommand {
   virtual size_t NumArgs() const { return 0; }
   virtual const char* ArgsUsage() const { return "no argument"; }
   virtual ExecResult CheckFlags() const { return ExecResult::Ok(); }
+  // Whether the offline copy's destination can take it (checked again by
+  // the copy itself).
+  virtual Status CheckDestination(
+      const std::vector<std::string>& args) const = 0;
   // The FENCEDKV.* command that makes the server copy itself.
   virtual std::vector<std::string> ServerCommand(
       const std::vector<std::string>& args) const = 0;
@@ -172,6 +181,9 @@ class CheckpointCommand : public CopyCommand {
  protected:
   size_t NumArgs() const override { return 1; }
   const char* ArgsUsage() const override { return "DIR"; }
+  Status CheckDestination(const std::vector<std::string>& args) const override {
+    return CheckCheckpointDir(FLAGS_db, args[0]);
+  }
   std::vector<std::string> ServerCommand(
       const std::vector<std::string>& args) const override {
     return {"FENCEDKV.CHECKPOINT", args[0]};
@@ -205,6 +217,9 @@ class BackupCommand : public CopyCommand {
   ExecResult CheckFlags() const override {
     if (!FLAGS_backup_dir.empty()) return ExecResult::Ok();
     return ExecResult::Error("--backup_dir=D is required");
+  }
+  Status CheckDestination(const std::vector<std::string>&) const override {
+    return CheckBackupDir(FLAGS_db, FLAGS_backup_dir);
   }
   std::vector<std::string> ServerCommand(
       const std::vector<std::string>&) const override {
