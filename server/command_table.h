@@ -40,6 +40,10 @@ enum CommandFlags : uint32_t {
   // are what its parse says (CommandKeys). Redis' "movablekeys": a router
   // asks COMMAND GETKEYS.
   kCmdMovableKeys = 1 << 6,
+  // Waits on the network: REPLICAOF resolves the target's name and asks it
+  // whether it was deposed (up to 1 s). Run on ServerState::scans like
+  // kCmdIterates: a silent target held every client of the loop 1 s.
+  kCmdOffLoop = 1 << 7,
 };
 
 // Where a command's keys are among its arguments, as in Redis' command

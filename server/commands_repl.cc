@@ -235,10 +235,18 @@ bool ParseWaitArgs(const Args& args, size_t* n, int64_t* timeout_ms) {
 }
 
 void AppendReplicationCommands(std::vector<CommandSpec>* t) {
-  t->push_back(
-      {"replicaof", CmdReplicaOf, 3, kCmdAdmin, {}, kCatAdmin | kCatDangerous});
-  t->push_back(
-      {"slaveof", CmdReplicaOf, 3, kCmdAdmin, {}, kCatAdmin | kCatDangerous});
+  t->push_back({"replicaof",
+                CmdReplicaOf,
+                3,
+                kCmdAdmin | kCmdOffLoop,
+                {},
+                kCatAdmin | kCatDangerous});
+  t->push_back({"slaveof",
+                CmdReplicaOf,
+                3,
+                kCmdAdmin | kCmdOffLoop,
+                {},
+                kCatAdmin | kCatDangerous});
   // Clients (Sentinel-aware ones) ask a node its role: not @admin here,
   // where the default user has no @admin.
   t->push_back({"role", CmdRole, 1, 0, {}, kCatConnection});

@@ -34,7 +34,9 @@ Route ChooseRoute(const Admission& admission, const ClientState& client,
     AppendWriteOps(args, write, write.token, batch);
     return Route::kGroupedWrite;
   }
-  if ((cmd->flags & kCmdIterates) != 0) return Route::kScanThread;
+  if ((cmd->flags & (kCmdIterates | kCmdOffLoop)) != 0) {
+    return Route::kScanThread;
+  }
   if (cmd == kExec && client.in_multi) {
     if (client.queued.size() >= kOffloadExecCommands) return Route::kLongExec;
     size_t queued_args = 0;  // fewer than kOffloadExecCommands to add up

@@ -30,7 +30,8 @@ enum class Route : uint8_t {
   // condition: joins the loop's next group commit (DB::WriteGroup), each
   // command one batch.
   kGroupedWrite,
-  // SCAN, KEYS, DBSIZE: on the scan thread.
+  // SCAN, KEYS, DBSIZE, and REPLICAOF (which waits on the network): on the
+  // scan thread.
   kScanThread,
   // A long command, on the database thread if it has room: an EXEC of at
   // least kOffloadExecCommands queued commands or kOffloadArgs queued

@@ -215,6 +215,14 @@ TEST_F(FastPathTest, CommandsWithManyKeysLeaveTheLoop) {
   EXPECT_EQ("long-exec", RouteOf({"EXEC"}));
 }
 
+// REPLICAOF resolves the target and asks it whether it was deposed (up to
+// 1 s): on the loop, a silent target held every other client 1 s.
+TEST_F(FastPathTest, ReplicaOfLeavesTheLoop) {
+  Users("user default on nopass ~* &* +@all\n");
+  EXPECT_EQ("scan-thread", RouteOf({"REPLICAOF", "127.0.0.1", "6379"}));
+  EXPECT_EQ("scan-thread", RouteOf({"slaveof", "no", "one"}));
+}
+
 }  // namespace
 }  // namespace server
 }  // namespace fencedkv

@@ -928,5 +928,46 @@ TEST_F(HostileTest, InlineEscapesAndCursorSpellingsAsRedis) {
   EXPECT_EQ(0, server_.Stop());
 }
 
+// REPLICAOF resolves its target and asks it whether it was deposed, with a
+// deadline of 1 s. It ran on the io loop: a target that accepts and never
+// answers held every other client of that loop for the whole second
+// (another client's slowest PING: 997 ms). It runs on the scan thread now.
+TEST_F(HostileTest, ASilentReplicaOfTargetHoldsNoOtherClient) {
+  std::ofstream(dir_.Sub("users.acl"))
+      << "user default on nopass ~* &* +@all\n";
+  ASSERT_TRUE(
+      StartServer({"--io_threads=1", "--aclfile=" + dir_.Sub("users.acl")}));
+  // A listener that never accepts: connections complete in its backlog,
+  // and nothing is ever answered.
+  const int silent = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(silent, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  ASSERT_EQ(0, bind(silent, reinterpret_cast<sockaddr*>(&addr), len));
+  ASSERT_EQ(0, listen(silent, 8));
+  ASSERT_EQ(0, getsockname(silent, reinterpret_cast<sockaddr*>(&addr), &len));
+  const std::string silent_port = std::to_string(ntohs(addr.sin_port));
+  RespTestClient c(server_.port());
+  LatencyProbe probe(server_.port());
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  const auto t0 = Clock::now();
+  EXPECT_EQ("+OK", c.Call({"REPLICAOF", "127.0.0.1", silent_port}));
+  const std::chrono::duration<double, std::milli> took = Clock::now() - t0;
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  const double ping_ms = probe.Stop();
+  std::printf(
+      "[ figures  ] REPLICAOF a silent target: %.0f ms; another client's "
+      "slowest PING %.1f ms over %d PINGs\n",
+      took.count(), ping_ms, probe.pings());
+  EXPECT_GE(took.count(), 900);  // the probe waited out its deadline
+  EXPECT_LT(ping_ms, 500);
+  EXPECT_EQ(0, probe.failures());
+  EXPECT_EQ("+OK", c.Call({"REPLICAOF", "NO", "ONE"}));
+  close(silent);
+  EXPECT_EQ(0, server_.Stop());
+}
+
 }  // namespace
 }  // namespace fencedkv
