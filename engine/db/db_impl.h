@@ -247,8 +247,7 @@ class DBImpl final : public DB {
   //    syncs the WAL so the max it reports is durable).
   Status Commit(const WriteRequest& req, Scratch* sc);
   // Makes every record already in the WAL durable (an always-synced call
-  // that wrote nothing): SyncWAL, or a synced marker record where the Env
-  // cannot sync beside writers.
+  // that wrote nothing): a synced marker record.
   rocksdb::Status SyncWalBarrier();
   // 6. Records the new maxima and marks in memory. REQUIRES: stripes locked.
   void Publish(const Scratch& sc);

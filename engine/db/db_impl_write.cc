@@ -747,26 +747,26 @@ Status DBImpl::Commit(const WriteRequest& req, Scratch* sc) {
 }
 
 rocksdb::Status DBImpl::SyncWalBarrier() {
-  // Syncing the WAL syncs every record before it.
-  rocksdb::Status rs = recovery_->SyncWAL(db_.get());
-  if (rs.IsNotSupported()) {
-    // An Env whose WAL cannot be synced beside writers (RocksDB's in-memory
-    // one): a synced write of a record no reader sees (a deletion of the
-    // empty key in the meta column family) syncs the WAL up to it just as
-    // well.
-    rocksdb::WriteBatch marker;
-    rs = marker.Delete(meta_cf_, rocksdb::Slice());
-    rocksdb::WriteOptions wo;
-    wo.sync = true;
-    // A record of its own: not once the database follows a log (meta_mu_
-    // orders this with SetFollowing).
-    MutexLock lock(&meta_mu_);
-    if (following_.load(std::memory_order_acquire)) {
-      return rocksdb::Status::NotSupported(
-          "this database follows a primary's log");
-    }
-    if (rs.ok()) rs = recovery_->Write(db_.get(), wo, &marker);
+  // A synced write of a record no reader sees (a deletion of the empty key
+  // in the meta column family) syncs every record before it. Not
+  // rocksdb::DB::SyncWAL: it runs beside the writers, and when a writer's
+  // WAL sync failed just before it, it synced the failed file and tripped
+  // RocksDB 7.8's assertion (Debian's build aborts). A write is ordered
+  // with the others by RocksDB's write thread, and after a failed one it
+  // gets the background error.
+  TEST_SYNC_POINT("DBImpl::SyncWalBarrier");
+  rocksdb::WriteBatch marker;
+  rocksdb::Status rs = marker.Delete(meta_cf_, rocksdb::Slice());
+  rocksdb::WriteOptions wo;
+  wo.sync = true;
+  // A record of its own: not once the database follows a log (meta_mu_
+  // orders this with SetFollowing).
+  MutexLock lock(&meta_mu_);
+  if (following_.load(std::memory_order_acquire)) {
+    return rocksdb::Status::NotSupported(
+        "this database follows a primary's log");
   }
+  if (rs.ok()) rs = recovery_->Write(db_.get(), wo, &marker);
   return rs;
 }
 

@@ -316,24 +316,6 @@ rocksdb::Status ErrorRecovery::Write(rocksdb::DB* db,
   return s;
 }
 
-rocksdb::Status ErrorRecovery::SyncWAL(rocksdb::DB* db) {
-  {
-    MutexLock lock(&mu_);
-    if (closed_.load(std::memory_order_relaxed)) {
-      ++stats_.gated;
-      return gate_error_;
-    }
-    if (wal_error_) {
-      return rocksdb::Status::IOError(
-          "the WAL cannot be synced until the database recovers",
-          stats_.last_error);
-    }
-  }
-  rocksdb::Status s = db->SyncWAL();
-  if (!s.ok()) Failed(s);
-  return s;
-}
-
 void ErrorRecovery::Failed(const rocksdb::Status& s) {
   if (!s.IsIOError() && !s.IsIncomplete()) return;
   {

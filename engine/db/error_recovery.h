@@ -156,11 +156,6 @@ class ErrorRecovery {
   // one atomic load. Thread-safe, like DB::Write.
   rocksdb::Status Write(rocksdb::DB* db, const rocksdb::WriteOptions& options,
                         rocksdb::WriteBatch* batch);
-  // rocksdb::DB::SyncWAL through the same gate; also refused (IOError)
-  // after a write to the current WAL failed: RocksDB 7.8's SyncWAL syncs
-  // that WAL without looking at the background error, and the failed
-  // writer trips an assertion (Debian's build aborts).
-  rocksdb::Status SyncWAL(rocksdb::DB* db);
 
   // At most one Resume() per `interval` while it fails. Default 1 s.
   void SetRetryInterval(std::chrono::microseconds interval);
@@ -175,7 +170,7 @@ class ErrorRecovery {
 
   // RocksDB reported `error` (from any thread, RocksDB's mutex released).
   void NoteError(const rocksdb::Status& error) LOCKS_EXCLUDED(mu_);
-  // A write or SyncWAL through the gate returned `s`: an I/O error closes
+  // A write through the gate returned `s`: an I/O error closes
   // the gate and schedules a recovery.
   void Failed(const rocksdb::Status& s) LOCKS_EXCLUDED(mu_);
   // The FileSystem created WAL `number` / a write to WAL `number` failed.
