@@ -282,6 +282,10 @@ class DBImpl final : public DB {
 
   const Options options_;
   const std::string path_;
+  // path_'s directory as this process's registry of open databases knows
+  // it (db_impl_open.cc); empty until OpenImpl claimed it. Released after
+  // db_ is closed.
+  std::string open_key_;
   // The fence configuration in force: from the options at creation, else
   // the stored one. Set once by OpenImpl before the DB is published.
   FenceDomainSpec spec_;

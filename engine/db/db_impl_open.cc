@@ -8,7 +8,10 @@
 // database is upgraded in place (fence_format.h).
 
 #include <algorithm>
+#include <filesystem>
+#include <map>
 #include <set>
+#include <system_error>
 
 #include <rocksdb/env.h>
 #include <rocksdb/write_batch.h>
@@ -72,6 +75,46 @@ Status MetaReadError(std::string_view record, const rocksdb::Status& rs) {
                             cause);
 }
 
+// The databases open read-write in this process, by directory. RocksDB's
+// in-process lock table is keyed by the path string as given, so "db/",
+// "./db" or a symlink opened a database that "db" held: two DBs on one
+// directory wrote over each other's MANIFEST (the next open failed with
+// Corruption) and each kept its own fence view and lease counter.
+class OpenDirectories {
+ public:
+  // The directory `path` names, absolute, with symlinks of its existing
+  // part resolved and no "." or ".." or trailing '/'.
+  static std::string KeyOf(const std::string& path) {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    fs::path p = fs::absolute(path, ec);
+    if (ec) p = fs::path(path);
+    fs::path c = fs::weakly_canonical(p, ec);
+    std::string key = (ec ? p.lexically_normal() : c).string();
+    while (key.size() > 1 && key.back() == '/') key.pop_back();
+    return key;
+  }
+  // Busy if `key` is open already (the message names how it was opened).
+  static Status Claim(const std::string& key, const std::string& path) {
+    MutexLock lock(&mu_);
+    auto [it, inserted] = open_.emplace(key, path);
+    if (inserted) return Status::OK();
+    return Status::Busy(
+        path + " is already open in this process (as " + it->second + ")",
+        "one directory takes one DB at a time");
+  }
+  static void Release(const std::string& key) {
+    MutexLock lock(&mu_);
+    open_.erase(key);
+  }
+
+ private:
+  static Mutex mu_;
+  static std::map<std::string, std::string> open_ GUARDED_BY(mu_);
+};
+Mutex OpenDirectories::mu_;
+std::map<std::string, std::string> OpenDirectories::open_;
+
 }  // namespace
 
 DBImpl::DBImpl(const Options& options, const FenceDomainSpec& spec,
@@ -100,6 +143,7 @@ DBImpl::~DBImpl() {
     db_->Close();
     db_.reset();
   }
+  if (!open_key_.empty()) OpenDirectories::Release(open_key_);
 }
 
 Status DBImpl::ValidateOptions(const Options& o) {
@@ -124,13 +168,20 @@ Status DBImpl::ValidateOptions(const Options& o) {
         " is out of range: 0.." + std::to_string(kMaxValueSizeLimit) +
         " (RocksDB cannot store larger values)");
   }
-  if (o.write_buffer_size < (64 << 10)) {
+  // (RocksDB clips a memtable to 64 GiB; the hash memtable sizes its
+  // buckets from it: SIZE_MAX took 600 MB and more for one write.)
+  if (o.write_buffer_size < kMinWriteBufferSize ||
+      o.write_buffer_size > kMaxWriteBufferSize) {
     return Status::InvalidArgument("write_buffer_size " +
                                    std::to_string(o.write_buffer_size) +
-                                   " is below the minimum of 64 KiB");
+                                   " is out of range: 64 KiB..64 GiB");
   }
-  if (o.max_background_jobs < 1) {
-    return Status::InvalidArgument("max_background_jobs must be at least 1");
+  // (A thread RocksDB cannot create is an abort, not an error.)
+  if (o.max_background_jobs < 1 ||
+      o.max_background_jobs > kMaxBackgroundJobsLimit) {
+    return Status::InvalidArgument(
+        "max_background_jobs " + std::to_string(o.max_background_jobs) +
+        " is out of range: 1.." + std::to_string(kMaxBackgroundJobsLimit));
   }
   if (o.level0_file_num_compaction_trigger < 1) {
     return Status::InvalidArgument(
@@ -175,6 +226,12 @@ Status DBImpl::OpenImpl() {
   rocksdb::ColumnFamilyOptions data_options;
   Status s = BuildRocksDBOptions(options_, &db_options, &data_options);
   if (!s.ok()) return s;
+  // Before anything is read: another DB of this process on the directory
+  // under another spelling would not be seen by RocksDB's lock.
+  const std::string key = OpenDirectories::KeyOf(path_);
+  s = OpenDirectories::Claim(key, path_);
+  if (!s.ok()) return s;
+  open_key_ = key;
   rocksdb::Env* env = db_options.env;
 
   // What is there: nothing, an empty directory, a RocksDB database, or

@@ -310,6 +310,41 @@ TEST(DBMetaTest, SecondOpenWhileOpenIsBusy) {
   EXPECT_EQ(drop_log(before), drop_log(after));
 }
 
+// RocksDB's in-process lock table is keyed by the path string as given:
+// the same directory opened as "db/", "./db" or through a symlink was a
+// second DB on it, and the two wrote over each other's MANIFEST (the next
+// open: "Corruption: Corrupt or unsupported format_version"), kept two
+// fence views (a fenced-out write accepted) and two lease counters.
+TEST(DBMetaTest, SecondOpenUnderAnotherSpellingIsBusy) {
+  test::TempDir dir;
+  const std::string path = dir.Sub("db");
+  std::unique_ptr<DB> db;
+  ASSERT_FENCEDKV_OK(DB::Open(CreateOptions(), path, &db));
+  ASSERT_FENCEDKV_OK(db->Put(WriteOptions(), "k", "v", 10));
+  fs::create_directory_symlink(path, dir.Sub("link"));
+  const std::string parent = fs::path(path).parent_path().string();
+  for (const std::string& other :
+       {path + "/", path + "//", parent + "/./db", parent + "/x/../db",
+        dir.Sub("link"), dir.Sub("link") + "/"}) {
+    SCOPED_TRACE(other);
+    std::unique_ptr<DB> db2;
+    Status s = DB::Open(CreateOptions(), other, &db2);
+    EXPECT_TRUE(s.IsBusy()) << s.ToString();
+    EXPECT_NE(std::string::npos, s.ToString().find("already open in this"))
+        << s.ToString();
+  }
+  EXPECT_TRUE(db->Put(WriteOptions(), "k", "stale", 5).IsStaleToken());
+  ASSERT_FENCEDKV_OK(db->Flush());
+  db.reset();
+  // Nothing was damaged, and once closed it opens under any spelling.
+  ASSERT_FENCEDKV_OK(DB::Open(CreateOptions(), dir.Sub("link") + "/", &db));
+  std::string v;
+  ASSERT_FENCEDKV_OK(db->Get(ReadOptions(), "k", &v));
+  EXPECT_EQ("v", v);
+  db.reset();
+  ASSERT_FENCEDKV_OK(DB::Open(CreateOptions(), path, &db));
+}
+
 // A refused reopen must not touch the directory: before, RocksDB had
 // already replayed and flushed the WAL (a new SST, MANIFEST and OPTIONS,
 // the old WAL deleted) when the stored configuration was compared.
@@ -356,7 +391,13 @@ TEST(DBMetaTest, InvalidOptionsAreRefusedBeforeAnythingIsWritten) {
   o.write_buffer_size = 1000;
   cases.emplace_back("write_buffer_size", o);
   o = CreateOptions();
+  o.write_buffer_size = SIZE_MAX;  // (the hash memtable sized its buckets
+  cases.emplace_back("write_buffer_size", o);  // from it: 600 MB and more)
+  o = CreateOptions();
   o.max_background_jobs = 0;
+  cases.emplace_back("max_background_jobs", o);
+  o = CreateOptions();
+  o.max_background_jobs = 100000;  // (thread creation failed: an abort)
   cases.emplace_back("max_background_jobs", o);
   o = CreateOptions();
   o.level0_file_num_compaction_trigger = 0;

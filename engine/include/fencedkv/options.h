@@ -42,6 +42,12 @@ bool ParseFenceMode(const std::string& text, FenceMode* mode);
 constexpr size_t kMaxKeySizeLimit = size_t{8} << 20;
 constexpr size_t kMaxValueSizeLimit = size_t{3} << 30;
 
+// Options::write_buffer_size's range (RocksDB clips a memtable to 64 GiB),
+// and Options::max_background_jobs's largest value.
+constexpr size_t kMinWriteBufferSize = size_t{64} << 10;
+constexpr size_t kMaxWriteBufferSize = size_t{64} << 30;
+constexpr int kMaxBackgroundJobsLimit = 256;
+
 // Options::max_token_skew: no limit (the guard is off).
 constexpr uint64_t kNoTokenSkewLimit = UINT64_MAX;
 
@@ -108,8 +114,8 @@ struct Options {
   size_t max_value_size = 64 << 20;
 
   // RocksDB tuning (none of it persisted, none of it affects fencing).
-  // Bytes of memtable per column family before a flush; at least 64 KiB.
-  // Default: 64 MiB.
+  // Bytes of memtable per column family before a flush; 64 KiB..64 GiB
+  // (kMinWriteBufferSize..kMaxWriteBufferSize). Default: 64 MiB.
   size_t write_buffer_size = 64 << 20;
   // Bytes of block cache shared by all column families; 0 = no block cache.
   // Default: 32 MiB.
@@ -137,7 +143,8 @@ struct Options {
   std::string memtable = "skiplist";
   // Max open files for RocksDB; -1 = unlimited, else positive. Default: -1.
   int max_open_files = -1;
-  // Background flush/compaction threads, at least 1. Default: 2.
+  // Background flush/compaction threads, 1..kMaxBackgroundJobsLimit (256).
+  // Default: 2.
   int max_background_jobs = 2;
   // Level-0 files that trigger a compaction into level 1 (data and fence
   // column families), at least 1. Default: 4 (RocksDB's).
