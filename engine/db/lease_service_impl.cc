@@ -135,7 +135,8 @@ class LeaseServiceImpl final : public LeaseService {
     Token next = std::max(counter_, db_->GetFenceFloor());
     if (next == kMaxToken) {
       return Status::NotSupported(
-          "the lease token counter is exhausted (the fence floor is 2^64-1)");
+          "the lease token counter is exhausted: the last token issued or "
+          "the fence floor is 2^64-1");
     }
     ++next;
     LeaseRecord r{std::string(holder), next, now + ttl_ms};
@@ -375,8 +376,41 @@ class LeaseServiceImpl final : public LeaseService {
 
 }  // namespace
 
+namespace {
+
+// Options that cannot work: an Acquire at a max_ttl_ms of INT64_MAX
+// overflowed its expiry (negative: another holder took the lease at once),
+// and min above max, or no room for a name, refused every Acquire.
+Status ValidateLeaseOptions(const LeaseOptions& o) {
+  if (o.min_ttl_ms < 1 || o.max_ttl_ms < o.min_ttl_ms ||
+      o.max_ttl_ms > kMaxLeaseTtlLimitMs) {
+    return Status::InvalidArgument(
+        "lease TTL bounds min_ttl_ms " + std::to_string(o.min_ttl_ms) +
+        ", max_ttl_ms " + std::to_string(o.max_ttl_ms) +
+        ": expected 1 <= min_ttl_ms <= max_ttl_ms <= " +
+        std::to_string(kMaxLeaseTtlLimitMs) + " (10 years)");
+  }
+  if (o.max_name_bytes < 1 || o.max_holder_bytes < 1) {
+    return Status::InvalidArgument(
+        "max_name_bytes and max_holder_bytes must be at least 1");
+  }
+  if (o.max_leases < 1) {
+    return Status::InvalidArgument("max_leases must be at least 1");
+  }
+  if (o.reclaim_interval_ms < 0 || o.reclaim_batch < 1) {
+    return Status::InvalidArgument(
+        "reclaim_interval_ms must be 0 (no reclaimer) or positive, and "
+        "reclaim_batch at least 1");
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
 Status LeaseService::Open(DB* db, const LeaseOptions& options,
                           std::unique_ptr<LeaseService>* service) {
+  Status valid = ValidateLeaseOptions(options);
+  if (!valid.ok()) return valid;
   auto* impl = dynamic_cast<DBImpl*>(db);
   if (impl == nullptr) {
     return Status::InvalidArgument("LeaseService needs a DB from DB::Open");

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -88,6 +89,50 @@ TEST_F(LeaseServiceTest, ALeaseAboveTheCounterRefusesTheService) {
       << s.ToString();
 }
 
+// Options that cannot work are refused at Open. Before, max_ttl_ms =
+// INT64_MAX was accepted and an Acquire at that TTL overflowed its expiry:
+// OK with a negative expiry, and another holder got the lease at once.
+TEST_F(LeaseServiceTest, OptionsThatCannotWorkAreRefused) {
+  Open();
+  leases_.reset();
+  struct Case {
+    const char* what;
+    std::function<void(LeaseOptions*)> set;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"max_ttl_ms", [](LeaseOptions* o) { o->max_ttl_ms = INT64_MAX; }},
+           {"max_ttl_ms",
+            [](LeaseOptions* o) { o->max_ttl_ms = kMaxLeaseTtlLimitMs + 1; }},
+           {"min_ttl_ms",
+            [](LeaseOptions* o) {
+              o->min_ttl_ms = 1000;
+              o->max_ttl_ms = 10;
+            }},
+           {"min_ttl_ms", [](LeaseOptions* o) { o->min_ttl_ms = 0; }},
+           {"max_name_bytes", [](LeaseOptions* o) { o->max_name_bytes = 0; }},
+           {"max_holder_bytes",
+            [](LeaseOptions* o) { o->max_holder_bytes = 0; }},
+           {"max_leases", [](LeaseOptions* o) { o->max_leases = 0; }},
+           {"reclaim_interval_ms",
+            [](LeaseOptions* o) { o->reclaim_interval_ms = -1; }},
+           {"reclaim_batch", [](LeaseOptions* o) { o->reclaim_batch = 0; }}}) {
+    LeaseOptions o;
+    c.set(&o);
+    std::unique_ptr<LeaseService> service;
+    Status s = LeaseService::Open(db_.get(), o, &service);
+    EXPECT_TRUE(s.IsInvalidArgument()) << c.what << ": " << s.ToString();
+    EXPECT_NE(std::string::npos, s.ToString().find(c.what)) << s.ToString();
+  }
+  // The longest allowed TTL works: the lease is held, not expired.
+  LeaseOptions o;
+  o.max_ttl_ms = kMaxLeaseTtlLimitMs;
+  ASSERT_FENCEDKV_OK(LeaseService::Open(db_.get(), o, &leases_));
+  LeaseGrant g;
+  ASSERT_FENCEDKV_OK(leases_->Acquire("x", "A", kMaxLeaseTtlLimitMs, &g));
+  EXPECT_GT(g.expires_at_ms, 0);
+  EXPECT_TRUE(leases_->Acquire("x", "B", 1000, &g).IsLeaseHeld());
+}
+
 // A counter record that is not 8 bytes is damage: the service refuses to
 // open (it cannot know which tokens it issued), naming the record.
 TEST_F(LeaseServiceTest, AMalformedCounterRefusesTheService) {
@@ -163,6 +208,16 @@ TEST_F(LeaseServiceTest, ClientTokensDoNotMoveTheCounter) {
   ASSERT_FENCEDKV_OK(db_->SetFenceFloor(WriteOptions(), 1000));
   EXPECT_EQ(1001u, Acquire("invoices", "D"));
   EXPECT_EQ(1002u, Acquire("refunds", "E"));
+  // A floor one below the top: one grant more, then the counter is spent
+  // (the message said the floor was 2^64-1; it was the last token).
+  ASSERT_FENCEDKV_OK(db_->SetFenceFloor(WriteOptions(), kMaxToken - 1));
+  EXPECT_EQ(kMaxToken, Acquire("last", "F"));
+  LeaseGrant g;
+  Status s = leases_->Acquire("none", "G", 1000, &g);
+  EXPECT_TRUE(s.IsNotSupported()) << s.ToString();
+  EXPECT_NE(std::string::npos,
+            s.ToString().find("the last token issued or the fence floor"))
+      << s.ToString();
 }
 
 // Expired leases are reclaimed from memory and disk, a bounded number per

@@ -51,22 +51,28 @@ struct LeaseGrant {
   int64_t ttl_ms = 0;         // time left when the call returned
 };
 
+// The longest TTL LeaseOptions::max_ttl_ms may allow: 10 years (so that
+// now + ttl never overflows).
+constexpr int64_t kMaxLeaseTtlLimitMs = int64_t{10} * 365 * 24 * 3600 * 1000;
+
+// LeaseService::Open refuses options out of these ranges (InvalidArgument).
 struct LeaseOptions {
   // Milliseconds since the epoch; tests inject a fake clock.
   std::function<int64_t()> now_ms;
-  // Bounds on a TTL, in ms. Defaults: 1 ms .. 1 day.
+  // Bounds on a TTL, in ms: 1 <= min_ttl_ms <= max_ttl_ms <=
+  // kMaxLeaseTtlLimitMs. Defaults: 1 ms .. 1 day.
   int64_t min_ttl_ms = 1;
   int64_t max_ttl_ms = 24LL * 3600 * 1000;
-  // Bounds on names and holders, in bytes (1..max).
+  // Bounds on names and holders, in bytes (1..max); each at least 1.
   size_t max_name_bytes = 1024;
   size_t max_holder_bytes = 1024;
   // At most this many leases on record (held, or expired and not yet
   // reclaimed): about 100 bytes each plus the name and holder, so at most
   // about 220 MB with the defaults. Acquire of a new name at the limit
-  // first reclaims expired leases, then returns Busy.
+  // first reclaims expired leases, then returns Busy. At least 1.
   size_t max_leases = 100000;
-  // The background reclaimer's period (0: none; call ReclaimExpired) and the
-  // most leases it reclaims per pass.
+  // The background reclaimer's period (0: none; call ReclaimExpired; not
+  // negative) and the most leases it reclaims per pass (at least 1).
   int64_t reclaim_interval_ms = 1000;
   size_t reclaim_batch = 1000;
 };
