@@ -12,7 +12,7 @@ std::string ErrorLine(const Status& s, bool with_command_index) {
     const char* what = st->reason == StaleReason::kBelowFloor ? "floor" : "max";
     std::string line = "STALE token " + std::to_string(st->offered) + " " + op +
                        " " + what + " " + std::to_string(st->max) +
-                       " (domain \"" + EscapeBytes(st->domain) + "\")";
+                       " (domain \"" + EscapeBytesBounded(st->domain) + "\")";
     if (with_command_index && st->batch_index >= 0) {
       line += " at command " + std::to_string(st->batch_index + 1);
     }

@@ -30,6 +30,25 @@ TEST(ErrorMappingTest, StaleTokenHasItsOwnCode) {
             ErrorLine(Status::StaleToken(info)));
 }
 
+// A domain is named with at most 256 of its bytes: a 64 KiB binary key
+// made a 256 KiB -STALE line (each byte escaped as \xNN).
+TEST(ErrorMappingTest, ALongDomainIsCutInTheLine) {
+  StaleTokenInfo info;
+  info.offered = 7;
+  info.max = 8;
+  info.domain = std::string(65536, '\x01');
+  std::string cut;
+  for (int i = 0; i < 256; ++i) cut += "\\x01";
+  const std::string want =
+      "STALE token 7 < max 8 (domain \"" + cut + "...(65536 bytes)\")";
+  EXPECT_EQ(want, ErrorLine(Status::StaleToken(info)));
+  EXPECT_EQ(65536u, Status::StaleToken(info).stale()->domain.size());
+  EXPECT_LT(Status::StaleToken(info).ToString().size(), 1200u);
+  info.domain = std::string(256, 'a');  // at the bound: whole
+  EXPECT_EQ("STALE token 7 < max 8 (domain \"" + info.domain + "\")",
+            ErrorLine(Status::StaleToken(info)));
+}
+
 TEST(ErrorMappingTest, Table) {
   EXPECT_EQ("ERR bad", ErrorLine(Status::InvalidArgument("bad")));
   EXPECT_EQ("LEASED x", ErrorLine(Status::LeaseHeld("x")));

@@ -66,6 +66,12 @@ std::string EscapeBytes(std::string_view bytes) {
   return out;
 }
 
+std::string EscapeBytesBounded(std::string_view bytes, size_t max_bytes) {
+  if (bytes.size() <= max_bytes) return EscapeBytes(bytes);
+  return EscapeBytes(bytes.substr(0, max_bytes)) + "...(" +
+         std::to_string(bytes.size()) + " bytes)";
+}
+
 Status::Status(Code code, std::string_view msg, std::string_view msg2) {
   auto rep = std::make_shared<Rep>();
   rep->code = code;
@@ -103,7 +109,7 @@ Status Status::StaleToken(StaleTokenInfo info) {
   if (info.reason == StaleReason::kBelowFloor) what = "floor";
   rep->msg = "token " + std::to_string(info.offered) + " " + op + " " + what +
              " " + std::to_string(info.max) + " for domain \"" +
-             EscapeBytes(info.domain) + "\"";
+             EscapeBytesBounded(info.domain) + "\"";
   if (info.batch_index >= 0) {
     rep->msg += " (batch op " + std::to_string(info.batch_index) + ")";
   }

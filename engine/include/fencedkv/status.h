@@ -12,6 +12,7 @@
 #ifndef FENCEDKV_INCLUDE_FENCEDKV_STATUS_H_
 #define FENCEDKV_INCLUDE_FENCEDKV_STATUS_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -114,6 +115,11 @@ class Status {
 // Renders raw domain/key bytes for messages: printable ASCII as is, quotes,
 // backslashes and other bytes escaped (\", \\, \xNN).
 std::string EscapeBytes(std::string_view bytes);
+// The same for at most the first `max_bytes` of `bytes`; a longer input
+// ends with "...(N bytes)". A stale token's message names its domain with
+// it (StaleTokenInfo::domain keeps all of it): an 8 MiB key made a 32 MiB
+// message, and a 64 KiB one a 256 KiB -STALE line.
+std::string EscapeBytesBounded(std::string_view bytes, size_t max_bytes = 256);
 
 }  // namespace fencedkv
 
