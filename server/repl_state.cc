@@ -6,6 +6,7 @@
 #include <charconv>
 #include <cstdio>
 #include <fstream>
+#include <limits>
 #include <random>
 #include <sstream>
 
@@ -172,6 +173,15 @@ Status ReplaceFileDurably(const std::string& dir, const char* name,
 }  // namespace
 
 Status ReplState::Store(const std::string& dir) const {
+  // Nothing Load would refuse: a state that does not parse back is not
+  // written (the server could not start on it).
+  EpochList check;
+  if (!ParseEpochs(FormatEpochs(epochs), &check) || log_epoch > max_epoch) {
+    return Status::InvalidArgument(
+        "not storing an inconsistent replication state (epochs " +
+        FormatEpochs(epochs) + ", max_epoch " + std::to_string(max_epoch) +
+        ", log_epoch " + std::to_string(log_epoch) + ")");
+  }
   std::ostringstream out;
   out << "fencedkv-replication 1\n"
       << "history " << (history.empty() ? "-" : history) << "\n"
@@ -198,6 +208,11 @@ Status ShardRecord::Parse(std::string_view text, ShardRecord* record) {
   if (!j.is_object()) return Status::InvalidArgument("not a JSON object");
   if (!JsonU64(j, "epoch", &record->epoch) || record->epoch == 0) {
     return Status::InvalidArgument("no epoch");
+  }
+  // A takeover makes epoch + 1: the last number would wrap to 0.
+  if (record->epoch == std::numeric_limits<uint64_t>::max()) {
+    return Status::InvalidArgument("epoch " + std::to_string(record->epoch) +
+                                   " is invalid (no epoch can follow it)");
   }
   auto primary = j.find("primary");
   if (primary == j.end() || !primary->is_string() ||

@@ -459,6 +459,17 @@ Status Replication::BecomePrimary(const ShardRecord* record,
     // told apart from this one's (DecideSync).
     uint64_t epoch = next.max_epoch + 1;
     if (record != nullptr) {
+      // The record was checked against the highest epoch seen (etcd's
+      // state can go back): never lower it, never list epochs out of
+      // order.
+      if (record->epoch < next.max_epoch ||
+          (!record->epochs.empty() &&
+           record->epochs.back().epoch != record->epoch)) {
+        return Status::InvalidArgument(
+            "the shard record's epoch " + std::to_string(record->epoch) +
+            " is below epoch " + std::to_string(next.max_epoch) +
+            " seen here, or its epochs do not end with it: not taken");
+      }
       epoch = record->epoch;
       next.history = record->history;
       next.epochs = record->epochs;
