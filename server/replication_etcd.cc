@@ -31,6 +31,20 @@ bool Contains(const std::vector<std::string>& v, const std::string& s) {
   return std::find(v.begin(), v.end(), s) != v.end();
 }
 
+// Why a record that is missing, or below an epoch already seen, is not acted
+// on (docs/replication.md, "When etcd lost the shard record"): `what` says
+// what was found and what was seen.
+std::string UntrustedRecordError(const std::string& record_key,
+                                 const std::string& what) {
+  return "the shard record " + record_key + " " + what +
+         ": etcd lost its data (restarted with an empty data directory, "
+         "restored from an older snapshot) or the record was deleted or "
+         "edited. No server creates it again or acts on it: a primary "
+         "stops taking writes, replicas keep serving reads. Recreate the "
+         "record by hand at an epoch above every server's repl_max_epoch "
+         "(docs/replication.md, \"When etcd lost the shard record\")";
+}
+
 }  // namespace
 
 bool Replication::ShardView(
@@ -110,6 +124,29 @@ void Replication::EtcdLoop() {
   // waited out, not probed again.
   std::optional<int64_t> own_previous_lease;
   int64_t primary_dead_since = 0;
+  // Since when a server that has seen no epoch has found the record
+  // missing (0: it has not): it creates it only after a TTL of that, by
+  // which the members of an etcd that lost its data have registered again
+  // (with the epochs they have seen).
+  int64_t missing_since = 0;
+  // The last refusal of the record logged (logged once, not every poll).
+  std::string refused;
+  // The record is not trusted (missing, or below an epoch seen): no role
+  // from it; a primary stops taking writes, as on losing its etcd lease.
+  auto refuse = [&](const std::string& why, bool step_down) {
+    {
+      MutexLock lock(&mu_);
+      etcd_error_ = why;
+      have_view_ = false;  // SENTINEL names no primary
+    }
+    if (why != refused) {
+      LOG(ERROR) << "replication: " << why;
+      refused = why;
+    }
+    if (step_down && !read_only_.load()) {
+      StepDown("the shard record is missing or behind this server");
+    }
+  };
   // Replicas joining the record's ISR, each with its floor: the latest
   // sequence once the replica was required (every write acknowledged
   // without it is at or below). It enters the record only once it has
@@ -271,26 +308,74 @@ void Replication::EtcdLoop() {
         if (!s.ok()) fail("member put", s);
       }
     }
-    // 3. The record, and the members alive.
+    // 3. The members alive, then the record: read in this order, no
+    // member reports an epoch above the record's unless etcd's state went
+    // back (a member's epoch is one it read in the record or a stream of
+    // its primary, and the record's epoch only grows).
+    // The highest epoch this server has seen (whether it has seen any: a
+    // history counts), read first: what its replica thread adopts meanwhile
+    // comes from a record at least as new as the one read below.
+    uint64_t seen = 0;
+    bool seen_any = false;
+    {
+      MutexLock lock(&mu_);
+      seen = state_.max_epoch;
+      seen_any = seen > 0 || !state_.history.empty();
+    }
     EtcdKv kv;
     bool found = false;
     std::vector<EtcdKv> member_kvs;
-    Status s = etcd.Get(record_key, &kv, &found);
-    if (s.ok()) s = etcd.GetPrefix(members_prefix, &member_kvs, 1000);
+    Status s = etcd.GetPrefix(members_prefix, &member_kvs, 1000);
+    if (s.ok()) s = etcd.Get(record_key, &kv, &found);
+    // The highest a live member reports having seen.
+    uint64_t members_seen = 0;
+    std::string members_seen_by;
+    if (s.ok()) {
+      for (const auto& m : member_kvs) {
+        MemberRecord mr;
+        if (!MemberRecord::Parse(m.value, &mr) || mr.epoch <= members_seen)
+          continue;
+        members_seen = mr.epoch;
+        members_seen_by =
+            NormalizeHostPort(m.key.substr(members_prefix.size()));
+      }
+    }
+    const bool may_act =
+        lease != 0 && last_member_put != 0 && !name_held && !shut_out;
+    if (!s.ok() || found || !may_act || seen_any) missing_since = 0;
     if (!s.ok()) {
       fail("read", s);
-    } else if (lease == 0 || last_member_put == 0 || name_held || shut_out) {
+    } else if (!found && seen_any) {
+      // Never created again by a server that has seen an epoch: its
+      // members' data is the shard's, which a new record would disown.
+      refuse(UntrustedRecordError(
+                 record_key, "is missing although this server has seen epoch " +
+                                 std::to_string(seen)),
+             true);
+    } else if (!may_act) {
       // Without a lease, before this lease holds the member key, or under
       // a name another server holds, nothing of ours may go into the
       // record, and this server follows no one.
+    } else if (!found && members_seen > 0) {
+      refuse(UntrustedRecordError(
+                 record_key, "is missing although member " + members_seen_by +
+                                 " reports having seen epoch " +
+                                 std::to_string(members_seen)),
+             true);
     } else if (!found &&
                (ReplNowMs() >= lease_deadline || !RestartPending().ok())) {
       // No bootstrap past this server's lease deadline (as no takeover),
       // nor while a full copy waits for this server's restart (it could
       // not become the primary the record would name).
+    } else if (!found && (missing_since == 0 ||
+                          now - missing_since <
+                              options_.etcd_lease_ttl_ms + kMemberPutMs)) {
+      // A brand-new shard, or an etcd that lost its data whose members
+      // have not registered again yet: wait a TTL for them.
+      if (missing_since == 0) missing_since = now;
     } else if (!found) {
-      // Bootstrap: the first server becomes the primary of epoch 1 (or
-      // above what it has seen).
+      // Bootstrap of a brand-new shard: a server that has seen no epoch
+      // (nor has any member alive) becomes the primary of epoch 1.
       ShardRecord r;
       {
         MutexLock lock(&mu_);
@@ -327,8 +412,36 @@ void Replication::EtcdLoop() {
       ShardRecord r;
       s = ShardRecord::Parse(kv.value, &r);
       if (!s.ok()) {
-        fail("record " + record_key, s);
+        refuse("the shard record " + record_key + " cannot be read: " +
+                   s.ToString() + ": no role is taken from it",
+               true);
+      } else if (r.epoch < seen) {
+        // Neither followed, nor taken over (at an epoch used already),
+        // nor served as its primary.
+        refuse(UntrustedRecordError(
+                   record_key, "is at epoch " + std::to_string(r.epoch) +
+                                   ", below epoch " + std::to_string(seen) +
+                                   " that this server has seen"),
+               true);
+      } else if (r.epoch < members_seen) {
+        refuse(UntrustedRecordError(
+                   record_key,
+                   "is at epoch " + std::to_string(r.epoch) + ", below epoch " +
+                       std::to_string(members_seen) + " that member " +
+                       members_seen_by + " reports having seen"),
+               true);
+      } else if (!r.epochs.empty() && r.epochs.back().epoch > r.epoch) {
+        refuse("the shard record " + record_key + " is at epoch " +
+                   std::to_string(r.epoch) + " but lists epoch " +
+                   std::to_string(r.epochs.back().epoch) +
+                   ": edited by hand? No role is taken from it",
+               true);
       } else {
+        if (!refused.empty()) {
+          LOG(WARNING) << "replication: the shard record is back at epoch "
+                       << r.epoch;
+          refused.clear();
+        }
         std::vector<std::pair<std::string, std::string>> alive;
         bool primary_alive = false;
         std::map<std::string, uint64_t> seqs;
@@ -553,9 +666,16 @@ void Replication::EtcdLoop() {
             next.isr = {me};
             next.nodes = {{me, node_id_}};
             next.lease = lease;
-            if (next.history.empty()) {
+            {
+              // A record recreated by hand may leave out the history and
+              // epochs: this server's own (all at or below its max_epoch,
+              // at or below the record's epoch).
               MutexLock lock(&mu_);
-              next.history = state_.history;
+              if (next.history.empty()) next.history = state_.history;
+              if (next.epochs.empty()) {
+                next.epochs = state_.epochs;
+                ClearPromotionIds(&next.epochs);
+              }
             }
             AppendEpoch(&next.epochs, next.epoch, mine, "");
             bool ok = false;

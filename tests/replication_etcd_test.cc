@@ -951,6 +951,186 @@ bool Running(pid_t pid) {
 // still joinable when the ASSERT returned, so std::thread's destructor
 // called std::terminate (SIGABRT): no destructor ran, and etcd and the
 // three servers lived on.
+// etcd's state of the shard lost or gone back (etcd restarted with an
+// empty data directory, restored from an older snapshot, the record
+// deleted or edited by hand): the servers know epochs the record does not.
+class EtcdLostRecordTest : public EtcdReplicationTest {
+ protected:
+  std::string Etcdctl(const std::string& args) {
+    return test::RunCommand("ETCDCTL_API=3 /usr/bin/etcdctl --endpoints=" +
+                            etcd_.endpoint() + " " + args + " 2>&1")
+        .second;
+  }
+  std::string Record() {
+    std::string r = Etcdctl("get /fencedkv/shards/s1 --print-value-only");
+    while (!r.empty() && (r.back() == '\n' || r.back() == '\r')) r.pop_back();
+    return r;
+  }
+  std::string Addr(int i) { return "127.0.0.1:" + std::to_string(ports_[i]); }
+  // Nobody says it leads for `ms`, from one second on (a primary steps
+  // down at its next read of the record, every 100 ms): false (and which
+  // one) if one does.
+  testing::AssertionResult NoPrimaryFor(int ms) {
+    std::this_thread::sleep_for(milliseconds(1000));
+    const auto until = Clock::now() + milliseconds(ms);
+    while (Clock::now() < until) {
+      for (int i = 0; i < kServers; ++i) {
+        if (servers_[i].pid() <= 0) continue;
+        if (Info(ports_[i])["role"] == "master") {
+          return testing::AssertionFailure()
+                 << "server " << i << " leads; record: " << Record();
+        }
+      }
+      std::this_thread::sleep_for(milliseconds(100));
+    }
+    return testing::AssertionSuccess();
+  }
+  // k0 .. k<n-1> are on server i.
+  testing::AssertionResult HasKeys(int i, int n) {
+    Client c(ports_[i], 10000);
+    for (int k = 0; k < n; ++k) {
+      const std::string got = c.Call({"GET", "k" + std::to_string(k)});
+      if (got != "$v") {
+        return testing::AssertionFailure()
+               << "server " << i << ": k" << k << " is " << got;
+      }
+    }
+    return testing::AssertionSuccess();
+  }
+};
+
+// The record deleted (etcdctl del; an etcd restarted empty looks the same)
+// while a primary and two replicas hold acknowledged writes. Before the fix
+// a live server created it again as the primary of epoch max_epoch + 1
+// (whichever won the race: a lagging replica's bootstrap lost every write
+// it lacked). Now nobody creates it, the primary stops taking writes, each
+// server says why, and the documented record put by hand brings the shard
+// back with everything.
+TEST_F(EtcdLostRecordTest, ADeletedRecordIsNotRecreatedAndNothingIsLost) {
+  const int p = PrimaryIndex(15000);
+  ASSERT_GE(p, 0);
+  ASSERT_TRUE(SetKeys(p, 20));
+  ASSERT_TRUE(WaitUntil([&] { return Converged(p); }, 20000));
+  Etcdctl("del /fencedkv/shards/s1");
+  EXPECT_TRUE(NoPrimaryFor(3 * 2000 + 1000));
+  EXPECT_EQ("", Record()) << "a server created the record again";
+  for (int i = 0; i < kServers; ++i) {
+    EXPECT_TRUE(LastErrorSays(i,
+                              "is missing although this server has seen "
+                              "epoch",
+                              5000))
+        << i;
+    Client c(ports_[i], 5000);
+    EXPECT_NE("+OK", c.Call({"SET", "after", "v", "FENCE", "1"})) << i;
+    EXPECT_TRUE(HasKeys(i, 20));
+  }
+  // The way out (docs/replication.md): a record above every server's
+  // repl_max_epoch naming one server, which takes over at the next epoch.
+  uint64_t max_epoch = 0;
+  for (int i = 0; i < kServers; ++i) {
+    max_epoch = std::max<uint64_t>(
+        max_epoch,
+        std::strtoull(Info(ports_[i])["repl_max_epoch"].c_str(), nullptr, 10));
+  }
+  const int chosen = (p + 1) % kServers;
+  Etcdctl("put /fencedkv/shards/s1 '{\"epoch\":" +
+          std::to_string(max_epoch + 1) + ",\"primary\":\"" + Addr(chosen) +
+          "\",\"isr\":[\"" + Addr(chosen) + "\"],\"lease\":0}'");
+  ASSERT_EQ(chosen, PrimaryIndex(15000)) << Record();
+  ASSERT_TRUE(WaitUntil([&] { return IsrSize() == kServers; }, 20000));
+  for (int i = 0; i < kServers; ++i) EXPECT_TRUE(HasKeys(i, 20));
+  Client c(ports_[chosen], 10000);
+  EXPECT_EQ("+OK", c.Call({"SET", "after", "v", "FENCE", "1"}));
+}
+
+// The record's epoch set below what the shard reached (a hand edit, or an
+// older snapshot). Before the fix the primary took over at record epoch +
+// 1, an epoch already used: it lowered its max_epoch and appended an
+// out-of-order entry to its epochs, after which its REPLICATION file did not
+// parse and it could not start. An epoch of 2^64-1 wrapped to 0. Now such
+// a record is refused like a missing one.
+TEST_F(EtcdLostRecordTest, ARecordBelowTheSeenEpochIsRefused) {
+  int p = PrimaryIndex(15000);
+  ASSERT_GE(p, 0);
+  ASSERT_TRUE(SetKeys(p, 20));
+  // A failover: epoch 2.
+  servers_[p].Kill9();
+  int next = -1;
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        next = PrimaryIndex(50);
+        return next >= 0 && next != p;
+      },
+      15000));
+  ASSERT_TRUE(StartServer(p));
+  ASSERT_TRUE(WaitUntil([&] { return IsrSize() == kServers; }, 20000));
+  ASSERT_EQ("2", Info(ports_[next])["shard_epoch"]);
+  const std::string record = Record();
+  ASSERT_EQ(0u, record.find("{\"epoch\":2,")) << record;
+  // Epoch 1, its epochs list cut to match.
+  const size_t epochs = record.find("\"epochs\":[");
+  const size_t end = record.find("]]", epochs);
+  ASSERT_NE(std::string::npos, end) << record;
+  std::string low = "{\"epoch\":1," + record.substr(11, epochs - 11) +
+                    "\"epochs\":[[1,0]]" + record.substr(end + 2);
+  Etcdctl("put /fencedkv/shards/s1 '" + low + "'");
+  EXPECT_TRUE(NoPrimaryFor(3 * 2000 + 1000));
+  EXPECT_EQ(0u, Record().find("{\"epoch\":1,")) << Record();
+  for (int i = 0; i < kServers; ++i) {
+    EXPECT_TRUE(LastErrorSays(i, "at epoch 1, below epoch 2", 5000)) << i;
+    EXPECT_EQ("2", Info(ports_[i])["repl_max_epoch"]) << i;
+  }
+  // 2^64-1: refused, never taken as the highest seen.
+  const std::string top = "{\"epoch\":18446744073709551615," +
+                          record.substr(11, epochs - 11) + "\"epochs\":[]" +
+                          record.substr(end + 2);
+  Etcdctl("put /fencedkv/shards/s1 '" + top + "'");
+  EXPECT_TRUE(NoPrimaryFor(2000));
+  for (int i = 0; i < kServers; ++i) {
+    EXPECT_TRUE(LastErrorSays(i, "18446744073709551615", 5000)) << i;
+    EXPECT_EQ("2", Info(ports_[i])["repl_max_epoch"]) << i;
+  }
+  // Every REPLICATION file still parses: each server starts again after
+  // kill -9, with every acknowledged write.
+  for (int i = 0; i < kServers; ++i) {
+    servers_[i].Kill9();
+    ASSERT_TRUE(StartServer(i)) << servers_[i].Log();
+    EXPECT_TRUE(HasKeys(i, 20));
+    EXPECT_EQ("2", Info(ports_[i])["repl_max_epoch"]) << i;
+  }
+}
+
+// A fresh server (no epoch seen; here with another --fence_domain, whose
+// fences say nothing of this shard's) joins while the record is missing.
+// Before the fix it created the record and became the primary, without
+// any of the shard's data. Now it sees that registered members have seen
+// epochs and creates nothing.
+TEST_F(EtcdLostRecordTest, AFreshServerDoesNotRecreateASeenShardsRecord) {
+  const int p = PrimaryIndex(15000);
+  ASSERT_GE(p, 0);
+  ASSERT_TRUE(SetKeys(p, 20));
+  Etcdctl("del /fencedkv/shards/s1");
+  Server fresh;
+  const std::string dir = dir_.Sub("fresh");
+  mkdir(dir.c_str(), 0755);
+  ASSERT_TRUE(
+      fresh.Start(dir, {"--db=" + dir + "/db", "--aclfile=" + dir_.Sub("acl"),
+                        "--shard=s1", "--etcd_endpoints=" + etcd_.endpoint(),
+                        "--etcd_lease_ttl_ms=2000", "--fence_domain=prefix:2",
+                        "--port=" + std::to_string(test::FreePort())}));
+  NotePid(fresh.pid());
+  const auto until = Clock::now() + milliseconds(3 * 2000 + 1000);
+  while (Clock::now() < until) {
+    ASSERT_NE("master", Info(fresh.port())["role"]) << Record();
+    std::this_thread::sleep_for(milliseconds(100));
+  }
+  EXPECT_EQ("", Record());
+  const std::string error = Info(fresh.port())["etcd_last_error"];
+  EXPECT_NE(std::string::npos, error.find("reports having seen epoch"))
+      << error;
+  EXPECT_TRUE(NoPrimaryFor(500));
+}
+
 TEST(EtcdReplicationCleanupTest, AFailedAssertInTheKillLoopLeavesNoProcess) {
   test::TempDir dir;
   const std::string pids = dir.Sub("pids");
