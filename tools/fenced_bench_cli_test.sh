@@ -3,7 +3,8 @@
 # benchmarks, checked against db_bench's output formats, fenced and on raw
 # RocksDB. Each case takes a few seconds.
 # Usage: fenced_bench_cli_test.sh FENCED_BENCH CASE
-#   CASE: refuse | statistics | report | intervals | benchmarks | holders
+#   CASE: refuse | statistics | report | intervals | benchmarks | holders |
+#         strict_verify
 set -euo pipefail
 BENCH=$1
 CASE=$2
@@ -165,6 +166,21 @@ holders)
     --benchmarks=fillrandom,overwrite,readrandomwriterandom
   [ "$(rc hraw)" = 0 ] && pass || fail "holders raw: exit status $(rc hraw)"
   expect hraw "$(result_re overwrite)" "$WORK/hraw.out"
+  ;;
+strict_verify)
+  # Strict mode: AdvanceFence(t) stores t - 1 (docs/contract.md); verify
+  # expects that, with and without a floor and after writes.
+  bench strict --num=100 --fence_mode=strict --benchmarks=advancefence,verify
+  [ "$(rc strict)" = 0 ] && pass || fail "strict advancefence: exit status $(rc strict)"
+  expect strict "^FenceVerify Success\." "$WORK/strict.out"
+  bench strict2 --num=100 --fence_mode=strict --fence_floor=1000 \
+    --benchmarks=fillseq,advancefence,fillrandom,advancefence,verify
+  [ "$(rc strict2)" = 0 ] && pass || fail "strict mixed: exit status $(rc strict2)"
+  expect strict2 "^FenceVerify Success\." "$WORK/strict2.out"
+  bench strict3 --num=100 --fence_mode=strict --fence_domain=prefix:14 \
+    --benchmarks=fillseq,advancefence,verify
+  [ "$(rc strict3)" = 0 ] && pass || fail "strict prefix: exit status $(rc strict3)"
+  expect strict3 "^FenceVerify Success\." "$WORK/strict3.out"
   ;;
 *)
   echo "unknown case $CASE" >&2

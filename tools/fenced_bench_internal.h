@@ -153,7 +153,9 @@ struct Tracker {
     while (cur < t && !a.compare_exchange_weak(cur, t)) {
     }
   }
-  std::vector<std::atomic<Token>> max;  // highest token accepted or advanced
+  // The max the store should hold: the highest token accepted, or advanced
+  // to (t - 1 for a strict AdvanceFence(t)).
+  std::vector<std::atomic<Token>> max;
   std::vector<std::atomic<Token>> put;  // highest token of an accepted put
   std::vector<std::atomic<Token>> del;  // highest token of an accepted delete
 };

@@ -98,8 +98,13 @@ std::string_view Benchmark::Value(ThreadState* thread, Token token) {
 
 void Benchmark::Track(uint64_t i, Token token, bool is_delete, bool advance) {
   if (tracker_ == nullptr || i >= tracker_->max.size()) return;
+  if (advance) {
+    // docs/contract.md: a strict AdvanceFence(t) raises the max to t - 1 (t
+    // itself is still admitted once); a monotonic one to t.
+    Tracker::RaiseTo(tracker_->max[i], strict_ ? token - 1 : token);
+    return;
+  }
   Tracker::RaiseTo(tracker_->max[i], token);
-  if (advance) return;
   Tracker::RaiseTo(is_delete ? tracker_->del[i] : tracker_->put[i], token);
 }
 
