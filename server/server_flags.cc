@@ -11,6 +11,8 @@
 #include "fencedkv/fence_domain.h"
 #include "fencedkv/options.h"
 
+#include "util/help_flags.h"
+
 DEFINE_string(bind, "127.0.0.1",
               "Address to listen on. The default serves this machine only; "
               "0.0.0.0 exposes the server (then set --requirepass)");
@@ -257,43 +259,36 @@ DEFINE_int64(wal_retention_seconds, 0,
 
 namespace {
 
-bool InRange(const char* flag, int64_t v, int64_t lo, int64_t hi) {
-  if (v >= lo && v <= hi) return true;
-  std::fprintf(stderr,
-               "Invalid value for --%s: %" PRId64 " (must be %" PRId64
-               "..%" PRId64 ")\n",
-               flag, v, lo, hi);
-  return false;
-}
+using fencedkv::FlagInRange;
 bool ValidatePort(const char* flag, int32_t v) {
-  return InRange(flag, v, 0, 65535);
+  return FlagInRange(flag, v, 0, 65535);
 }
 bool ValidateMetricsPort(const char* flag, int32_t v) {
-  return InRange(flag, v, 0, 65535);
+  return FlagInRange(flag, v, 0, 65535);
 }
 bool ValidateThreads(const char* flag, int32_t v) {
-  return InRange(flag, v, 0, 256);
+  return FlagInRange(flag, v, 0, 256);
 }
 bool ValidateClients(const char* flag, int32_t v) {
-  return InRange(flag, v, 1, 1000000);
+  return FlagInRange(flag, v, 1, 1000000);
 }
 bool ValidateSlowlogThreshold(const char* flag, int64_t v) {
-  return InRange(flag, v, -1, INT64_MAX);
+  return FlagInRange(flag, v, -1, INT64_MAX);
 }
 bool ValidateSlowlogLen(const char* flag, int32_t v) {
-  return InRange(flag, v, 0, 100000);
+  return FlagInRange(flag, v, 0, 100000);
 }
 bool ValidateGather(const char* flag, int32_t v) {
-  return InRange(flag, v, 0, 10000);
+  return FlagInRange(flag, v, 0, 10000);
 }
 bool ValidateRequestBytes(const char* flag, int64_t v) {
-  return InRange(flag, v, 1024, int64_t{1} << 30);
+  return FlagInRange(flag, v, 1024, int64_t{1} << 30);
 }
 bool ValidateSkew(const char* flag, int64_t v) {
-  return InRange(flag, v, -1, INT64_MAX);
+  return FlagInRange(flag, v, -1, INT64_MAX);
 }
 bool ValidateLeases(const char* flag, int64_t v) {
-  return InRange(flag, v, 1, int64_t{1} << 32);
+  return FlagInRange(flag, v, 1, int64_t{1} << 32);
 }
 bool ValidateTokenSource(const char* flag, const std::string& v) {
   if (v == "builtin" || v == "etcd") return true;
@@ -303,28 +298,28 @@ bool ValidateTokenSource(const char* flag, const std::string& v) {
   return false;
 }
 bool ValidateRefresh(const char* flag, int32_t v) {
-  return InRange(flag, v, 10, 60000);
+  return FlagInRange(flag, v, 10, 60000);
 }
 bool ValidateTimeout(const char* flag, int32_t v) {
-  return InRange(flag, v, 0, 3600 * 1000);
+  return FlagInRange(flag, v, 0, 3600 * 1000);
 }
 bool ValidateReplyBytes(const char* flag, int64_t v) {
-  return InRange(flag, v, 1024, int64_t{4} << 30);
+  return FlagInRange(flag, v, 1024, int64_t{4} << 30);
 }
 bool ValidateMultiCommands(const char* flag, int32_t v) {
-  return InRange(flag, v, 1, 10000000);
+  return FlagInRange(flag, v, 1, 10000000);
 }
 bool ValidateMultiBytes(const char* flag, int64_t v) {
-  return InRange(flag, v, 1024, int64_t{4} << 30);
+  return FlagInRange(flag, v, 1024, int64_t{4} << 30);
 }
 bool ValidateSeconds(const char* flag, int32_t v) {
-  return InRange(flag, v, 0, 365 * 24 * 3600);
+  return FlagInRange(flag, v, 0, 365 * 24 * 3600);
 }
 bool ValidateCache(const char* flag, int64_t v) {
-  return InRange(flag, v, 0, int64_t{1} << 40);
+  return FlagInRange(flag, v, 0, int64_t{1} << 40);
 }
 bool ValidateWriteBuffer(const char* flag, int64_t v) {
-  return v == 0 || InRange(flag, v, 64 << 10, int64_t{1} << 34);
+  return v == 0 || FlagInRange(flag, v, 64 << 10, int64_t{1} << 34);
 }
 bool ValidateDomain(const char* flag, const std::string& v) {
   if (v.empty()) return true;
@@ -352,16 +347,16 @@ bool ValidateMode(const char* flag, const std::string& v) {
 }
 
 bool ValidateInsync(const char* flag, int32_t v) {
-  return InRange(flag, v, 1, 64);
+  return FlagInRange(flag, v, 1, 64);
 }
 bool ValidateReplTimeout(const char* flag, int32_t v) {
-  return InRange(flag, v, 100, 3600 * 1000);
+  return FlagInRange(flag, v, 100, 3600 * 1000);
 }
 bool ValidateMaxReplicas(const char* flag, int32_t v) {
-  return InRange(flag, v, 1, 1024);
+  return FlagInRange(flag, v, 1, 1024);
 }
 bool ValidateRetention(const char* flag, int64_t v) {
-  return InRange(flag, v, 0, int64_t{1} << 40);
+  return FlagInRange(flag, v, 0, int64_t{1} << 40);
 }
 
 const bool kRegistered = [] {

@@ -4,7 +4,7 @@
 # RocksDB. Each case takes a few seconds.
 # Usage: fenced_bench_cli_test.sh FENCED_BENCH CASE
 #   CASE: refuse | statistics | report | intervals | benchmarks | holders |
-#         strict_verify
+#         flag_bounds | strict_verify
 set -euo pipefail
 BENCH=$1
 CASE=$2
@@ -166,6 +166,22 @@ holders)
     --benchmarks=fillrandom,overwrite,readrandomwriterandom
   [ "$(rc hraw)" = 0 ] && pass || fail "holders raw: exit status $(rc hraw)"
   expect hraw "$(result_re overwrite)" "$WORK/hraw.out"
+  ;;
+flag_bounds)
+  # Thread counts the machine cannot start are refused, not an abort.
+  bench threads --num=10 --threads=100000 --benchmarks=fillrandom
+  [ "$(rc threads)" = 1 ] && pass || fail "threads=100000: exit status $(rc threads)"
+  expect threads "Invalid value for --threads: 100000 \(must be 1\.\.1024\)" "$WORK/threads.err"
+  bench jobs --num=10 --max_background_jobs=1000000 --benchmarks=fillseq
+  [ "$(rc jobs)" = 1 ] && pass || fail "max_background_jobs=1000000: exit status $(rc jobs)"
+  expect jobs "Invalid value for --max_background_jobs: 1000000 \(must be 1\.\.256\)" "$WORK/jobs.err"
+  bench jobs257 --num=10 --max_background_jobs=257 --benchmarks=fillseq
+  [ "$(rc jobs257)" = 1 ] && pass || fail "max_background_jobs=257: exit status $(rc jobs257)"
+  [ ! -e "$WORK/db" ] && pass || fail "refused flags: the database was created"
+  # The bounds themselves are accepted.
+  bench top --num=1030 --threads=1024 --max_background_jobs=256 --benchmarks=fillrandom
+  [ "$(rc top)" = 0 ] && pass || fail "threads=1024 jobs=256: exit status $(rc top)"
+  expect top "$(result_re fillrandom)" "$WORK/top.out"
   ;;
 strict_verify)
   # Strict mode: AdvanceFence(t) stores t - 1 (docs/contract.md); verify

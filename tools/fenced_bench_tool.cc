@@ -51,7 +51,7 @@ DEFINE_int64(num, 1000000, "Number of key/values to place in database");
 DEFINE_int64(reads, -1, "Number of read operations to do. -1 means --num");
 DEFINE_int64(writes, -1, "Number of write operations to do. -1 means --num");
 DEFINE_int64(deletes, -1, "Number of delete operations to do. -1 means --num");
-DEFINE_int32(threads, 1, "Number of concurrent threads to run");
+DEFINE_int32(threads, 1, "Number of concurrent threads to run (1..1024)");
 DEFINE_int32(duration, 0,
              "Time in seconds for the random-ops tests to run. When 0 then "
              "num & reads determine the test duration");
@@ -99,7 +99,7 @@ DEFINE_int32(open_files, fencedkv::Options().max_open_files,
              "default if == 0)");
 DEFINE_int32(max_background_jobs, fencedkv::Options().max_background_jobs,
              "The maximum number of concurrent background jobs that can occur "
-             "in parallel.");
+             "in parallel (1..256, as fencedkv::Options allows)");
 DEFINE_int32(level0_file_num_compaction_trigger,
              fencedkv::Options().level0_file_num_compaction_trigger,
              "Number of files in level-0 when compactions start.");
@@ -184,6 +184,17 @@ bool ValidatePositive32(const char* flag, int32_t v) {
   std::fprintf(stderr, "Invalid value for --%s: %d (must be > 0)\n", flag, v);
   return false;
 }
+// More threads than a process can start ended in an uncaught
+// std::system_error (abort) when the benchmark started them.
+constexpr int32_t kMaxThreads = 1024;
+bool ValidateThreads(const char* flag, int32_t v) {
+  return fencedkv::FlagInRange(flag, v, 1, kMaxThreads);
+}
+// Each is a RocksDB background thread; fencedkv::Options refuses more.
+constexpr int32_t kMaxBackgroundJobs = 256;
+bool ValidateBackgroundJobs(const char* flag, int32_t v) {
+  return fencedkv::FlagInRange(flag, v, 1, kMaxBackgroundJobs);
+}
 bool ValidateNonNegative32(const char* flag, int32_t v) {
   if (v >= 0) return true;
   std::fprintf(stderr, "Invalid value for --%s: %d (must be >= 0)\n", flag, v);
@@ -257,7 +268,7 @@ bool ValidateMemtablerep(const char* flag, const std::string& v) {
 
 const bool kRegistered = [] {
   gflags::RegisterFlagValidator(&FLAGS_num, &ValidatePositive64);
-  gflags::RegisterFlagValidator(&FLAGS_threads, &ValidatePositive32);
+  gflags::RegisterFlagValidator(&FLAGS_threads, &ValidateThreads);
   gflags::RegisterFlagValidator(&FLAGS_key_size, &ValidatePositive32);
   gflags::RegisterFlagValidator(&FLAGS_value_size, &ValidateNonNegative32);
   gflags::RegisterFlagValidator(&FLAGS_batch_size, &ValidatePositive32);
@@ -266,7 +277,7 @@ const bool kRegistered = [] {
   gflags::RegisterFlagValidator(&FLAGS_token_renew_every,
                                 &ValidateNonNegative32);
   gflags::RegisterFlagValidator(&FLAGS_max_background_jobs,
-                                &ValidatePositive32);
+                                &ValidateBackgroundJobs);
   gflags::RegisterFlagValidator(&FLAGS_level0_file_num_compaction_trigger,
                                 &ValidatePositive32);
   gflags::RegisterFlagValidator(&FLAGS_stats_interval, &ValidateNonNegative64);

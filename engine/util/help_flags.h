@@ -8,10 +8,14 @@
 // message and the flags defined in files whose path contains `module`, each
 // with its help, type and default, and exits 0. --helpfull still lists
 // everything (gflags' own format).
+//
+// FlagInRange: the programs' flag validators' one check of a numeric range.
 
 #ifndef FENCEDKV_ENGINE_UTIL_HELP_FLAGS_H_
 #define FENCEDKV_ENGINE_UTIL_HELP_FLAGS_H_
 
+#include <cinttypes>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -62,6 +66,17 @@ inline void NarrowHelpToModule(int argc, char** argv, const char* module) {
   }
   std::fflush(stdout);
   std::exit(0);
+}
+
+// For a gflags validator: true if lo <= v <= hi, else prints "Invalid value
+// for --flag: v (must be lo..hi)" on stderr and returns false.
+inline bool FlagInRange(const char* flag, int64_t v, int64_t lo, int64_t hi) {
+  if (v >= lo && v <= hi) return true;
+  std::fprintf(stderr,
+               "Invalid value for --%s: %" PRId64 " (must be %" PRId64
+               "..%" PRId64 ")\n",
+               flag, v, lo, hi);
+  return false;
 }
 
 }  // namespace fencedkv
