@@ -4,7 +4,7 @@
 # RocksDB. Each case takes a few seconds.
 # Usage: fenced_bench_cli_test.sh FENCED_BENCH CASE
 #   CASE: refuse | statistics | report | intervals | benchmarks | holders |
-#         flag_bounds | strict_verify
+#         flag_bounds | strict_verify | sizes
 set -euo pipefail
 BENCH=$1
 CASE=$2
@@ -197,6 +197,25 @@ strict_verify)
     --benchmarks=fillseq,advancefence,verify
   [ "$(rc strict3)" = 0 ] && pass || fail "strict prefix: exit status $(rc strict3)"
   expect strict3 "^FenceVerify Success\." "$WORK/strict3.out"
+  ;;
+sizes)
+  # Sizes are bounded: write_buffer_size 64 KiB..64 GiB, value_size up to
+  # the library's Options::max_value_size (64 MiB).
+  for v in -1 0 65535 68719476737; do
+    bench "wb_$v" --num=10 --write_buffer_size=$v --benchmarks=fillseq
+    [ "$(rc wb_$v)" = 1 ] && pass || fail "write_buffer_size=$v: exit status $(rc wb_$v)"
+    expect "wb_$v" "Invalid value for --write_buffer_size: $v \(must be 65536\.\.68719476736\)" "$WORK/wb_$v.err"
+  done
+  for v in 67108865 2147483647 -1; do
+    bench "vs_$v" --num=1 --value_size=$v --benchmarks=fillseq
+    [ "$(rc vs_$v)" = 1 ] && pass || fail "value_size=$v: exit status $(rc vs_$v)"
+    expect "vs_$v" "Invalid value for --value_size: $v \(must be 0\.\.67108864\)" "$WORK/vs_$v.err"
+  done
+  [ ! -e "$WORK/db" ] && pass || fail "refused sizes: the database was created"
+  bench wbok --num=10 --write_buffer_size=65536 --benchmarks=fillseq
+  [ "$(rc wbok)" = 0 ] && pass || fail "write_buffer_size=65536: exit status $(rc wbok)"
+  bench vsok --num=2 --value_size=67108864 --benchmarks=fillseq,readrandom
+  [ "$(rc vsok)" = 0 ] && pass || fail "value_size=64 MiB: exit status $(rc vsok)"
   ;;
 *)
   echo "unknown case $CASE" >&2

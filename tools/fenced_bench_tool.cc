@@ -56,7 +56,9 @@ DEFINE_int32(duration, 0,
              "Time in seconds for the random-ops tests to run. When 0 then "
              "num & reads determine the test duration");
 DEFINE_int32(key_size, 16, "size of each key (decimal digits, zero padded)");
-DEFINE_int32(value_size, 100, "Size of each value");
+DEFINE_int32(value_size, 100,
+             "Size of each value: 0..67108864 (64 MiB, "
+             "fencedkv::Options::max_value_size's default)");
 DEFINE_double(compression_ratio, 0.5,
               "Arrange to generate values that shrink to this fraction of "
               "their original size after compression");
@@ -93,7 +95,9 @@ DEFINE_string(memtablerep, "skip_list",
               "(each key its own hash bucket: faster point writes, scans "
               "sort the memtable first)");
 DEFINE_int64(write_buffer_size, fencedkv::Options().write_buffer_size,
-             "Number of bytes to buffer in memtable before compacting");
+             "Number of bytes to buffer in memtable before compacting: "
+             "65536..68719476736 (64 KiB..64 GiB, as fencedkv::Options "
+             "allows)");
 DEFINE_int32(open_files, fencedkv::Options().max_open_files,
              "Maximum number of files to keep open at the same time (use "
              "default if == 0)");
@@ -190,6 +194,20 @@ constexpr int32_t kMaxThreads = 1024;
 bool ValidateThreads(const char* flag, int32_t v) {
   return fencedkv::FlagInRange(flag, v, 1, kMaxThreads);
 }
+// A value the store takes: fencedkv::Options' default max_value_size
+// (2147483647 took 97 s and 14 GB for one write).
+bool ValidateValueSize(const char* flag, int32_t v) {
+  return fencedkv::FlagInRange(
+      flag, v, 0, static_cast<int64_t>(fencedkv::Options().max_value_size));
+}
+// What fencedkv::Options accepts (-1 became 2^64-1 bytes: 600 MB of
+// memtable for ten writes).
+constexpr int64_t kMinWriteBufferSize = int64_t{64} << 10;
+constexpr int64_t kMaxWriteBufferSize = int64_t{64} << 30;
+bool ValidateWriteBufferSize(const char* flag, int64_t v) {
+  return fencedkv::FlagInRange(flag, v, kMinWriteBufferSize,
+                               kMaxWriteBufferSize);
+}
 // Each is a RocksDB background thread; fencedkv::Options refuses more.
 constexpr int32_t kMaxBackgroundJobs = 256;
 bool ValidateBackgroundJobs(const char* flag, int32_t v) {
@@ -270,7 +288,9 @@ const bool kRegistered = [] {
   gflags::RegisterFlagValidator(&FLAGS_num, &ValidatePositive64);
   gflags::RegisterFlagValidator(&FLAGS_threads, &ValidateThreads);
   gflags::RegisterFlagValidator(&FLAGS_key_size, &ValidatePositive32);
-  gflags::RegisterFlagValidator(&FLAGS_value_size, &ValidateNonNegative32);
+  gflags::RegisterFlagValidator(&FLAGS_value_size, &ValidateValueSize);
+  gflags::RegisterFlagValidator(&FLAGS_write_buffer_size,
+                                &ValidateWriteBufferSize);
   gflags::RegisterFlagValidator(&FLAGS_batch_size, &ValidatePositive32);
   gflags::RegisterFlagValidator(&FLAGS_duration, &ValidateNonNegative32);
   gflags::RegisterFlagValidator(&FLAGS_token_holders, &ValidateNonNegative32);
@@ -616,7 +636,6 @@ Benchmark::Benchmark()
   if (FLAGS_statistics) o.statistics = rocksdb::CreateDBStatistics();
   o.fence_cache_bytes =
       static_cast<size_t>(std::max<int64_t>(0, FLAGS_fence_cache_bytes));
-  o.max_value_size = std::max<size_t>(o.max_value_size, FLAGS_value_size);
   store_options_.sync = FLAGS_sync;
   store_options_.fence_floor = FLAGS_fence_floor;
   db_path_ = FLAGS_db;
