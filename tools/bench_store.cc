@@ -5,6 +5,7 @@
 #include <mutex>
 
 #include <rocksdb/db.h>
+#include <rocksdb/env.h>
 #include <rocksdb/write_batch.h>
 
 #include "db/rocksdb_options.h"
@@ -283,6 +284,10 @@ std::unique_ptr<BenchStore> OpenRawStore(const StoreOptions& options,
   }
   return std::make_unique<RawStore>(std::unique_ptr<rocksdb::DB>(raw),
                                     options.sync);
+}
+
+bool StoreExists(const std::string& path) {
+  return rocksdb::Env::Default()->FileExists(path + "/CURRENT").ok();
 }
 
 bool DestroyStore(const std::string& path, std::string* error) {

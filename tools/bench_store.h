@@ -79,6 +79,9 @@ std::unique_ptr<BenchStore> OpenFencedStore(const StoreOptions& options,
 std::unique_ptr<BenchStore> OpenRawStore(const StoreOptions& options,
                                          const std::string& path,
                                          std::string* error);
+// Whether `path` holds a RocksDB database (its CURRENT file), fencedkv's or
+// not.
+bool StoreExists(const std::string& path);
 // Removes the database files at `path` (RocksDB's DestroyDB: only files
 // RocksDB recognizes are deleted).
 bool DestroyStore(const std::string& path, std::string* error);

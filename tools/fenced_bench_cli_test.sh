@@ -4,7 +4,7 @@
 # RocksDB. Each case takes a few seconds.
 # Usage: fenced_bench_cli_test.sh FENCED_BENCH CASE
 #   CASE: refuse | statistics | report | intervals | benchmarks | holders |
-#         flag_bounds | strict_verify | sizes
+#         flag_bounds | strict_verify | use_existing | sizes
 set -euo pipefail
 BENCH=$1
 CASE=$2
@@ -197,6 +197,30 @@ strict_verify)
     --benchmarks=fillseq,advancefence,verify
   [ "$(rc strict3)" = 0 ] && pass || fail "strict prefix: exit status $(rc strict3)"
   expect strict3 "^FenceVerify Success\." "$WORK/strict3.out"
+  ;;
+use_existing)
+  # --use_existing_db needs a database: a missing one is refused (as
+  # db_bench does), and nothing is created.
+  bench missing --use_existing_db --num=10 --benchmarks=readrandom,verify
+  [ "$(rc missing)" = 1 ] && pass || fail "missing: exit status $(rc missing)"
+  expect missing "^fenced_bench: --use_existing_db: no database at .*/db" "$WORK/missing.err"
+  refute missing "DB path|operations;" "$WORK/missing.out"
+  [ ! -e "$WORK/db" ] && pass || fail "missing: something was created"
+  rm -rf "$WORK/db"; mkdir "$WORK/db"
+  bench empty --use_existing_db --num=10 --benchmarks=readrandom
+  [ "$(rc empty)" = 1 ] && pass || fail "empty dir: exit status $(rc empty)"
+  [ -z "$(ls -A "$WORK/db")" ] && pass || fail "empty dir: files were created"
+  for f in true false; do
+    rm -rf "$WORK/db"
+    bench "missing_$f" --fenced=$f --use_existing_db --num=10 --benchmarks=readrandom
+    [ "$(rc missing_$f)" = 1 ] && pass || fail "missing fenced=$f: exit status $(rc missing_$f)"
+    [ ! -e "$WORK/db" ] && pass || fail "missing fenced=$f: something was created"
+    # An existing one is used.
+    bench "fill_$f" --fenced=$f --num=10 --benchmarks=fillseq
+    bench "reuse_$f" --fenced=$f --use_existing_db --num=10 --benchmarks=readrandom
+    [ "$(rc reuse_$f)" = 0 ] && pass || fail "reuse fenced=$f: exit status $(rc reuse_$f)"
+    expect "reuse_$f" "$(result_re readrandom) .*\(10 of 10 found\)" "$WORK/reuse_$f.out"
+  done
   ;;
 sizes)
   # Sizes are bounded: write_buffer_size 64 KiB..64 GiB, value_size up to

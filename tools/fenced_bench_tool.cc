@@ -70,9 +70,10 @@ DEFINE_string(db, "",
               "Use the db with the following name. Empty means "
               "$TEST_TMPDIR (or /tmp)/fencedkvtest-<uid>/dbbench");
 DEFINE_bool(use_existing_db, false,
-            "If true, do not destroy the existing database. If you set this "
-            "flag and also specify a benchmark that wants a fresh database, "
-            "that benchmark will fail.");
+            "If true, do not destroy the existing database; a missing one is "
+            "refused (nothing is created). If you set this flag and also "
+            "specify a benchmark that wants a fresh database, that benchmark "
+            "is skipped.");
 DEFINE_bool(histogram, false, "Print histogram of operation timings");
 DEFINE_bool(sync, false, "Sync all writes to disk");
 DEFINE_bool(disable_wal, false,
@@ -619,7 +620,7 @@ Benchmark::Benchmark()
       holder_tokens_(std::max(holders_, contended_holders_)) {
   FenceDomainSpec::Parse(FLAGS_fence_domain, &spec_);  // validated
   Options& o = store_options_.options;
-  o.create_if_missing = true;
+  o.create_if_missing = !FLAGS_use_existing_db;
   o.fence_domain = FLAGS_fence_domain;
   ParseFenceMode(FLAGS_fence_mode, &o.fence_mode);
   strict_ = o.fence_mode == FenceMode::kStrict;
@@ -652,9 +653,11 @@ Benchmark::Benchmark()
 Benchmark::~Benchmark() = default;
 
 bool Benchmark::Open(std::string* error) {
-  std::error_code ec;
-  std::filesystem::create_directories(
-      std::filesystem::path(db_path_).parent_path(), ec);
+  if (!FLAGS_use_existing_db) {
+    std::error_code ec;
+    std::filesystem::create_directories(
+        std::filesystem::path(db_path_).parent_path(), ec);
+  }
   store_ = FLAGS_fenced ? OpenFencedStore(store_options_, db_path_, error)
                         : OpenRawStore(store_options_, db_path_, error);
   if (store_ == nullptr) return false;
@@ -948,6 +951,12 @@ int Benchmark::Run() {
       return 1;
     }
     std::fclose(f);
+  }
+  if (FLAGS_use_existing_db && !StoreExists(db_path_)) {
+    // As db_bench (create_if_missing is false): nothing is created.
+    std::fprintf(stderr, "fenced_bench: --use_existing_db: no database at %s\n",
+                 db_path_.c_str());
+    return 1;
   }
   PrintHeader();
   if (tracking)
