@@ -2,6 +2,8 @@
 
 #include "bench_store.h"
 
+#include <filesystem>
+#include <fstream>
 #include <mutex>
 
 #include <rocksdb/db.h>
@@ -16,6 +18,10 @@ namespace bench {
 namespace {
 
 rocksdb::Slice ToSlice(std::string_view s) { return {s.data(), s.size()}; }
+
+// In a raw database fenced_bench created (--fenced=false): a plain RocksDB
+// database it may destroy again, unlike anyone else's.
+constexpr char kRawMark[] = "/FENCED_BENCH_RAW";
 
 class FencedStore final : public BenchStore {
  public:
@@ -276,9 +282,17 @@ std::unique_ptr<BenchStore> OpenRawStore(const StoreOptions& options,
     return nullptr;
   }
   rocksdb::Options ro(db_options, cf_options);
+  const bool created = !StoreExists(path);
   rocksdb::DB* raw = nullptr;
   rocksdb::Status rs = rocksdb::DB::Open(ro, path, &raw);
+  if (rs.ok() && created) {
+    std::ofstream mark(path + kRawMark);
+    mark << "a raw (--fenced=false) database fenced_bench created\n";
+    mark.close();
+    if (!mark) rs = rocksdb::Status::IOError("cannot write " + path + kRawMark);
+  }
   if (!rs.ok()) {
+    delete raw;
     *error = rs.ToString();
     return nullptr;
   }
@@ -288,6 +302,34 @@ std::unique_ptr<BenchStore> OpenRawStore(const StoreOptions& options,
 
 bool StoreExists(const std::string& path) {
   return rocksdb::Env::Default()->FileExists(path + "/CURRENT").ok();
+}
+
+bool MayReplace(const std::string& path, std::string* error) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);
+  if (st.type() == fs::file_type::not_found) return true;
+  if (!fs::is_directory(st)) {
+    *error = path + " exists and is not a directory";
+    return false;
+  }
+  if (fs::is_empty(path, ec) && !ec) return true;
+  const rocksdb::DBOptions options;
+  if (!StoreExists(path)) {
+    *error = "not a fencedkv database: " + path +
+             ": it has files but no RocksDB CURRENT file";
+    return false;
+  }
+  const Status s = CheckColumnFamilies(options, path);
+  if (s.ok()) return true;  // fencedkv's
+  std::vector<std::string> names;
+  if (fs::exists(path + kRawMark, ec) &&
+      rocksdb::DB::ListColumnFamilies(options, path, &names).ok() &&
+      names == std::vector<std::string>{rocksdb::kDefaultColumnFamilyName}) {
+    return true;  // its own raw database
+  }
+  *error = std::string(s.message());
+  return false;
 }
 
 bool DestroyStore(const std::string& path, std::string* error) {
@@ -301,6 +343,11 @@ bool DestroyStore(const std::string& path, std::string* error) {
   if (!s.ok() && !s.IsNotFound()) {
     *error = s.ToString();
     return false;
+  }
+  // DestroyDB left the directory if the mark was in it.
+  std::error_code ec;
+  if (std::filesystem::remove(path + kRawMark, ec)) {
+    std::filesystem::remove(path, ec);
   }
   return true;
 }

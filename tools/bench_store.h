@@ -82,8 +82,16 @@ std::unique_ptr<BenchStore> OpenRawStore(const StoreOptions& options,
 // Whether `path` holds a RocksDB database (its CURRENT file), fencedkv's or
 // not.
 bool StoreExists(const std::string& path);
+// Whether fenced_bench may destroy what is at `path` and create a database
+// there: nothing, an empty directory, a fencedkv database, or a raw database
+// it created itself (--fenced=false; OpenRawStore marks those). Anything
+// else (a plain RocksDB database, a directory of other files, a file) is
+// false, with *error saying what it is: DestroyDB would delete whatever
+// RocksDB-named files it holds (000001.log, LOG, ...).
+bool MayReplace(const std::string& path, std::string* error);
 // Removes the database files at `path` (RocksDB's DestroyDB: only files
-// RocksDB recognizes are deleted).
+// RocksDB recognizes are deleted) and the raw store's mark.
+// REQUIRES: MayReplace(path).
 bool DestroyStore(const std::string& path, std::string* error);
 
 }  // namespace bench

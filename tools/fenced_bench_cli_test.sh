@@ -4,7 +4,7 @@
 # RocksDB. Each case takes a few seconds.
 # Usage: fenced_bench_cli_test.sh FENCED_BENCH CASE
 #   CASE: refuse | statistics | report | intervals | benchmarks | holders |
-#         flag_bounds | strict_verify | use_existing | sizes
+#         foreign_db | flag_bounds | strict_verify | use_existing | sizes
 set -euo pipefail
 BENCH=$1
 CASE=$2
@@ -166,6 +166,48 @@ holders)
     --benchmarks=fillrandom,overwrite,readrandomwriterandom
   [ "$(rc hraw)" = 0 ] && pass || fail "holders raw: exit status $(rc hraw)"
   expect hraw "$(result_re overwrite)" "$WORK/hraw.out"
+  ;;
+foreign_db)
+  # --db is destroyed only if it is missing, empty, a fencedkv database or
+  # a raw database fenced_bench made (--fenced=false); anything else is
+  # refused before anything is touched.
+  # snapshot DIR: every file's name and checksum.
+  snapshot() { (cd "$1" && find . -type f -exec md5sum {} + | sort); }
+  # A plain RocksDB database: one fenced_bench made with --fenced=false,
+  # without the mark that says so.
+  bench mkplain --fenced=false --num=50 --benchmarks=fillseq
+  [ "$(rc mkplain)" = 0 ] && pass || fail "plain: setup exit status $(rc mkplain)"
+  rm -f "$WORK/db/FENCED_BENCH_RAW"
+  before=$(snapshot "$WORK/db")
+  for f in true false; do
+    bench "plain_$f" --fenced=$f --num=10 --benchmarks=fillseq
+    [ "$(rc plain_$f)" = 1 ] && pass || fail "plain fenced=$f: exit status $(rc plain_$f)"
+    expect "plain_$f" "^fenced_bench: refusing --db .*/db: not a fencedkv database: " "$WORK/plain_$f.err"
+    refute "plain_$f" "DB path|operations;" "$WORK/plain_$f.out"
+    [ "$(snapshot "$WORK/db")" = "$before" ] && pass || fail "plain fenced=$f: the database changed"
+  done
+  # A directory of files named like RocksDB's, and no database.
+  rm -rf "$WORK/db"; mkdir "$WORK/db"
+  for n in 000001.log LOG LOG.old.1 notes.txt; do echo "$n" >"$WORK/db/$n"; done
+  before=$(snapshot "$WORK/db")
+  bench files --num=10 --benchmarks=fillseq
+  [ "$(rc files)" = 1 ] && pass || fail "files: exit status $(rc files)"
+  expect files "^fenced_bench: refusing --db .*/db: not a fencedkv database: " "$WORK/files.err"
+  [ "$(snapshot "$WORK/db")" = "$before" ] && pass || fail "files: files were removed or changed"
+  # A regular file.
+  rm -rf "$WORK/db"; echo data >"$WORK/db"
+  bench regular --num=10 --benchmarks=fillseq
+  [ "$(rc regular)" = 1 ] && pass || fail "regular file: exit status $(rc regular)"
+  expect regular "^fenced_bench: refusing --db .*/db: .*/db exists and is not a directory" "$WORK/regular.err"
+  [ "$(cat "$WORK/db")" = data ] && pass || fail "regular file: changed"
+  # What it may replace: an empty directory, its own databases, fenced and
+  # raw, in turn.
+  rm -f "$WORK/db"; mkdir "$WORK/db"
+  for f in true false false true; do
+    bench "own_$f" --fenced=$f --num=10 --benchmarks=fillseq,readrandom
+    [ "$(rc own_$f)" = 0 ] && pass || fail "own fenced=$f: exit status $(rc own_$f)"
+    expect "own_$f" "$(result_re readrandom) .*\(10 of 10 found\)" "$WORK/own_$f.out"
+  done
   ;;
 flag_bounds)
   # Thread counts the machine cannot start are refused, not an abort.

@@ -68,7 +68,11 @@ DEFINE_int64(seed, 0,
              "from the current time and printed");
 DEFINE_string(db, "",
               "Use the db with the following name. Empty means "
-              "$TEST_TMPDIR (or /tmp)/fencedkvtest-<uid>/dbbench");
+              "$TEST_TMPDIR (or /tmp)/fencedkvtest-<uid>/dbbench. Unless "
+              "--use_existing_db, it must be missing, empty, a fencedkv "
+              "database or a raw one fenced_bench made (--fenced=false): the "
+              "fill benchmarks destroy it. Anything else is refused, "
+              "untouched");
 DEFINE_bool(use_existing_db, false,
             "If true, do not destroy the existing database; a missing one is "
             "refused (nothing is created). If you set this flag and also "
@@ -951,6 +955,15 @@ int Benchmark::Run() {
       return 1;
     }
     std::fclose(f);
+  }
+  if (!FLAGS_use_existing_db && !MayReplace(db_path_, &error)) {
+    std::fprintf(stderr,
+                 "fenced_bench: refusing --db %s: %s\n"
+                 "fenced_bench destroys only a fencedkv database or one it "
+                 "made with --fenced=false; give a new or empty directory. "
+                 "Nothing was changed.\n",
+                 db_path_.c_str(), error.c_str());
+    return 1;
   }
   if (FLAGS_use_existing_db && !StoreExists(db_path_)) {
     // As db_bench (create_if_missing is false): nothing is created.
