@@ -4,7 +4,8 @@
 # RocksDB. Each case takes a few seconds.
 # Usage: fenced_bench_cli_test.sh FENCED_BENCH CASE
 #   CASE: refuse | statistics | report | intervals | benchmarks | holders |
-#         foreign_db | flag_bounds | strict_verify | use_existing | sizes
+#         foreign_db | flag_bounds | strict_verify | use_existing | floor |
+#         sizes
 set -euo pipefail
 BENCH=$1
 CASE=$2
@@ -263,6 +264,34 @@ use_existing)
     [ "$(rc reuse_$f)" = 0 ] && pass || fail "reuse fenced=$f: exit status $(rc reuse_$f)"
     expect "reuse_$f" "$(result_re readrandom) .*\(10 of 10 found\)" "$WORK/reuse_$f.out"
   done
+  ;;
+floor)
+  # --fence_floor must leave room above it for every token the run takes
+  # (tokens are at most 2^64-1): refused before anything runs.
+  max=18446744073709551615
+  bench top --num=10 --fence_floor=$max --benchmarks=fillseq
+  [ "$(rc top)" = 1 ] && pass || fail "floor 2^64-1: exit status $(rc top)"
+  expect top "^Invalid value for --fence_floor: $max " "$WORK/top.err"
+  refute top "DB path|operations;" "$WORK/top.out"
+  [ ! -e "$WORK/db" ] && pass || fail "floor 2^64-1: the database was created"
+  # Monotonic, one holder: one token (the run's epoch) above the floor.
+  bench mono --num=10 --fence_floor=18446744073709551614 --benchmarks=fillseq,verify
+  [ "$(rc mono)" = 0 ] && pass || fail "floor 2^64-2 monotonic: exit status $(rc mono)"
+  expect mono "^FenceVerify Success\." "$WORK/mono.out"
+  # Strict: one more per write (10), so 2^64-12 is the highest floor.
+  bench strict --num=10 --fence_mode=strict --fence_floor=18446744073709551605 \
+    --benchmarks=fillseq
+  [ "$(rc strict)" = 1 ] && pass || fail "strict floor 2^64-12+1: exit status $(rc strict)"
+  expect strict "^Invalid value for --fence_floor: 18446744073709551605 .*11 tokens" "$WORK/strict.err"
+  bench strictok --num=10 --fence_mode=strict --fence_floor=18446744073709551604 \
+    --benchmarks=fillseq,verify
+  [ "$(rc strictok)" = 0 ] && pass || fail "strict floor 2^64-12: exit status $(rc strictok)"
+  expect strictok "^FenceVerify Success\." "$WORK/strictok.out"
+  # Workloads that take a token per op count them: advancefence, 2 threads.
+  bench adv --num=100 --threads=2 --fence_floor=18446744073709551515 \
+    --benchmarks=fillseq,advancefence
+  [ "$(rc adv)" = 1 ] && pass || fail "advancefence floor: exit status $(rc adv)"
+  expect adv "^Invalid value for --fence_floor: .*201 tokens" "$WORK/adv.err"
   ;;
 sizes)
   # Sizes are bounded: write_buffer_size 64 KiB..64 GiB, value_size up to

@@ -230,6 +230,25 @@ class Benchmark {
   // benchmark is refused before anything runs.
   int Run();
 
+  // One entry of --benchmarks, resolved.
+  struct Planned {
+    std::string name;
+    int repeat, warmup;
+    const Info* info;
+  };
+  // Tokens that a run the length of a --duration, or readwhilewriting's
+  // writer (which writes until the readers finish), may take: they have no
+  // bound, so TokensNeeded keeps this many for them (2^40: 30 hours at 10
+  // million tokens a second).
+  static constexpr uint64_t kOpenEndedTokens = uint64_t{1} << 40;
+  // The most tokens above the floor that `plan` may take (saturating at
+  // 2^64-1); *open_ended: some of them are kOpenEndedTokens. Each Open of
+  // the store takes one (the new holder's epoch), each lease renewal and
+  // AdvanceFence one, and in strict mode each write one; the highest token
+  // then is the floor plus this (strict mode: plus this less one).
+  uint64_t TokensNeeded(const std::vector<Planned>& plan,
+                        bool* open_ended) const;
+
  private:
   bool Open(std::string* error);
   void Close() { store_.reset(); }

@@ -14,6 +14,7 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <thread>
 
 #include <rocksdb/statistics.h>
@@ -151,7 +152,11 @@ DEFINE_string(fence_mode, "monotonic",
               "takes a fresh token)");
 DEFINE_uint64(fence_floor, 0,
               "If > 0, SetFenceFloor to this at open; tokens "
-              "start above it");
+              "start above it. It must leave room below 2^64-1 for every "
+              "token the run may take (one per open, per lease renewal and "
+              "advance, and in strict mode per write; 2^40 kept for "
+              "--duration or readwhilewriting): else it is refused before "
+              "anything runs");
 DEFINE_int32(stale_write_percent, 0,
              "Percent of writes in fill/overwrite benchmarks sent with a "
              "stale (older) token; the result line then reports "
@@ -917,14 +922,84 @@ const Benchmark::Info* Benchmark::Find(const std::string& name) {
   return nullptr;
 }
 
+namespace {
+
+uint64_t SaturatingAdd(uint64_t a, uint64_t b) {
+  const uint64_t max = std::numeric_limits<uint64_t>::max();
+  return a > max - b ? max : a + b;
+}
+uint64_t SaturatingMul(uint64_t a, uint64_t b) {
+  const uint64_t max = std::numeric_limits<uint64_t>::max();
+  return b != 0 && a > max / b ? max : a * b;
+}
+
+}  // namespace
+
+uint64_t Benchmark::TokensNeeded(const std::vector<Planned>& plan,
+                                 bool* open_ended) const {
+  *open_ended = false;
+  // Writes take a token each in strict mode, or when holders renew (at
+  // most once a write).
+  const bool write_takes =
+      strict_ || (holders_ > 1 && FLAGS_token_renew_every > 0);
+  const bool timed = FLAGS_duration > 0;
+  const uint64_t writes = static_cast<uint64_t>(writes_);
+  uint64_t need = 0;
+  bool open = false;  // as Run: a fresh benchmark reopens the store
+  bool holders = false;
+  for (const Planned& p : plan) {
+    const Info& info = *p.info;
+    if (info.fresh_db && FLAGS_use_existing_db) continue;  // skipped
+    if (info.fresh_db || !open) need = SaturatingAdd(need, 1);
+    open = true;
+    if (info.fenced_only && !FLAGS_fenced) continue;
+    const Method m = info.method;
+    if (m == &Benchmark::Contended || (holders_ > 1 && !strict_)) {
+      holders = true;  // InitHolders
+    }
+    // Per thread and run: the ops that may take a token, and whether
+    // --duration (or the readers) decides how many there are.
+    uint64_t ops = 0;
+    bool unbounded = false;
+    if (m == &Benchmark::FillSeq || m == &Benchmark::FillBatch) {
+      ops = write_takes ? writes : 0;
+    } else if (m == &Benchmark::FillRandom || m == &Benchmark::FencedBatch) {
+      ops = write_takes ? writes : 0;
+      unbounded = write_takes && timed;
+    } else if (m == &Benchmark::DeleteRandom) {
+      ops = write_takes ? static_cast<uint64_t>(deletes_) : 0;
+      unbounded = write_takes && timed;
+    } else if (m == &Benchmark::ReadRandomWriteRandom) {
+      ops = !write_takes ? 0
+            : (FLAGS_writes < 0 && FLAGS_reads < 0)
+                ? static_cast<uint64_t>(num_)
+                : static_cast<uint64_t>(
+                      std::max<int64_t>(FLAGS_writes, FLAGS_reads));
+      unbounded = write_takes && timed;
+    } else if (m == &Benchmark::ReadWhileWriting) {
+      unbounded = write_takes;
+    } else if (m == &Benchmark::AdvanceFence || m == &Benchmark::Contended) {
+      ops = writes;  // a new lease per op at most
+      unbounded = timed;
+    }
+    if (unbounded) {
+      *open_ended = true;
+      continue;
+    }
+    const uint64_t threads =
+        info.one_thread ? 1 : static_cast<uint64_t>(FLAGS_threads);
+    const uint64_t runs = static_cast<uint64_t>(p.repeat + p.warmup);
+    need =
+        SaturatingAdd(need, SaturatingMul(SaturatingMul(ops, threads), runs));
+  }
+  if (holders) need = SaturatingAdd(need, holder_tokens_.size());
+  if (*open_ended) need = SaturatingAdd(need, kOpenEndedTokens);
+  return need;
+}
+
 int Benchmark::Run() {
   std::string error;
   // Every entry is resolved before anything runs or is created.
-  struct Planned {
-    std::string name;
-    int repeat, warmup;
-    const Info* info;
-  };
   std::vector<Planned> plan;
   bool tracking = false;
   {
@@ -945,6 +1020,26 @@ int Benchmark::Run() {
         plan.push_back(std::move(p));
       }
       pos = comma + 1;
+    }
+  }
+  if (FLAGS_fenced) {
+    // Tokens end at 2^64-1: a floor too close to it wrapped them to 0
+    // ("invalid token 0") halfway through the run.
+    bool open_ended = false;
+    const uint64_t need = TokensNeeded(plan, &open_ended);
+    const uint64_t highest = std::numeric_limits<uint64_t>::max() - need;
+    if (FLAGS_fence_floor > highest) {
+      std::fprintf(stderr,
+                   "Invalid value for --fence_floor: %" PRIu64
+                   " (this run may take up to %" PRIu64
+                   " tokens above the floor%s, and a token is at most "
+                   "2^64-1: the floor can be at most %" PRIu64 ")\n",
+                   static_cast<uint64_t>(FLAGS_fence_floor), need,
+                   open_ended ? ", 2^40 of them kept for --duration or "
+                                "readwhilewriting, whose writes have no bound"
+                              : "",
+                   highest);
+      return 1;
     }
   }
   if (FLAGS_report_interval_seconds > 0) {  // refuse an unwritable path now
