@@ -347,6 +347,10 @@ class Replication {
   // etcd mode: the last record and members read (SENTINEL), and what went
   // wrong last with etcd (INFO).
   bool have_view_ GUARDED_BY(mu_) = false;
+  // When view_ was last read from etcd (ReplNowMs): ShardView gives no view
+  // older than a lease TTL (a server cut off from etcd named its old
+  // primary to Sentinel clients indefinitely).
+  int64_t view_ms_ GUARDED_BY(mu_) = 0;
   ShardRecord view_ GUARDED_BY(mu_);
   std::vector<std::pair<std::string, std::string>> view_members_
       GUARDED_BY(mu_);

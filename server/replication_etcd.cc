@@ -52,6 +52,7 @@ bool Replication::ShardView(
     std::vector<std::pair<std::string, std::string>>* members) {
   MutexLock lock(&mu_);
   if (!etcd_mode() || shard != options_.shard || !have_view_) return false;
+  if (ReplNowMs() - view_ms_ > options_.etcd_lease_ttl_ms) return false;
   *record = view_;
   *members = view_members_;
   return true;
@@ -401,6 +402,7 @@ void Replication::EtcdLoop() {
           MutexLock lock(&mu_);
           view_ = r;
           have_view_ = true;
+          view_ms_ = ReplNowMs();
         }
         MutexLock role(&role_mu_);
         s = BecomePrimary(&r, lease_deadline);
@@ -464,6 +466,7 @@ void Replication::EtcdLoop() {
           view_ = r;
           view_members_ = alive;
           have_view_ = true;
+          view_ms_ = ReplNowMs();
           etcd_error_.clear();
         }
         SeeEpoch(r.epoch);

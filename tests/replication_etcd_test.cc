@@ -854,6 +854,15 @@ TEST_F(EtcdReplicationTest,
   EXPECT_LE(read_ms, 2000 + 300);  // the lease TTL (the deadline is at most
                                    // one TTL after the last keep-alive)
   EXPECT_EQ(0u, read_refused.find("-READONLY")) << read_refused;
+  // Sentinel's answer is etcd's record as of at most a lease TTL ago: a
+  // server cut off from etcd names no primary. Before, every server kept
+  // naming the old one (and a primary that had stepped down, itself).
+  std::this_thread::sleep_for(std::chrono::milliseconds(2000 + 300));
+  for (int i = 0; i < 3; ++i) {
+    Client s(ports_[i]);
+    EXPECT_EQ("*nil", s.Call({"SENTINEL", "get-master-addr-by-name", "s1"}))
+        << "server " << i;
+  }
   etcd_.Resume();
   // etcd back: a primary again (the same or another), writes acknowledged.
   ASSERT_TRUE(WaitUntil(
