@@ -849,6 +849,21 @@ TEST(WalFaultTest, AnErrorUnderALockishPathIsAnIOError) {
   EXPECT_TRUE(s.IsBusy()) << s.ToString();
 }
 
+// Once the fault is cleared, a no-op AdvanceFence of "k" succeeds again
+// within 10 s (the recovery resumes the database) and reports `max`.
+void ExpectNoOpAdvanceRecovers(FaultDB* fdb, Token max) {
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  Status s;
+  Token seen = 0;
+  do {
+    s = fdb->db()->AdvanceFence(WriteOptions(), "k", 5, &seen);
+    if (!s.ok()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  } while (!s.ok() && std::chrono::steady_clock::now() < deadline);
+  ASSERT_FENCEDKV_OK(s);
+  EXPECT_EQ(max, seen);
+}
+
 // A no-op AdvanceFence syncs the WAL (defect 1's fix, DB::SyncWAL). After
 // a WAL write failed, RocksDB 7.8's SyncWAL would sync the failed WAL
 // without looking at the background error and trip an assertion (Debian's
@@ -864,14 +879,7 @@ TEST(WalFaultTest, NoOpAdvanceAfterAWalErrorIsAnIOError) {
   s = fdb.db()->AdvanceFence(WriteOptions(), "k", 5, &max);  // a no-op
   EXPECT_TRUE(s.IsIOError()) << s.ToString();
   fdb.fs()->ClearFaults();
-  const auto deadline =
-      std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  do {
-    s = fdb.db()->AdvanceFence(WriteOptions(), "k", 5, &max);
-    if (!s.ok()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  } while (!s.ok() && std::chrono::steady_clock::now() < deadline);
-  ASSERT_FENCEDKV_OK(s);
-  EXPECT_EQ(10u, max);
+  ExpectNoOpAdvanceRecovers(&fdb, 10);
 }
 
 // A no-op AdvanceFence syncs the WAL. RocksDB 7.8's SyncWAL runs beside
@@ -910,14 +918,7 @@ TEST(WalFaultTest, AWalSyncFailingBesideANoOpAdvanceIsAnIOError) {
   EXPECT_TRUE(raced_status.IsIOError()) << raced_status.ToString();
   EXPECT_TRUE(s.IsIOError()) << s.ToString();
   fdb.fs()->ClearFaults();
-  const auto deadline =
-      std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  do {
-    s = fdb.db()->AdvanceFence(WriteOptions(), "k", 5, &max);
-    if (!s.ok()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  } while (!s.ok() && std::chrono::steady_clock::now() < deadline);
-  ASSERT_FENCEDKV_OK(s);
-  EXPECT_EQ(10u, max);
+  ExpectNoOpAdvanceRecovers(&fdb, 10);
 }
 
 // The CURRENT rename: a new database cannot be created while it fails (a

@@ -988,7 +988,8 @@ uint64_t Benchmark::TokensNeeded(const std::vector<Planned>& plan,
     }
     const uint64_t threads =
         info.one_thread ? 1 : static_cast<uint64_t>(FLAGS_threads);
-    const uint64_t runs = static_cast<uint64_t>(p.repeat + p.warmup);
+    const uint64_t runs =
+        static_cast<uint64_t>(p.repeat) + static_cast<uint64_t>(p.warmup);
     need =
         SaturatingAdd(need, SaturatingMul(SaturatingMul(ops, threads), runs));
   }
