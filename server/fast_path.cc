@@ -34,7 +34,12 @@ Route ChooseRoute(const Admission& admission, const ClientState& client,
     AppendWriteOps(args, write, write.token, batch);
     return Route::kGroupedWrite;
   }
-  if ((cmd->flags & (kCmdIterates | kCmdOffLoop)) != 0) {
+  if ((cmd->flags & kCmdIterates) != 0) return Route::kScanThread;
+  // REPLICAOF host port waits on the network; REPLICAOF NO ONE does not,
+  // and a promotion must not wait behind a scan.
+  if ((cmd->flags & kCmdOffLoop) != 0 &&
+      !(args.size() == 3 && EqualsIgnoreCase(args[1], "no") &&
+        EqualsIgnoreCase(args[2], "one"))) {
     return Route::kScanThread;
   }
   if (cmd == kExec && client.in_multi) {

@@ -220,7 +220,10 @@ TEST_F(FastPathTest, CommandsWithManyKeysLeaveTheLoop) {
 TEST_F(FastPathTest, ReplicaOfLeavesTheLoop) {
   Users("user default on nopass ~* &* +@all\n");
   EXPECT_EQ("scan-thread", RouteOf({"REPLICAOF", "127.0.0.1", "6379"}));
-  EXPECT_EQ("scan-thread", RouteOf({"slaveof", "no", "one"}));
+  EXPECT_EQ("scan-thread", RouteOf({"slaveof", "localhost", "6379"}));
+  // A promotion asks nothing of the network: not behind a long scan.
+  EXPECT_EQ("execute", RouteOf({"REPLICAOF", "NO", "ONE"}));
+  EXPECT_EQ("execute", RouteOf({"slaveof", "no", "one"}));
 }
 
 }  // namespace

@@ -431,6 +431,20 @@ Status Replication::RestartPending() {
 
 Status Replication::BecomePrimary(const ShardRecord* record,
                                   int64_t lease_deadline_ms) {
+  if (record != nullptr) {
+    // The record was checked against the highest epoch seen (etcd's state
+    // can go back): never lower it, never list epochs out of order. Before
+    // anything changes (the replica thread, following).
+    MutexLock lock(&mu_);
+    if (record->epoch < state_.max_epoch ||
+        (!record->epochs.empty() &&
+         record->epochs.back().epoch != record->epoch)) {
+      return Status::InvalidArgument(
+          "the shard record's epoch " + std::to_string(record->epoch) +
+          " is below epoch " + std::to_string(state_.max_epoch) +
+          " seen here, or its epochs do not end with it: not taken");
+    }
+  }
   StopReplicaThread();
   // A promotion now would take writes that the restart (swapping in the
   // copy, then following its primary) loses.
@@ -459,16 +473,14 @@ Status Replication::BecomePrimary(const ShardRecord* record,
     // told apart from this one's (DecideSync).
     uint64_t epoch = next.max_epoch + 1;
     if (record != nullptr) {
-      // The record was checked against the highest epoch seen (etcd's
-      // state can go back): never lower it, never list epochs out of
-      // order.
-      if (record->epoch < next.max_epoch ||
-          (!record->epochs.empty() &&
-           record->epochs.back().epoch != record->epoch)) {
+      // Checked above, before anything changed; again here, since the
+      // replica thread (stopped since) may have seen a newer epoch
+      // meanwhile: never lower max_epoch.
+      if (record->epoch < next.max_epoch) {
         return Status::InvalidArgument(
             "the shard record's epoch " + std::to_string(record->epoch) +
             " is below epoch " + std::to_string(next.max_epoch) +
-            " seen here, or its epochs do not end with it: not taken");
+            " seen here: not taken");
       }
       epoch = record->epoch;
       next.history = record->history;

@@ -328,7 +328,10 @@ void Replication::EtcdLoop() {
     std::vector<EtcdKv> member_kvs;
     Status s = etcd.GetPrefix(members_prefix, &member_kvs, 1000);
     if (s.ok()) s = etcd.Get(record_key, &kv, &found);
-    // The highest a live member reports having seen.
+    // The highest a live member reports having seen: for the bootstrap of
+    // a missing record only. (Not to refuse a record that exists: one
+    // server started on a data directory of another shard, or of manual
+    // mode, would report a high epoch and stop every server of this one.)
     uint64_t members_seen = 0;
     std::string members_seen_by;
     if (s.ok()) {
@@ -424,13 +427,6 @@ void Replication::EtcdLoop() {
                    record_key, "is at epoch " + std::to_string(r.epoch) +
                                    ", below epoch " + std::to_string(seen) +
                                    " that this server has seen"),
-               true);
-      } else if (r.epoch < members_seen) {
-        refuse(UntrustedRecordError(
-                   record_key,
-                   "is at epoch " + std::to_string(r.epoch) + ", below epoch " +
-                       std::to_string(members_seen) + " that member " +
-                       members_seen_by + " reports having seen"),
                true);
       } else if (!r.epochs.empty() && r.epochs.back().epoch > r.epoch) {
         refuse("the shard record " + record_key + " is at epoch " +

@@ -864,8 +864,9 @@ void ExpectNoOpAdvanceRecovers(FaultDB* fdb, Token max) {
   EXPECT_EQ(max, seen);
 }
 
-// A no-op AdvanceFence syncs the WAL (defect 1's fix, DB::SyncWAL). After
-// a WAL write failed, RocksDB 7.8's SyncWAL would sync the failed WAL
+// A no-op AdvanceFence syncs the WAL (defect 1's fix). After a WAL write
+// failed, RocksDB 7.8's SyncWAL (used for that sync until session 32) would
+// sync the failed WAL
 // without looking at the background error and trip an assertion (Debian's
 // build aborts): the advance must get the IOError instead.
 TEST(WalFaultTest, NoOpAdvanceAfterAWalErrorIsAnIOError) {
@@ -887,7 +888,9 @@ TEST(WalFaultTest, NoOpAdvanceAfterAWalErrorIsAnIOError) {
 // check and SyncWAL, SyncWAL synced the failed file and tripped RocksDB's
 // assertion (Debian's build aborts: about 1 round in 100 of two advancing
 // and two writing threads with EIO on WAL syncs). The sync is now a synced
-// write of its own, which RocksDB orders with every other write.
+// write of its own, which RocksDB orders with every other write. The sync
+// point sits where the window was (between the check and the sync): with
+// the old code and the point placed there, the process aborted.
 TEST(WalFaultTest, AWalSyncFailingBesideANoOpAdvanceIsAnIOError) {
   FaultDB fdb("key", FenceMode::kMonotonic, false);
   ASSERT_FENCEDKV_OK(fdb.Open());

@@ -954,12 +954,6 @@ bool Running(pid_t pid) {
          stat[close + 2] != 'Z';
 }
 
-// The kill -9 loop with an ASSERT that fails in its first cycle, in a child
-// process: it must end as a failed test (exit 1), having stopped etcd and
-// every server it started, by PID. Before the fix its writer thread was
-// still joinable when the ASSERT returned, so std::thread's destructor
-// called std::terminate (SIGABRT): no destructor ran, and etcd and the
-// three servers lived on.
 // etcd's state of the shard lost or gone back (etcd restarted with an
 // empty data directory, restored from an older snapshot, the record
 // deleted or edited by hand): the servers know epochs the record does not.
@@ -1140,6 +1134,12 @@ TEST_F(EtcdLostRecordTest, AFreshServerDoesNotRecreateASeenShardsRecord) {
   EXPECT_TRUE(NoPrimaryFor(500));
 }
 
+// The kill -9 loop with an ASSERT that fails in its first cycle, in a child
+// process: it must end as a failed test (exit 1), having stopped etcd and
+// every server it started, by PID. Before the fix its writer thread was
+// still joinable when the ASSERT returned, so std::thread's destructor
+// called std::terminate (SIGABRT): no destructor ran, and etcd and the
+// three servers lived on.
 TEST(EtcdReplicationCleanupTest, AFailedAssertInTheKillLoopLeavesNoProcess) {
   test::TempDir dir;
   const std::string pids = dir.Sub("pids");

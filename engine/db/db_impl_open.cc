@@ -97,7 +97,7 @@ class OpenDirectories {
   // Busy if `key` is open already (the message names how it was opened).
   static Status Claim(const std::string& key, const std::string& path) {
     MutexLock lock(&mu_);
-    auto [it, inserted] = open_.emplace(key, path);
+    auto [it, inserted] = open().emplace(key, path);
     if (inserted) return Status::OK();
     return Status::Busy(
         path + " is already open in this process (as " + it->second + ")",
@@ -105,15 +105,18 @@ class OpenDirectories {
   }
   static void Release(const std::string& key) {
     MutexLock lock(&mu_);
-    open_.erase(key);
+    open().erase(key);
   }
 
  private:
+  // Never destroyed: a DB closed during static destruction still finds it.
+  static std::map<std::string, std::string>& open() REQUIRES(mu_) {
+    static auto* const open = new std::map<std::string, std::string>;
+    return *open;
+  }
   static Mutex mu_;
-  static std::map<std::string, std::string> open_ GUARDED_BY(mu_);
 };
 Mutex OpenDirectories::mu_;
-std::map<std::string, std::string> OpenDirectories::open_;
 
 }  // namespace
 

@@ -822,6 +822,10 @@ Status DBImpl::SetFenceFloor(const WriteOptions& /*options*/, Token floor) {
     // unsynced write before it could be lost by a power cut while the call
     // after it had returned: PowerLossTest, seed 1.)
     s = FromRocksDB(SyncWalBarrier());
+    // (A step-down between the check above and the barrier: as above.)
+    if (s.IsNotSupported() && following_.load(std::memory_order_acquire)) {
+      s = FollowingStatus();
+    }
   }
   return s;
 }
