@@ -1134,6 +1134,62 @@ TEST_F(EtcdLostRecordTest, AFreshServerDoesNotRecreateASeenShardsRecord) {
   EXPECT_TRUE(NoPrimaryFor(500));
 }
 
+// A server started into the shard on a data directory that saw a higher
+// epoch elsewhere (another shard's, or manual mode's, where each promotion
+// is an epoch): its member key reports that epoch. It must not follow the
+// shard's record (below what it saw), and it must not stop the shard: with
+// the first version of the lost-record rules every server refused the
+// record below a member's epoch, and the primary stepped down.
+TEST_F(EtcdLostRecordTest, AStrayMemberWithAHigherEpochDoesNotStopTheShard) {
+  const int p = PrimaryIndex(15000);
+  ASSERT_GE(p, 0);
+  ASSERT_TRUE(SetKeys(p, 5));
+  const std::string dir = dir_.Sub("stray");
+  mkdir(dir.c_str(), 0755);
+  const std::string db = dir + "/db";
+  {  // A manual-mode store, then its REPLICATION raised to epoch 50.
+    Server manual;
+    ASSERT_TRUE(
+        manual.Start(dir, {"--db=" + db, "--aclfile=" + dir_.Sub("acl"),
+                           "--port=" + std::to_string(test::FreePort())}));
+    NotePid(manual.pid());
+    ASSERT_EQ(0, manual.Stop());
+  }
+  std::string text;
+  {
+    std::ifstream in(db + "/REPLICATION");
+    text.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  const size_t at = text.find("max_epoch ");
+  ASSERT_NE(std::string::npos, at) << text;
+  text.replace(at, text.find('\n', at) - at, "max_epoch 50");
+  std::ofstream(db + "/REPLICATION", std::ios::trunc) << text;
+  Server stray;
+  ASSERT_TRUE(stray.Start(
+      dir, {"--db=" + db, "--aclfile=" + dir_.Sub("acl"), "--shard=s1",
+            "--etcd_endpoints=" + etcd_.endpoint(), "--etcd_lease_ttl_ms=2000",
+            "--port=" + std::to_string(test::FreePort())}));
+  NotePid(stray.pid());
+  // Its member key is up within a TTL; the shard keeps its primary, which
+  // keeps taking writes, for three TTLs.
+  const auto until = Clock::now() + milliseconds(3 * 2000);
+  int n = 0;
+  while (Clock::now() < until) {
+    ASSERT_NE("master", Info(stray.port())["role"]) << Record();
+    Client c(ports_[p], 5000);
+    ASSERT_EQ("+OK", c.Call({"SET", "s" + std::to_string(n), "v", "FENCE",
+                             std::to_string(100 + n)}))
+        << "write " << n << "; record: " << Record();
+    ++n;
+    std::this_thread::sleep_for(milliseconds(100));
+  }
+  EXPECT_EQ("master", Info(ports_[p])["role"]);
+  EXPECT_NE(std::string::npos, Etcdctl("get --prefix /fencedkv/members/s1/ "
+                                       "--keys-only")
+                                   .find(std::to_string(stray.port())))
+      << "the stray server never registered: the test proves nothing";
+}
+
 // The kill -9 loop with an ASSERT that fails in its first cycle, in a child
 // process: it must end as a failed test (exit 1), having stopped etcd and
 // every server it started, by PID. Before the fix its writer thread was
