@@ -266,6 +266,17 @@ class Workload {
 };
 
 // A database on a FaultInjectionFS, reopened at will.
+// Turns sync point processing on; off (callbacks cleared) when it ends.
+struct SyncPointsOn {
+  SyncPointsOn() { SyncPoint::Get()->EnableProcessing(); }
+  ~SyncPointsOn() {
+    SyncPoint::Get()->DisableProcessing();
+    SyncPoint::Get()->ClearAllCallbacks();
+  }
+  SyncPointsOn(const SyncPointsOn&) = delete;
+  SyncPointsOn& operator=(const SyncPointsOn&) = delete;
+};
+
 class FaultDB {
  public:
   FaultDB(const std::string& domain, FenceMode mode, bool buffer_unsynced)
@@ -746,13 +757,7 @@ TEST(WalFaultTest, AWriteBetweenAResumeAndItsSentinelStrandsNothing) {
         raced_status = fdb.db()->Put(WriteOptions(), "b", "y", 2);
         raced.store(1);
       });
-  SyncPoint::Get()->EnableProcessing();
-  struct Off {
-    ~Off() {
-      SyncPoint::Get()->DisableProcessing();
-      SyncPoint::Get()->ClearAllCallbacks();
-    }
-  } off;
+  SyncPointsOn sync_points;
   fdb.fs()->InjectFault(FaultPoint::kWalAppend, FaultError::kNoSpace);
   ASSERT_TRUE(fdb.db()->Put(WriteOptions(), "k", "v1", 5).IsIOError());
   armed.store(true);
@@ -908,13 +913,7 @@ TEST(WalFaultTest, AWalSyncFailingBesideANoOpAdvanceIsAnIOError) {
       raced_status = fdb.db()->Put(synced, "w", "v", 11);
     }).join();
   });
-  SyncPoint::Get()->EnableProcessing();
-  struct Off {
-    ~Off() {
-      SyncPoint::Get()->DisableProcessing();
-      SyncPoint::Get()->ClearAllCallbacks();
-    }
-  } off;
+  SyncPointsOn sync_points;
   Token max = 0;
   Status s = fdb.db()->AdvanceFence(WriteOptions(), "k", 5, &max);  // no-op
   EXPECT_FALSE(armed.load());  // the window was reached
