@@ -132,6 +132,18 @@ class EtcdReplicationTest : public testing::Test {
         timeout_ms);
     return found;
   }
+  // The index of a primary other than `old` once one says it leads (within
+  // 15 s), or -1.
+  int NewPrimaryOtherThan(int old) {
+    int next = -1;
+    WaitUntil(
+        [&] {
+          next = PrimaryIndex(50);
+          return next >= 0 && next != old;
+        },
+        15000);
+    return next != old ? next : -1;
+  }
 
   // Starts a fourth server of the shard announcing `name`, which a live
   // member holds: true once it reports the name taken (INFO's
@@ -797,13 +809,8 @@ TEST_F(EtcdReplicationTest,
   for (int i = 0; i < kServers; ++i) {
     if (i != first) alive.push_back(i);
   }
-  int next = -1;
-  ASSERT_TRUE(WaitUntil(
-      [&] {
-        next = PrimaryIndex(50);
-        return next >= 0 && next != first;
-      },
-      15000));
+  const int next = NewPrimaryOtherThan(first);
+  ASSERT_GE(next, 0);
   ASSERT_TRUE(WaitUntil([&] { return IsrSize() == 2; }, 10000));
   EXPECT_EQ("127.0.0.1:" + std::to_string(ports_[next]) + " 1\n", run(alive));
 }
@@ -1058,13 +1065,8 @@ TEST_F(EtcdLostRecordTest, ARecordBelowTheSeenEpochIsRefused) {
   ASSERT_TRUE(SetKeys(p, 20));
   // A failover: epoch 2.
   servers_[p].Kill9();
-  int next = -1;
-  ASSERT_TRUE(WaitUntil(
-      [&] {
-        next = PrimaryIndex(50);
-        return next >= 0 && next != p;
-      },
-      15000));
+  const int next = NewPrimaryOtherThan(p);
+  ASSERT_GE(next, 0);
   ASSERT_TRUE(StartServer(p));
   ASSERT_TRUE(WaitUntil([&] { return IsrSize() == kServers; }, 20000));
   ASSERT_EQ("2", Info(ports_[next])["shard_epoch"]);
