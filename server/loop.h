@@ -40,6 +40,8 @@ struct Loop {
   // Connections with grouped writes for this pass's flush.
   std::vector<std::shared_ptr<Connection>> writers;
   bool flush_posted = false;
+  // A part of the pass is being written (Server::Impl::AddWriter).
+  bool writing_part = false;
   size_t writer_batches = 0;  // the writers' batches in all
   // With --sync: whether to look for more writes before writing the group.
   SyncGather gather;

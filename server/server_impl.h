@@ -63,7 +63,13 @@ class Server::Impl {
 
   // On `loop`'s thread: `c` has grouped writes. They go out with the loop's
   // next flush, which runs once the loop has handled what is ready now.
+  // (While replies wait for replicas, a pass's writes go out in parts of
+  // about kAckedGroup writes: server.cc.)
   void AddWriter(Loop* loop, std::shared_ptr<Connection> c);
+  // On `loop`'s thread: writes the grouped writes waiting now as one group
+  // (without --sync on this thread, at once; with it, on the database
+  // thread unless the group is small and that thread idle).
+  void WriteWriters(Loop* loop);
   // On `loop`'s thread: `c` has GETs to read (Connection::FlushGets). They
   // go to the database thread with other connections' in one job: at once
   // once kGatherReaders connections wait, else once the loop has handled

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <future>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 
@@ -398,6 +399,88 @@ TEST_F(ReplicationInProcessTest,
   p.tracker().SetIsr({addr}, 2, {{addr, other_node}});
   EXPECT_EQ("+OK", c.Read());
   p.tracker().SetIsr({}, 1);  // (lets the server stop without waiting)
+}
+
+// While replies wait for replicas, one pass of the loop over many
+// pipelining connections goes to RocksDB, and so to the replica links, in
+// parts of about 256 writes (server.cc, kAckedGroup): the replicas apply one
+// part while the loop parses the next. Without replicas to wait for, the
+// pass stays one group. Before, it was one group of all 400 either way.
+TEST_F(ReplicationInProcessTest, APassOfManyWritesGoesOutInParts) {
+  InProcessPrimary p;
+  ASSERT_FENCEDKV_OK(p.Start(dir_.path(), /*min_insync_replicas=*/1));
+  constexpr int kClients = 4, kEach = 100;
+  for (const bool acks : {false, true}) {
+    SCOPED_TRACE(acks ? "replies wait for a replica" : "no replica");
+    const std::string tag = acks ? "a" : "n";
+    if (acks) p.tracker().SetIsr({kSilentReplica}, 2);
+    std::mutex mu;
+    std::vector<size_t> groups;
+    std::atomic<bool> parked{false};
+    SyncPoint::Get()->SetCallback("Server::Flush:Batches", [&](void* arg) {
+      const size_t n =
+          static_cast<std::vector<const WriteBatch*>*>(arg)->size();
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        groups.push_back(n);
+        if (groups.size() > 1) return;
+      }
+      // The first write parks the loop: the pipelines below arrive
+      // meanwhile, and its next pass finds them all.
+      parked.store(true);
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    });
+    // Connected (and each waiting in a read) before the loop is parked.
+    std::vector<std::unique_ptr<RespTestClient>> clients;
+    for (int c = 0; c < kClients; ++c) {
+      clients.push_back(std::make_unique<RespTestClient>(p.port(), 10000));
+      ASSERT_EQ("+PONG", clients.back()->Call({"PING"}));
+    }
+    SyncPoint::Get()->EnableProcessing();
+    RespTestClient first(p.port(), 10000);
+    first.Send({"SET", tag + "first", "v", "FENCE", "1"});
+    ASSERT_TRUE(test::WaitUntil([&] { return parked.load(); }, 5000));
+    for (int c = 0; c < kClients; ++c) {
+      std::string pipeline;
+      for (int i = 0; i < kEach; ++i) {
+        pipeline += RespTestClient::Encode(
+            {"SET", tag + std::to_string(c) + ":" + std::to_string(i), "v",
+             "FENCE", "1"});
+      }
+      ASSERT_EQ(pipeline.size(), clients[c]->SendRaw(pipeline));
+    }
+    auto written = [&] {
+      std::lock_guard<std::mutex> lock(mu);
+      size_t sum = 0;
+      for (size_t g : groups) sum += g;
+      return sum;
+    };
+    ASSERT_TRUE(test::WaitUntil(
+        [&] { return written() == 1 + kClients * kEach; }, 10000))
+        << written() << " writes reached RocksDB";
+    SyncPoint::Get()->DisableProcessing();
+    SyncPoint::Get()->ClearAllCallbacks();
+    if (acks) p.tracker().SetIsr({}, 1);  // the held replies commit
+    EXPECT_EQ("+OK", first.Read());
+    for (int c = 0; c < kClients; ++c) {
+      for (int i = 0; i < kEach; ++i) {
+        ASSERT_EQ("+OK", clients[c]->Read()) << "client " << c << " #" << i;
+      }
+    }
+    std::string v;
+    EXPECT_FENCEDKV_OK(p.db()->Get(
+        ReadOptions(),
+        tag + std::to_string(kClients - 1) + ":" + std::to_string(kEach - 1),
+        &v));
+    std::lock_guard<std::mutex> lock(mu);
+    const std::vector<size_t> pass(groups.begin() + 1, groups.end());
+    if (!acks) {
+      EXPECT_EQ(std::vector<size_t>{kClients * kEach}, pass);
+    } else {
+      // 3 connections reach 256: a part of 300, then the rest.
+      EXPECT_EQ((std::vector<size_t>{3 * kEach, kEach}), pass);
+    }
+  }
 }
 
 // WAIT with the largest timeout waits (for ever, as with 0). Before, now +
