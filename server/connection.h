@@ -69,7 +69,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // alone.
   void CheckTimeouts(int64_t now_steady_ms);
 
-  // On the loop's flush: the grouped writes waiting for it, appended to
+  // On the loop's flush (or a part of its pass: Server::Impl::AddWriter):
+  // the grouped writes waiting for it, appended to
   // *out (valid until OnJobDone), and how many.
   void AppendJob(std::vector<const WriteBatch*>* out) const;
   size_t job_size() const { return job_n_; }

@@ -3,7 +3,8 @@
 // Loop: one io thread of the server, running its own Asio io_context. Every
 // handler of a connection runs on that connection's loop, so they never run
 // concurrently (no strand needed), and the fenced writes its connections
-// parsed in one pass are flushed as one group (Server::Impl::Flush).
+// parsed in one pass are flushed as one group (Server::Impl::Flush), or in
+// parts while replies wait for replicas (Server::Impl::AddWriter).
 //
 // Not thread-safe: everything here but `io`, `thread` and `decided` is
 // touched only on the loop's own thread (Server::Impl sets it up before the
@@ -37,10 +38,13 @@ struct Loop {
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>>
       work;
   std::thread thread;
-  // Connections with grouped writes for this pass's flush.
+  // Connections with grouped writes for this pass's flush (or its next
+  // part).
   std::vector<std::shared_ptr<Connection>> writers;
   bool flush_posted = false;
-  // A part of the pass is being written (Server::Impl::AddWriter).
+  // Grouped writes are being written here and their completions run
+  // (Server::Impl::WriteWriters): a connection they continue waits for the
+  // next write rather than starting a part inside this one.
   bool writing_part = false;
   size_t writer_batches = 0;  // the writers' batches in all
   // With --sync: whether to look for more writes before writing the group.

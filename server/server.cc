@@ -39,8 +39,10 @@ constexpr size_t kReservedFds = 32;
 // Connections whose GETs share one trip to the database thread at most
 // before it leaves (fewer if the loop runs out of ready connections first).
 constexpr size_t kGatherReaders = 4;
-// The writes a loop's pass sends to RocksDB, and so to the replica links, at
-// once while replies wait for replicas (without --sync). A pass over every
+// While replies wait for replicas (without --sync), a loop's pass writes
+// what its connections added so far once it reaches this many writes (a
+// threshold, not a cap: one connection adds up to kMaxJob), sending it to
+// RocksDB, and so to the replica links, at once. A pass over every
 // connection at once (redis-benchmark -c 50 -P 16: 800 writes) made one
 // group: the replicas idled while the loop parsed it, the loop idled while
 // they applied it, and the clients, all answered by one acknowledgement,
@@ -106,14 +108,12 @@ void Server::Impl::AddWriter(Loop* loop, std::shared_ptr<Connection> c) {
   loop->writers.push_back(std::move(c));
   // While replies wait for replicas, a large pass goes out in parts: the
   // replicas apply one part while this loop parses the next (kAckedGroup).
-  // Not while a part's completions run here: a connection they continue
-  // joins the next part.
+  // Not while a write's completions run here (writing_part): a connection
+  // they continue joins the next write.
   if (!options_.sync && !loop->writing_part &&
       loop->writer_batches >= kAckedGroup && state_.repl != nullptr &&
       state_.repl->tracker().NeedsAcks()) {
-    loop->writing_part = true;
     WriteWriters(loop);
-    loop->writing_part = false;
   }
   if (!loop->flush_posted) {
     loop->flush_posted = true;
@@ -208,7 +208,10 @@ void Server::Impl::WriteWriters(Loop* loop) {
                        batches.size(), statuses.data());
     if (options_.sync)
       loop->gather.RecordWrite(SyncGather::Clock::now() - began);
+    const bool nested = loop->writing_part;
+    loop->writing_part = true;
     complete(statuses);
+    loop->writing_part = nested;
     return;
   }
   worker_->SubmitWrite(

@@ -426,9 +426,10 @@ TEST_F(ReplicationInProcessTest, APassOfManyWritesGoesOutInParts) {
         if (groups.size() > 1) return;
       }
       // The first write parks the loop: the pipelines below arrive
-      // meanwhile, and its next pass finds them all.
+      // meanwhile (a second is ample even under load), and its next pass
+      // finds them all.
       parked.store(true);
-      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      std::this_thread::sleep_for(std::chrono::milliseconds(1000));
     });
     // Connected (and each waiting in a read) before the loop is parked.
     std::vector<std::unique_ptr<RespTestClient>> clients;
