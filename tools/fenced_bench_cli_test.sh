@@ -195,6 +195,16 @@ foreign_db)
   [ "$(rc files)" = 1 ] && pass || fail "files: exit status $(rc files)"
   expect files "^fenced_bench: refusing --db .*/db: not a fencedkv database: " "$WORK/files.err"
   [ "$(snapshot "$WORK/db")" = "$before" ] && pass || fail "files: files were removed or changed"
+  # A refused --db leaves the report file of an earlier run as it was
+  # ("Nothing was changed"): before, the check of the report path had
+  # already emptied it.
+  printf 'secs_elapsed,interval_qps\n1,1000\n' >"$WORK/old_report.csv"
+  bench files_report --num=10 --benchmarks=fillseq --report_interval_seconds=1 \
+    --report_file="$WORK/old_report.csv"
+  [ "$(rc files_report)" = 1 ] && pass || fail "files + report: exit status $(rc files_report)"
+  expect files_report "^fenced_bench: refusing --db " "$WORK/files_report.err"
+  [ "$(cat "$WORK/old_report.csv")" = "$(printf 'secs_elapsed,interval_qps\n1,1000')" ] && pass ||
+    fail "files + report: the earlier report file was changed: '$(cat "$WORK/old_report.csv")'"
   # A regular file.
   rm -rf "$WORK/db"; echo data >"$WORK/db"
   bench regular --num=10 --benchmarks=fillseq

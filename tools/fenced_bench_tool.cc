@@ -1043,15 +1043,6 @@ int Benchmark::Run() {
       return 1;
     }
   }
-  if (FLAGS_report_interval_seconds > 0) {  // refuse an unwritable path now
-    std::FILE* f = std::fopen(FLAGS_report_file.c_str(), "w");
-    if (f == nullptr) {
-      std::fprintf(stderr, "Can't open %s: %s\n", FLAGS_report_file.c_str(),
-                   std::strerror(errno));
-      return 1;
-    }
-    std::fclose(f);
-  }
   if (!FLAGS_use_existing_db && !MayReplace(db_path_, &error)) {
     std::fprintf(stderr,
                  "fenced_bench: refusing --db %s: %s\n"
@@ -1066,6 +1057,18 @@ int Benchmark::Run() {
     std::fprintf(stderr, "fenced_bench: --use_existing_db: no database at %s\n",
                  db_path_.c_str());
     return 1;
+  }
+  if (FLAGS_report_interval_seconds > 0) {
+    // An unwritable path is refused now, before anything runs; opened for
+    // appending, so that the check changes nothing (each benchmark's
+    // reporter writes the file anew, as db_bench's does).
+    std::FILE* f = std::fopen(FLAGS_report_file.c_str(), "a");
+    if (f == nullptr) {
+      std::fprintf(stderr, "Can't open %s: %s\n", FLAGS_report_file.c_str(),
+                   std::strerror(errno));
+      return 1;
+    }
+    std::fclose(f);
   }
   PrintHeader();
   if (tracking)
