@@ -694,10 +694,10 @@ void Benchmark::PrintHeader() const {
       (FLAGS_key_size + FLAGS_value_size * FLAGS_compression_ratio) * num_;
   std::printf("Keys:       %d bytes each (+ 0 bytes user-defined timestamp)\n",
               FLAGS_key_size);
-  std::printf(
-      "Values:     %d bytes each (%d bytes after compression)\n",
-      FLAGS_value_size,
-      static_cast<int>(FLAGS_value_size * FLAGS_compression_ratio + 0.5));
+  std::printf("Values:     %d bytes each (%d bytes after compression)\n",
+              FLAGS_value_size,
+              static_cast<int>(
+                  std::lround(FLAGS_value_size * FLAGS_compression_ratio)));
   std::printf("Entries:    %" PRId64 "\n", num_);
   std::printf("Prefix:    0 bytes\n");
   std::printf("Keys per prefix:    0\n");
@@ -821,6 +821,7 @@ Stats Benchmark::RunBenchmark(int n, const std::string& name, Method method,
   }
   const double cpu_before = ProcessCpuSeconds();
   std::vector<std::thread> threads;
+  threads.reserve(static_cast<size_t>(total));
   for (int i = 0; i < total; ++i) {
     threads.emplace_back(&Benchmark::ThreadBody, this, states[i].get(), method);
   }
