@@ -15,6 +15,7 @@
 #include "db/error_recovery.h"
 #include "db/fence_check.h"
 #include "db/fence_format.h"
+#include "db/log_tail.h"
 #include "db/rocksdb_options.h"
 
 namespace fencedkv {
@@ -407,6 +408,19 @@ bool DBImpl::GetProperty(std::string_view property, std::string* value) {
              "\nhigh_water_mark: " + std::to_string(hwm_.load()) +
              "\nfence_cache_bytes: " +
              std::to_string(table_->ApproximateMemoryUsage()) + "\n";
+    return true;
+  }
+  if (property == "fencedkv.log-tail") {
+    LogTail::Stats st;
+    if (log_tail_ != nullptr) st = log_tail_->GetStats();
+    *value = "bytes: " + std::to_string(st.bytes) +
+             "\nbatches: " + std::to_string(st.batches) +
+             "\ncapacity: " + std::to_string(options_.log_tail_bytes) +
+             "\nappended: " + std::to_string(st.appended) +
+             "\nresets: " + std::to_string(st.resets) +
+             "\nfound: " + std::to_string(st.found) +
+             "\nmissed: " + std::to_string(st.missed) +
+             "\nwaited: " + std::to_string(st.waited) + "\n";
     return true;
   }
   if (property == "fencedkv.value-cache-bytes") {

@@ -44,6 +44,7 @@
 namespace fencedkv {
 
 class ErrorRecovery;
+class LogTail;
 
 // Whether `dir` may receive a checkpoint of the database at `db_path`: not
 // inside it, and not existing. InvalidArgument saying why not.
@@ -312,6 +313,10 @@ class DBImpl final : public DB {
 
   std::unique_ptr<FenceGcFilter> data_gc_;
   std::unique_ptr<FenceGcFilter> fence_gc_;
+  // The batches written last, for log readers (log_tail.h); null without
+  // Options::log_tail_bytes. Every write through recovery_ appends to it or
+  // resets it; declared before recovery_ and db_, so it outlives both.
+  std::unique_ptr<LogTail> log_tail_;
   // Gets writes going again after an I/O error (error_recovery.h). Stopped
   // before db_ closes; its Env and listener outlive db_.
   std::unique_ptr<ErrorRecovery> recovery_;

@@ -19,6 +19,7 @@
 #include "db/db_impl.h"
 #include "db/error_recovery.h"
 #include "db/fence_format.h"
+#include "db/log_tail.h"
 #include "db/rocksdb_options.h"
 #include "db/wal_scan.h"
 #include "util/coding.h"
@@ -134,8 +135,12 @@ DBImpl::DBImpl(const Options& options, const FenceDomainSpec& spec,
       data_gc_(new FenceGcFilter(&floor_, FenceGcFilter::Target::kDataRecords)),
       fence_gc_(
           new FenceGcFilter(&floor_, FenceGcFilter::Target::kFenceRecords)),
+      log_tail_(options.log_tail_bytes > 0 ? new LogTail(options.log_tail_bytes)
+                                           : nullptr),
       recovery_(new ErrorRecovery),
-      stats_(new StatShard[kStatShards]) {}
+      stats_(new StatShard[kStatShards]) {
+  recovery_->SetLogTail(log_tail_.get());
+}
 
 DBImpl::~DBImpl() {
   recovery_->Stop();  // no Resume() on a closing DB

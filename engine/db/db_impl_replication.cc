@@ -4,6 +4,7 @@
 // RocksDB's WAL (GetUpdatesSince), applying them verbatim on a replica, and
 // re-reading the fence state a replica's applied batches changed.
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -14,6 +15,7 @@
 
 #include "db/db_impl.h"
 #include "db/fence_format.h"
+#include "db/log_tail.h"
 #include "db/rocksdb_options.h"
 #include "util/coding.h"
 
@@ -29,13 +31,148 @@ uint32_t LogBatchCount(std::string_view data) {
 
 namespace {
 
+// A varint32 as RocksDB writes one (at most 5 bytes, at most 32 bits);
+// advances *in. Stricter than RocksDB's reader, which drops the 5th byte's
+// high bits: such an encoding is refused rather than read another way.
+bool GetVarint32(std::string_view* in, uint32_t* value) {
+  std::string_view probe = *in;
+  uint64_t v;
+  if (!GetVarint64(&probe, &v) || v > UINT32_MAX ||
+      in->size() - probe.size() > 5) {
+    return false;
+  }
+  *value = static_cast<uint32_t>(v);
+  *in = probe;
+  return true;
+}
+// A length-prefixed string (varint32 length, then the bytes); advances *in.
+bool GetLengthPrefixed(std::string_view* in, std::string_view* out) {
+  std::string_view probe = *in;
+  uint32_t n;
+  if (!GetVarint32(&probe, &n) || n > probe.size()) return false;
+  *out = probe.substr(0, n);
+  probe.remove_prefix(n);
+  *in = probe;
+  return true;
+}
+
+// RocksDB's record types a fencedkv primary writes (db/dbformat.h,
+// ValueType).
+constexpr char kDeletion = 0x0, kValue = 0x1, kCfDeletion = 0x4, kCfValue = 0x5;
+
+// One record of a batch: its type, column family, key and value (a Put's);
+// advances *in. False: not a record fencedkv writes, or cut short.
+bool NextRecord(std::string_view* in, char* type, uint32_t* cf,
+                std::string_view* key, std::string_view* value) {
+  if (in->empty()) return false;
+  std::string_view probe = *in;
+  *type = probe[0];
+  probe.remove_prefix(1);
+  *cf = 0;  // the default column family
+  if (*type == kCfValue || *type == kCfDeletion) {
+    if (!GetVarint32(&probe, cf)) return false;
+  } else if (*type != kValue && *type != kDeletion) {
+    return false;
+  }
+  const bool put = *type == kValue || *type == kCfValue;
+  *value = std::string_view();
+  if (!GetLengthPrefixed(&probe, key) ||
+      (put && !GetLengthPrefixed(&probe, value))) {
+    return false;
+  }
+  *in = probe;
+  return true;
+}
+
+// `batch` without its first `skip` records (each took one sequence
+// number): the batch a reader that already has those gets. False if a
+// record does not parse.
+bool DropLeadingRecords(std::string_view batch, uint64_t skip,
+                        std::string* out) {
+  const uint64_t first = DecodeFixed64(batch.data());
+  const uint32_t count = DecodeFixed32(batch.data() + 8);
+  if (skip >= count) return false;
+  std::string_view in = batch.substr(12);
+  for (uint64_t i = 0; i < skip; ++i) {
+    char type;
+    uint32_t cf;
+    std::string_view key, value;
+    if (!NextRecord(&in, &type, &cf, &key, &value)) return false;
+  }
+  out->clear();
+  char header[12];
+  EncodeFixed64(header, first + skip);
+  EncodeFixed32(header + 8, static_cast<uint32_t>(count - skip));
+  out->append(header, sizeof(header));
+  out->append(in.data(), in.size());
+  return true;
+}
+
+// How long a reader waits for a batch the tail covers but does not hold
+// yet (its write published it and is on its way to Append): per call,
+// and in all before it reads the WAL instead (a write that took numbers
+// the tail never gets, which should not happen: see LogTail).
+constexpr std::chrono::microseconds kTailWait(1000);
+constexpr std::chrono::milliseconds kTailGiveUp(200);
+
 class LogReaderImpl final : public LogReader {
  public:
-  LogReaderImpl(rocksdb::DB* db, uint64_t next) : db_(db), next_(next) {}
+  LogReaderImpl(rocksdb::DB* db, LogTail* tail, uint64_t next)
+      : db_(db), tail_(tail), next_(next) {
+    if (tail_ != nullptr) tail_->AddReader();
+  }
+  ~LogReaderImpl() override {
+    if (tail_ != nullptr) tail_->RemoveReader();
+  }
 
   bool Next(uint64_t* first_sequence, std::string_view* data) override {
     if (!status_.ok()) return false;
     if (next_ > db_->GetLatestSequenceNumber()) return false;  // caught up
+    if (tail_ != nullptr && !FromTail(first_sequence, data, &pending_)) {
+      return false;  // pending: not yet
+    }
+    if (tail_batch_ != nullptr) return true;
+    return FromWal(first_sequence, data);
+  }
+
+  Status status() const override { return status_; }
+
+ private:
+  // True with tail_batch_ set: the tail's batch at next_. True with it
+  // null: read the WAL. False: the tail covers next_ but its batch is not
+  // there yet.
+  bool FromTail(uint64_t* first_sequence, std::string_view* data,
+                bool* pending) {
+    tail_batch_.reset();
+    const bool was_pending = *pending;
+    *pending = false;
+    std::shared_ptr<const std::string> batch;
+    switch (tail_->Find(next_, kTailWait, &batch)) {
+      case LogTail::Found::kBatch:
+        iter_.reset();  // (its position is behind now)
+        wal_batch_.reset();
+        tail_batch_ = std::move(batch);
+        *first_sequence = next_;
+        next_ += LogBatchCount(*tail_batch_);
+        *data = std::string_view(*tail_batch_);
+        return true;
+      case LogTail::Found::kPending:
+        if (!was_pending || pending_at_ != next_) {
+          pending_at_ = next_;
+          pending_since_ = std::chrono::steady_clock::now();
+        }
+        if (std::chrono::steady_clock::now() - pending_since_ < kTailGiveUp) {
+          *pending = true;
+          return false;
+        }
+        return true;  // the WAL, then
+      case LogTail::Found::kNotHeld:
+        return true;
+    }
+    return true;
+  }
+
+  bool FromWal(uint64_t* first_sequence, std::string_view* data) {
     if (iter_ != nullptr) {
       // On the batch last returned, or at the end of the log as it was when
       // the reader caught up: either way Next() reads on, including what was
@@ -63,30 +200,50 @@ class LogReaderImpl final : public LogReader {
       }
     }
     rocksdb::BatchResult batch = iter_->GetBatch();
-    if (batch.sequence != next_) {
+    wal_batch_ = std::move(batch.writeBatchPtr);
+    std::string_view rep(wal_batch_->Data());
+    uint64_t first = batch.sequence;
+    if (first < next_ && next_ < first + wal_batch_->Count()) {
+      // Inside a record: several writers' batches RocksDB wrote as one,
+      // the first of which this reader had from the tail.
+      if (!DropLeadingRecords(rep, next_ - first, &cut_)) {
+        status_ = Status::Corruption("a log record at sequence " +
+                                     std::to_string(first) +
+                                     " does not parse as fencedkv's");
+        return false;
+      }
+      rep = cut_;
+      first = next_;
+    }
+    if (first != next_) {
       // Later: the batches in between are gone (their WAL was deleted).
       // Earlier: `next_` is inside a batch, not at a batch's first record.
       status_ = Status::NotFound(
           "the log does not hold a batch starting at sequence " +
               std::to_string(next_),
-          "the nearest batch starts at " + std::to_string(batch.sequence));
+          "the nearest batch starts at " + std::to_string(first));
       return false;
     }
-    batch_ = std::move(batch.writeBatchPtr);
-    next_ = batch.sequence + batch_->Count();
-    *first_sequence = batch.sequence;
-    *data = std::string_view(batch_->Data());
+    next_ = first + LogBatchCount(rep);
+    *first_sequence = first;
+    *data = rep;
     return true;
   }
 
-  Status status() const override { return status_; }
-
- private:
   rocksdb::DB* const db_;
-  uint64_t next_;  // the first sequence of the next batch to return
-  // On the batch last returned, or past the end of the log it had read.
+  LogTail* const tail_;  // null: the WAL only
+  uint64_t next_;        // the first sequence of the next batch to return
+  // On the batch last returned from the WAL, or past the end of the log
+  // it had read; null while reading the tail.
   std::unique_ptr<rocksdb::TransactionLogIterator> iter_;
-  std::unique_ptr<rocksdb::WriteBatch> batch_;
+  // The batch last returned (one of the three).
+  std::unique_ptr<rocksdb::WriteBatch> wal_batch_;
+  std::shared_ptr<const std::string> tail_batch_;
+  std::string cut_;
+  // Since when the tail has had next_ pending.
+  bool pending_ = false;
+  uint64_t pending_at_ = 0;
+  std::chrono::steady_clock::time_point pending_since_;
   Status status_;
 };
 
@@ -94,31 +251,6 @@ class LogReaderImpl final : public LogReader {
 // lease/<name>).
 bool IsNamedUnder(std::string_view key, std::string_view prefix) {
   return key.size() > prefix.size() && key.substr(0, prefix.size()) == prefix;
-}
-
-// A varint32 as RocksDB writes one (at most 5 bytes, at most 32 bits);
-// advances *in. Stricter than RocksDB's reader, which drops the 5th byte's
-// high bits: such an encoding is refused rather than read another way.
-bool GetVarint32(std::string_view* in, uint32_t* value) {
-  std::string_view probe = *in;
-  uint64_t v;
-  if (!GetVarint64(&probe, &v) || v > UINT32_MAX ||
-      in->size() - probe.size() > 5) {
-    return false;
-  }
-  *value = static_cast<uint32_t>(v);
-  *in = probe;
-  return true;
-}
-// A length-prefixed string (varint32 length, then the bytes); advances *in.
-bool GetLengthPrefixed(std::string_view* in, std::string_view* out) {
-  std::string_view probe = *in;
-  uint32_t n;
-  if (!GetVarint32(&probe, &n) || n > probe.size()) return false;
-  *out = probe.substr(0, n);
-  probe.remove_prefix(n);
-  *in = probe;
-  return true;
 }
 
 // What ApplyLogBatch lets in: the records a fencedkv primary writes (Puts
@@ -154,9 +286,6 @@ class LogBatchCheck {
   // The batch (sequence:fixed64 count:fixed32, then its records), each
   // record checked in turn; as many records as the header counts.
   rocksdb::Status Walk(std::string_view batch) {
-    // RocksDB's record types (db/dbformat.h, ValueType).
-    constexpr char kDeletion = 0x0, kValue = 0x1, kCfDeletion = 0x4,
-                   kCfValue = 0x5;
     if (batch.size() < 12) {
       return rocksdb::Status::Corruption("a batch of fewer than 12 bytes");
     }
@@ -284,7 +413,8 @@ uint64_t DBImpl::GetLatestSequenceNumber() {
 
 Status DBImpl::NewLogReader(uint64_t after_sequence,
                             std::unique_ptr<LogReader>* reader) {
-  *reader = std::make_unique<LogReaderImpl>(db_.get(), after_sequence + 1);
+  *reader = std::make_unique<LogReaderImpl>(db_.get(), log_tail_.get(),
+                                            after_sequence + 1);
   return Status::OK();
 }
 
@@ -323,6 +453,9 @@ Status DBImpl::ApplyLogBatch(const WriteOptions& options,
     for (std::string_view key : check.data_keys()) values_->BeginWrite(key);
   }
   rocksdb::Status rs = db_->Write(wo, &batch);
+  // Numbers taken by a write the tail does not hold (a promoted replica's
+  // readers read these batches from the WAL).
+  if (log_tail_ != nullptr) log_tail_->Reset(db_->GetLatestSequenceNumber());
   if (values_ != nullptr) {
     for (std::string_view key : check.data_keys()) {
       values_->EndWrite(key, /*keep=*/false, nullptr);

@@ -16,6 +16,7 @@
 #include "db/db_impl.h"
 #include "db/error_recovery.h"
 #include "db/fence_check.h"
+#include "db/log_tail.h"
 #include "db/rocksdb_options.h"
 #include "util/sync_point.h"
 
@@ -851,6 +852,11 @@ void DBImpl::SetFollowing(bool following) {
     following_.store(following, std::memory_order_release);
   }
   table_->UnlockAll();
+  // From here on only ApplyLogBatch writes, and the tail holds none of
+  // its batches.
+  if (following && log_tail_ != nullptr) {
+    log_tail_->Reset(db_->GetLatestSequenceNumber());
+  }
   // The recovery's sentinel is the one write of the database's own that
   // holds neither: off, this waits for one being written; on (a promoted
   // replica), it is written at once if every memtable is empty.

@@ -10,6 +10,7 @@
 #include <rocksdb/listener.h>
 
 #include "db/info_logger.h"
+#include "db/log_tail.h"
 #include "util/sync_point.h"
 #include "util/thread_name.h"
 
@@ -313,6 +314,13 @@ rocksdb::Status ErrorRecovery::Write(rocksdb::DB* db,
   }
   rocksdb::Status s = db->Write(options, batch);
   if (!s.ok()) Failed(s);
+  if (tail_ != nullptr) {
+    if (s.ok() && !options.disableWAL) {
+      tail_->Append(batch->Data());
+    } else {
+      tail_->Reset(db->GetLatestSequenceNumber());
+    }
+  }
   return s;
 }
 
@@ -413,6 +421,8 @@ void ErrorRecovery::MaybeWriteSentinel(rocksdb::DB* db) {
   wo.disableWAL = troubled;
   wo.no_slowdown = true;  // never wait in a write stall (a flush may not come)
   const rocksdb::Status s = db->Delete(wo, cf, rocksdb::Slice());
+  // A sequence number log shipping's tail does not hold.
+  if (tail_ != nullptr) tail_->Reset(db->GetLatestSequenceNumber());
   MutexLock lock(&mu_);
   ++stats_.sentinels;
   if (!s.ok()) stats_.last_error = s.ToString();

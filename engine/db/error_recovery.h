@@ -106,6 +106,8 @@
 
 namespace fencedkv {
 
+class LogTail;
+
 class ErrorRecovery {
  public:
   // What happened so far (for tests and stats).
@@ -157,6 +159,12 @@ class ErrorRecovery {
   rocksdb::Status Write(rocksdb::DB* db, const rocksdb::WriteOptions& options,
                         rocksdb::WriteBatch* batch);
 
+  // Before the first write: every batch Write writes to the WAL goes to
+  // `tail` too (log shipping's copy, db/log_tail.h), and every write that
+  // takes sequence numbers without that (a failed one, one without the
+  // WAL, the sentinel) resets it. nullptr: none.
+  void SetLogTail(LogTail* tail) { tail_ = tail; }
+
   // At most one Resume() per `interval` while it fails. Default 1 s.
   void SetRetryInterval(std::chrono::microseconds interval);
   Stats GetStats() const;
@@ -200,6 +208,7 @@ class ErrorRecovery {
   // that turning it off waits for one being written.
   Mutex sentinel_mu_ ACQUIRED_BEFORE(mu_);
   rocksdb::ColumnFamilyHandle* sentinel_cf_ GUARDED_BY(sentinel_mu_) = nullptr;
+  LogTail* tail_ = nullptr;  // set before the first write
   mutable Mutex mu_;
   std::condition_variable_any cv_;
   rocksdb::DB* db_ GUARDED_BY(mu_) = nullptr;

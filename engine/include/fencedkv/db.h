@@ -215,6 +215,10 @@ class DB {
   // "fencedkv.fence-cache-bytes" (the fence cache's memory),
   // "fencedkv.value-cache-bytes" / "fencedkv.value-cache-capacity" (the
   // value cache's memory and budget, Options::value_cache_size; 0 if off),
+  // "fencedkv.log-tail" (the batches log readers take from memory,
+  // Options::log_tail_bytes: held bytes and batches, capacity, and counts
+  // of batches appended, resets, reads answered from it, reads sent to the
+  // WAL, reads that waited; "name: value" per line),
   // "fencedkv.tickers" (every RocksDB statistics ticker, "name value" per
   // line; only with Options::statistics),
   // "fencedkv.aggregated.<rocksdb int property>" (summed over every column

@@ -164,6 +164,14 @@ struct Options {
   uint64_t wal_retention_seconds = 0;
   uint64_t wal_retention_mb = 0;
 
+  // While a log reader (DB::NewLogReader) exists, the batches written last
+  // are also kept in memory, up to this many bytes, and readers take them
+  // from there instead of reading them back from the WAL (as Redis serves
+  // replicas from its replication backlog). A reader further behind reads
+  // the WAL. 0 = none: readers always read the WAL. Default: 32 MiB. Not
+  // persisted.
+  size_t log_tail_bytes = size_t{32} << 20;
+
   // Open even though the write-ahead log holds intact writes after damage
   // (a flipped byte in the middle of the log, not a tail torn by a crash),
   // dropping them: what RocksDB's point-in-time recovery does. Without it
