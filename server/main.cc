@@ -240,6 +240,7 @@ int main(int argc, char** argv) {
   options.wal_retention_mb = static_cast<uint64_t>(FLAGS_wal_retention_mb);
   options.wal_retention_seconds =
       static_cast<uint64_t>(FLAGS_wal_retention_seconds);
+  options.log_tail_bytes = static_cast<size_t>(FLAGS_repl_backlog_mb) << 20;
   options.drop_wal_after_damage = FLAGS_drop_wal_after_damage;
   // A server that starts as a replica (or in etcd mode, where it may be
   // one) writes nothing of its own into the log, from the open on (not even

@@ -1643,6 +1643,18 @@ void Replication::AppendInfo(std::string* out) {
   };
   const uint64_t latest = db_->GetLatestSequenceNumber();
   const auto replicas = tracker_.Replicas(latest);
+  // The backlog the links send from (the engine's log tail): "name: value"
+  // lines.
+  std::string tail;
+  if (!db_->GetProperty("fencedkv.log-tail", &tail)) tail.clear();
+  tail.insert(0, "\n");
+  auto tail_stat = [&tail](const std::string& name) {
+    const std::string key = "\n" + name + ": ";
+    const size_t at = tail.find(key);
+    if (at == std::string::npos) return std::string("0");
+    const size_t from = at + key.size();
+    return tail.substr(from, tail.find('\n', from) - from);
+  };
   MutexLock lock(&mu_);
   const bool replica = read_only_.load();
   line("role", replica ? "slave" : "master");
@@ -1707,6 +1719,15 @@ void Replication::AppendInfo(std::string* out) {
                ",lag=" + std::to_string(r.lag_ms / 1000) +
                ",lag_ms=" + std::to_string(r.lag_ms));
     }
+    // Redis' names: whether the backlog holds anything, its capacity and
+    // what it holds (bytes); then its batches and how many batches the
+    // links took from it or read from the WAL (fencedkv's).
+    line("repl_backlog_active", tail_stat("batches") == "0" ? "0" : "1");
+    line("repl_backlog_size", tail_stat("capacity"));
+    line("repl_backlog_histlen", tail_stat("bytes"));
+    line("repl_backlog_batches", tail_stat("batches"));
+    line("repl_backlog_reads", tail_stat("found"));
+    line("repl_backlog_wal_reads", tail_stat("missed"));
   }
 }
 

@@ -248,6 +248,11 @@ DEFINE_int64(wal_retention_mb, 1024,
              "MiB of write-ahead log kept after it is flushed, so that a "
              "replica that was away can catch up from the log instead of a "
              "full copy (0 with --wal_retention_seconds=0: none kept)");
+DEFINE_int64(repl_backlog_mb, 32,
+             "MiB of the newest committed batches a primary keeps in memory "
+             "for its replica links, which send them from there; a replica "
+             "further behind is sent the rest from the write-ahead log "
+             "(0: always from the log)");
 DEFINE_bool(drop_wal_after_damage, false,
             "Open the database even though its write-ahead log holds intact "
             "writes after damage (a flipped byte mid-log, not a torn tail), "
@@ -359,6 +364,10 @@ bool ValidateRetention(const char* flag, int64_t v) {
   return FlagInRange(flag, v, 0, int64_t{1} << 40);
 }
 
+bool ValidateBacklog(const char* flag, int64_t v) {
+  return FlagInRange(flag, v, 0, int64_t{1} << 20);  // 1 TiB
+}
+
 const bool kRegistered = [] {
   gflags::RegisterFlagValidator(&FLAGS_min_insync_replicas, &ValidateInsync);
   gflags::RegisterFlagValidator(&FLAGS_repl_timeout_ms, &ValidateReplTimeout);
@@ -366,6 +375,7 @@ const bool kRegistered = [] {
   gflags::RegisterFlagValidator(&FLAGS_etcd_lease_ttl_ms, &ValidateReplTimeout);
   gflags::RegisterFlagValidator(&FLAGS_max_replicas, &ValidateMaxReplicas);
   gflags::RegisterFlagValidator(&FLAGS_wal_retention_mb, &ValidateRetention);
+  gflags::RegisterFlagValidator(&FLAGS_repl_backlog_mb, &ValidateBacklog);
   gflags::RegisterFlagValidator(&FLAGS_wal_retention_seconds,
                                 &ValidateRetention);
   gflags::RegisterFlagValidator(&FLAGS_port, &ValidatePort);

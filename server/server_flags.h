@@ -61,6 +61,7 @@ DECLARE_string(announce_addr);
 DECLARE_int32(etcd_lease_ttl_ms);
 DECLARE_int32(max_replicas);
 DECLARE_int64(wal_retention_mb);
+DECLARE_int64(repl_backlog_mb);
 DECLARE_int64(wal_retention_seconds);
 DECLARE_bool(drop_wal_after_damage);
 

@@ -238,14 +238,26 @@ TEST_F(ReplicationE2ETest,
   EXPECT_EQ("-ERR WAIT cannot be used with replica instances",
             r.Call({"WAIT", "1", "0"}));
 
-  // ROLE and INFO on both sides.
+  // ROLE and INFO on both sides. (Two writes more while the link is up:
+  // they are sent from the backlog in memory; what was written before the
+  // link came up was read from the WAL.)
   Client p(primary.port());
+  EXPECT_EQ("+OK", p.Call({"SET", "late1", "x", "FENCE", "900"}));
+  EXPECT_EQ("+OK", p.Call({"SET", "late2", "y", "FENCE", "900"}));
+  ASSERT_TRUE(WaitUntil(
+      [&] { return CaughtUp(primary.port(), replica.port()); }, 15000));
   auto pi = Info(primary.port());
   EXPECT_EQ("master", pi["role"]);
   EXPECT_EQ("1", pi["connected_slaves"]);
   EXPECT_NE(std::string::npos,
             pi["slave0"].find("offset=" + pi["master_repl_offset"]))
       << pi["slave0"];
+  // The link sent the writes made while it was up from the backlog in
+  // memory (the default 32 MiB), those from before it from the WAL.
+  EXPECT_EQ("1", pi["repl_backlog_active"]);
+  EXPECT_EQ(std::to_string(32 << 20), pi["repl_backlog_size"]);
+  EXPECT_NE("0", pi["repl_backlog_histlen"]);
+  EXPECT_NE("0", pi["repl_backlog_reads"]) << pi["repl_backlog_reads"];
   auto ri = Info(replica.port());
   EXPECT_EQ("slave", ri["role"]);
   EXPECT_EQ(std::to_string(primary.port()), ri["master_port"]);
@@ -1078,7 +1090,7 @@ void ServeFakeSync(int fd, const std::string& reply) {
 // old one; the server then could not start ("no RocksDB CURRENT file").
 TEST_F(ReplicationE2ETest, AMalformedFullCopyLeavesTheDatabaseUntouched) {
   const std::string history(32, 'a');
-  auto frame = [](std::vector<std::string> words) {
+  auto frame = [](const std::vector<std::string>& words) {
     return Client::Encode(words);
   };
   const std::vector<std::pair<std::string, std::string>> cases = {
