@@ -866,11 +866,19 @@ void Replication::ServeReplica(Link* link, std::vector<std::string> args) {
   if (!full) {
     Status s = db_->NewLogReader(seq, &reader);
     std::string_view data;
-    if (s.ok() && latest > seq) {
+    // A reader may say "not yet" for a batch on its way to the log tail
+    // (the engine's copy of the newest batches); after at most 200 ms it
+    // asks the WAL, which has the batch or says the log does not hold it.
+    const auto give_up = std::chrono::steady_clock::now() + milliseconds(2000);
+    while (s.ok() && latest > seq) {
       if (reader->Next(&first, &data)) {
         first_batch.assign(data.data(), data.size());
-      } else {
-        s = reader->status();
+        break;
+      }
+      s = reader->status();
+      if (s.ok() && std::chrono::steady_clock::now() >= give_up) {
+        s = Status::Busy("the log did not yield sequence " +
+                         std::to_string(seq + 1));
       }
     }
     if (!s.ok()) {

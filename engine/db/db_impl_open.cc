@@ -135,8 +135,14 @@ DBImpl::DBImpl(const Options& options, const FenceDomainSpec& spec,
       data_gc_(new FenceGcFilter(&floor_, FenceGcFilter::Target::kDataRecords)),
       fence_gc_(
           new FenceGcFilter(&floor_, FenceGcFilter::Target::kFenceRecords)),
-      log_tail_(options.log_tail_bytes > 0 ? new LogTail(options.log_tail_bytes)
-                                           : nullptr),
+      log_tail_(options.log_tail_bytes > 0
+                    ? new LogTail(options.log_tail_bytes,
+                                  [this] {
+                                    return db_ == nullptr
+                                               ? 0
+                                               : db_->GetLatestSequenceNumber();
+                                  })
+                    : nullptr),
       recovery_(new ErrorRecovery),
       stats_(new StatShard[kStatShards]) {
   recovery_->SetLogTail(log_tail_.get());

@@ -109,9 +109,9 @@ bool DropLeadingRecords(std::string_view batch, uint64_t skip,
 }
 
 // How long a reader waits for a batch the tail covers but does not hold
-// yet (its write published it and is on its way to Append): per call,
-// and in all before it reads the WAL instead (a write that took numbers
-// the tail never gets, which should not happen: see LogTail).
+// yet (its write published it and is on its way to Append): per call, and
+// in all before it restarts the tail and reads the WAL instead (numbers a
+// failed WAL write took, which RocksDB skips: see LogTail).
 constexpr std::chrono::microseconds kTailWait(1000);
 constexpr std::chrono::milliseconds kTailGiveUp(200);
 
@@ -165,7 +165,12 @@ class LogReaderImpl final : public LogReader {
           *pending = true;
           return false;
         }
-        return true;  // the WAL, then
+        // Not coming: numbers a write took without appending them (RocksDB
+        // skips those of a failed WAL write). Restart the tail past them,
+        // so that no other reader waits for them too, and ask the WAL,
+        // which has the batch or says the log does not hold it.
+        tail_->Reset();
+        return true;
       case LogTail::Found::kNotHeld:
         return true;
     }
@@ -455,7 +460,7 @@ Status DBImpl::ApplyLogBatch(const WriteOptions& options,
   rocksdb::Status rs = db_->Write(wo, &batch);
   // Numbers taken by a write the tail does not hold (a promoted replica's
   // readers read these batches from the WAL).
-  if (log_tail_ != nullptr) log_tail_->Reset(db_->GetLatestSequenceNumber());
+  if (log_tail_ != nullptr) log_tail_->Reset();
   if (values_ != nullptr) {
     for (std::string_view key : check.data_keys()) {
       values_->EndWrite(key, /*keep=*/false, nullptr);

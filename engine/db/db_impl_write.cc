@@ -855,7 +855,7 @@ void DBImpl::SetFollowing(bool following) {
   // From here on only ApplyLogBatch writes, and the tail holds none of
   // its batches.
   if (following && log_tail_ != nullptr) {
-    log_tail_->Reset(db_->GetLatestSequenceNumber());
+    log_tail_->Reset();
   }
   // The recovery's sentinel is the one write of the database's own that
   // holds neither: off, this waits for one being written; on (a promoted

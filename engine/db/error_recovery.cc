@@ -318,7 +318,7 @@ rocksdb::Status ErrorRecovery::Write(rocksdb::DB* db,
     if (s.ok() && !options.disableWAL) {
       tail_->Append(batch->Data());
     } else {
-      tail_->Reset(db->GetLatestSequenceNumber());
+      tail_->Reset();
     }
   }
   return s;
@@ -422,7 +422,7 @@ void ErrorRecovery::MaybeWriteSentinel(rocksdb::DB* db) {
   wo.no_slowdown = true;  // never wait in a write stall (a flush may not come)
   const rocksdb::Status s = db->Delete(wo, cf, rocksdb::Slice());
   // A sequence number log shipping's tail does not hold.
-  if (tail_ != nullptr) tail_->Reset(db->GetLatestSequenceNumber());
+  if (tail_ != nullptr) tail_->Reset();
   MutexLock lock(&mu_);
   ++stats_.sentinels;
   if (!s.ok()) stats_.last_error = s.ToString();

@@ -4,40 +4,74 @@
 
 #include <algorithm>
 #include <iterator>
+#include <utility>
 
 #include "util/coding.h"
+#include "util/sync_point.h"
 
 namespace fencedkv {
 
-LogTail::LogTail(size_t capacity) : capacity_(capacity) {}
+LogTail::LogTail(size_t capacity, std::function<uint64_t()> published)
+    : capacity_(capacity), published_(std::move(published)) {}
 
-void LogTail::AddReader() { readers_.fetch_add(1, std::memory_order_acq_rel); }
+void LogTail::AddReader() {
+  MutexLock lock(&mu_);
+  // A write that found no reader skipped its Append after it published its
+  // numbers and before this lock: they are at or below what is published
+  // now, and the tail starts past them.
+  if (readers_++ == 0) RestartLocked();
+}
 
 void LogTail::RemoveReader() {
-  if (readers_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-    MutexLock lock(&mu_);
-    if (readers_.load(std::memory_order_acquire) == 0) {
-      entries_.clear();
-      bytes_ = 0;
-      start_ = 0;
-      floor_ = 0;
-    }
-  }
+  MutexLock lock(&mu_);
+  if (--readers_ == 0) RestartLocked();
+}
+
+void LogTail::Reset() {
+  MutexLock lock(&mu_);
+  if (start_ != 0 || !entries_.empty()) ++stats_.resets;
+  RestartLocked();
+}
+
+void LogTail::RestartLocked() {
+  // Read under the lock: every write whose Append has not yet made its
+  // final decision (below) decides after this, and every such write
+  // published its numbers before its Append began, so a write skipped
+  // because of this restart is at or below the new floor.
+  const uint64_t published = published_();
+  if (published > floor_) floor_ = published;
+  entries_.clear();
+  bytes_ = 0;
+  start_ = 0;
+  ++generation_;
+  if (waiters_ > 0) cv_.notify_all();  // what they wait for is not coming
 }
 
 void LogTail::Append(std::string_view batch) {
-  // Nobody reads: keep nothing. (A reader created meanwhile starts on the
-  // WAL and moves here once the tail holds where it is.)
-  if (readers_.load(std::memory_order_acquire) == 0) return;
   if (batch.size() < 12) return;
   const uint64_t first = DecodeFixed64(batch.data());
   const uint64_t count = DecodeFixed32(batch.data() + 8);
   if (count == 0) return;  // took no sequence number
+  bool lost = false;       // tests: a write path that forgot its Append
+  TEST_SYNC_POINT_CALLBACK("LogTail::Append:Lose", &lost);
+  if (lost) return;
+  uint64_t generation;
+  {
+    // Nobody reads: keep nothing. (A reader added later starts the tail
+    // past what is published then.)
+    MutexLock lock(&mu_);
+    if (readers_ == 0) return;
+    generation = generation_;
+  }
   // The copy outside the lock.
   auto data = std::make_shared<const std::string>(batch);
+  TEST_SYNC_POINT("LogTail::Append:Copied");
   MutexLock lock(&mu_);
+  // Restarted meanwhile (a reset, the last reader gone): this batch was
+  // published before, so it is at or below the new floor.
+  if (generation != generation_) return;
   if (start_ == 0) {
-    if (first <= floor_) return;  // before a Reset's published sequence
+    if (first <= floor_) return;
     start_ = first;
   }
   if (first < start_) return;  // (evicted past, or before the start)
@@ -46,26 +80,15 @@ void LogTail::Append(std::string_view batch) {
   while (at != entries_.begin() && std::prev(at)->first > first) --at;
   if (at != entries_.begin() && std::prev(at)->first == first) return;
   entries_.insert(at, Entry{first, count, std::move(data)});
-  bytes_ += batch.size();
+  bytes_ += batch.size() + kEntryOverhead;
   ++stats_.appended;
   while (bytes_ > capacity_ && entries_.size() > 1) {
     const Entry& oldest = entries_.front();
     start_ = oldest.first + oldest.count;
-    bytes_ -= oldest.data->size();
+    bytes_ -= oldest.data->size() + kEntryOverhead;
     entries_.pop_front();
   }
   if (waiters_ > 0) cv_.notify_all();
-}
-
-void LogTail::Reset(uint64_t published) {
-  MutexLock lock(&mu_);
-  if (published > floor_) floor_ = published;
-  if (start_ == 0 && entries_.empty()) return;
-  entries_.clear();
-  bytes_ = 0;
-  start_ = 0;
-  ++stats_.resets;
-  if (waiters_ > 0) cv_.notify_all();  // what they wait for is not coming
 }
 
 LogTail::Found LogTail::Find(uint64_t sequence, std::chrono::microseconds wait,

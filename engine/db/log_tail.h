@@ -19,33 +19,35 @@
 // that later goes back to the WAL may so have to start inside a record:
 // LogReaderImpl cuts that record's head off.)
 //
-// Coverage. The tail starts with the first batch appended after it was
-// created or Reset (`start_`; after a Reset, past the sequence numbers
-// published by then): from there on, every batch a write
+// Coverage. The tail starts (`start_`) with the first batch appended past
+// the sequence published when it last restarted: its first reader came,
+// its last reader went, or Reset. From there on every batch a write
 // published is appended, as the write returns (ErrorRecovery::Write). A
-// batch in that range that is not there yet is pending: its write has
-// published it and is on its way here, and Find waits a little for it. A
 // write that takes sequence numbers without appending them (a failed
 // write, one without the WAL, the recovery's sentinel, a replica's applied
-// batch) must call Reset, so that no gap the tail would wait on for ever
-// can open in its range: after a Reset readers go back to the WAL.
-// Evicting the oldest batches (over `capacity` bytes) moves the start past
-// them.
+// batch) calls Reset. Keep-or-skip is decided under the lock, and a restart
+// reads the published sequence under it: a write publishes before it
+// appends, so a write skipped by a restart is at or below the new start.
+// A batch in the range that is not there yet is pending: its write is on
+// its way here, and Find waits a little for it. The one that never comes
+// is a number RocksDB skipped (a group whose WAL write failed took numbers
+// no batch has): the reader gives up after a while, resets the tail and
+// asks the WAL (LogReaderImpl). Evicting the oldest batches (over
+// `capacity` bytes) moves the start past them.
 //
-// Cost when nobody reads: none. The tail keeps batches only while a
-// reader exists (AddReader); without one Append returns at once.
+// Cost when nobody reads: a lock per write; nothing is kept.
 //
 // Thread-safe.
 
 #ifndef FENCEDKV_DB_LOG_TAIL_H_
 #define FENCEDKV_DB_LOG_TAIL_H_
 
-#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -57,14 +59,20 @@ namespace fencedkv {
 
 class LogTail {
  public:
-  // At most `capacity` bytes of batches (the newest batch is kept even if
-  // it alone is larger).
-  explicit LogTail(size_t capacity);
+  // At most `capacity` bytes of batches, counting kEntryOverhead for each
+  // (the newest batch is kept even if it alone is larger). `published`
+  // returns the database's latest published sequence number; it is called
+  // with the tail's lock held, so it must not write.
+  LogTail(size_t capacity, std::function<uint64_t()> published);
   LogTail(const LogTail&) = delete;
   LogTail& operator=(const LogTail&) = delete;
 
+  // What one kept batch costs besides its bytes (its string, the shared
+  // pointer's block, its place in the queue), counted against `capacity`.
+  static constexpr size_t kEntryOverhead = 128;
+
   // A log reader exists / went away: the tail keeps batches only while at
-  // least one does.
+  // least one does. Adding the first, or removing the last, restarts it.
   void AddReader();
   void RemoveReader();
 
@@ -73,11 +81,11 @@ class LogTail {
   // first sequence number it was given.
   void Append(std::string_view batch);
   // Sequence numbers were taken by a write the tail will not hold: forget
-  // everything. `published` is the database's latest sequence number now
-  // (after that write returned): the tail starts again at the next batch
-  // appended past it, so the write's numbers are never inside it, whatever
-  // order the concurrent writers' Appends come in.
-  void Reset(uint64_t published);
+  // everything, and start again at the next batch appended past what is
+  // published now (read under the lock, so the write's numbers are never
+  // inside the tail, whatever order the concurrent writers' Appends come
+  // in).
+  void Reset();
 
   enum class Found {
     kBatch,    // *batch is the batch that starts at `sequence`
@@ -93,7 +101,7 @@ class LogTail {
     uint64_t found = 0;   // Find calls answered from the tail
     uint64_t missed = 0;  // kNotHeld answers (the WAL instead)
     uint64_t waited = 0;  // Find calls that waited for a pending batch
-    size_t bytes = 0;     // held now
+    size_t bytes = 0;     // held now (with kEntryOverhead each)
     size_t batches = 0;
   };
   Stats GetStats() const;
@@ -104,16 +112,21 @@ class LogTail {
     uint64_t count;
     std::shared_ptr<const std::string> data;
   };
+  // Empties the tail and raises the floor to what is published now.
+  void RestartLocked() REQUIRES(mu_);
 
   const size_t capacity_;
-  std::atomic<int> readers_{0};
+  const std::function<uint64_t()> published_;
   mutable Mutex mu_;
   std::condition_variable_any cv_;
+  int readers_ GUARDED_BY(mu_) = 0;
   // Batches in sequence order, each starting at or after start_.
   std::deque<Entry> entries_ GUARDED_BY(mu_);
   uint64_t start_ GUARDED_BY(mu_) = 0;  // 0: covers nothing yet
   // Not yet started: the first batch that starts after this starts it.
   uint64_t floor_ GUARDED_BY(mu_) = 0;
+  // Counts restarts: an Append that copied its batch across one drops it.
+  uint64_t generation_ GUARDED_BY(mu_) = 0;
   size_t bytes_ GUARDED_BY(mu_) = 0;
   int waiters_ GUARDED_BY(mu_) = 0;
   Stats stats_ GUARDED_BY(mu_);

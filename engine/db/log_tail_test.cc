@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include "util/coding.h"
+#include "util/sync_point.h"
 
 namespace fencedkv {
 namespace {
@@ -30,6 +31,10 @@ std::string Batch(uint64_t first, uint32_t count, size_t record_bytes = 10) {
   return b;
 }
 
+// The published sequence the tests' tails read (the database's latest).
+uint64_t published = 0;
+uint64_t Published() { return published; }
+
 LogTail::Found Find(LogTail* tail, uint64_t seq, std::string* got,
                     microseconds wait = microseconds(0)) {
   std::shared_ptr<const std::string> batch;
@@ -39,7 +44,7 @@ LogTail::Found Find(LogTail* tail, uint64_t seq, std::string* got,
 }
 
 TEST(LogTailTest, KeepsNothingWhileNobodyReads) {
-  LogTail tail(1 << 20);
+  LogTail tail(1 << 20, Published);
   tail.Append(Batch(1, 3));
   std::string got;
   EXPECT_EQ(LogTail::Found::kNotHeld, Find(&tail, 1, &got));
@@ -56,7 +61,7 @@ TEST(LogTailTest, KeepsNothingWhileNobodyReads) {
 }
 
 TEST(LogTailTest, AnswersOnlyWhereABatchStarts) {
-  LogTail tail(1 << 20);
+  LogTail tail(1 << 20, Published);
   tail.AddReader();
   tail.Append(Batch(10, 5));  // 10..14
   tail.Append(Batch(15, 1));  // 15
@@ -79,7 +84,7 @@ TEST(LogTailTest, AnswersOnlyWhereABatchStarts) {
 TEST(LogTailTest, ALateAppendFillsItsPlace) {
   // Two writers: the second one's batch (numbers 6..8) comes before the
   // first one's (1..5) is appended.
-  LogTail tail(1 << 20);
+  LogTail tail(1 << 20, Published);
   tail.AddReader();
   tail.Append(Batch(1, 2));  // 1..2: the start
   tail.Append(Batch(6, 3));
@@ -103,7 +108,7 @@ TEST(LogTailTest, ALateAppendFillsItsPlace) {
 }
 
 TEST(LogTailTest, AReaderWaitsForABatchOnItsWay) {
-  LogTail tail(1 << 20);
+  LogTail tail(1 << 20, Published);
   tail.AddReader();
   tail.Append(Batch(1, 1));
   std::thread writer([&tail] {
@@ -123,7 +128,8 @@ TEST(LogTailTest, AReaderWaitsForABatchOnItsWay) {
 }
 
 TEST(LogTailTest, AResetSendsReadersToTheWalAndRestartsPastItsNumbers) {
-  LogTail tail(1 << 20);
+  published = 0;
+  LogTail tail(1 << 20, Published);
   tail.AddReader();
   tail.Append(Batch(1, 2));
   tail.Append(Batch(3, 2));
@@ -137,7 +143,9 @@ TEST(LogTailTest, AResetSendsReadersToTheWalAndRestartsPastItsNumbers) {
               Find(&tail, 5, &got, std::chrono::seconds(30)));
   });
   std::this_thread::sleep_for(milliseconds(20));
-  tail.Reset(/*published=*/6);
+  published = 6;
+  tail.Reset();
+  published = 0;
   waiter.join();
   std::string got;
   EXPECT_EQ(LogTail::Found::kNotHeld, Find(&tail, 1, &got));
@@ -152,13 +160,14 @@ TEST(LogTailTest, AResetSendsReadersToTheWalAndRestartsPastItsNumbers) {
 
 TEST(LogTailTest, KeepsTheNewestWithinItsCapacity) {
   const std::string one = Batch(1, 10);
-  LogTail tail(3 * one.size());
+  const size_t each = one.size() + LogTail::kEntryOverhead;
+  LogTail tail(3 * each, Published);
   tail.AddReader();
   for (uint64_t first = 1; first <= 91; first += 10)
     tail.Append(Batch(first, 10));
   const LogTail::Stats st = tail.GetStats();
   EXPECT_EQ(3u, st.batches);
-  EXPECT_EQ(3 * one.size(), st.bytes);
+  EXPECT_EQ(3 * each, st.bytes);
   std::string got;
   EXPECT_EQ(LogTail::Found::kNotHeld, Find(&tail, 61, &got));  // evicted
   EXPECT_EQ(LogTail::Found::kBatch, Find(&tail, 71, &got));
@@ -175,6 +184,49 @@ TEST(LogTailTest, KeepsTheNewestWithinItsCapacity) {
   ASSERT_EQ(LogTail::Found::kBatch, tail.Find(101, microseconds(0), &held));
   tail.Append(Batch(151, 50));
   EXPECT_EQ(Batch(101, 50), *held);
+}
+
+// A write that copied its batch while the last reader went away keeps
+// nothing, and a reader added later starts the tail past what was
+// published when it came. Before (review of the first version), such a
+// write started the tail with no reader left; later writes, finding no
+// reader, skipped theirs; and a reader added an hour later found every
+// batch since "covered but not there": 200 ms of waiting per batch.
+TEST(LogTailTest, AWriteRacingTheLastReadersExitKeepsNothing) {
+  published = 10;
+  LogTail tail(1 << 20, Published);
+  tail.AddReader();
+  SyncPoint::Get()->SetCallback("LogTail::Append:Copied",
+                                [&tail](void*) { tail.RemoveReader(); });
+  SyncPoint::Get()->EnableProcessing();
+  tail.Append(Batch(11, 1));
+  SyncPoint::Get()->DisableProcessing();
+  SyncPoint::Get()->ClearAllCallbacks();
+  EXPECT_EQ(0u, tail.GetStats().batches);
+  tail.Append(Batch(12, 1));  // no reader: skipped
+  published = 12;
+  tail.AddReader();
+  tail.Append(Batch(13, 2));
+  std::string got;
+  EXPECT_EQ(LogTail::Found::kNotHeld, Find(&tail, 12, &got));  // the WAL
+  EXPECT_EQ(LogTail::Found::kBatch, Find(&tail, 13, &got));
+  EXPECT_EQ(1u, tail.GetStats().batches);
+  published = 0;
+}
+
+// The first reader starts the tail past what is published when it comes:
+// a write that published before it and finds it when it appends is not
+// the start (its numbers may follow one that found no reader).
+TEST(LogTailTest, TheFirstReaderStartsThePublishedSequence) {
+  published = 20;
+  LogTail tail(1 << 20, Published);
+  tail.AddReader();
+  tail.Append(Batch(19, 2));  // published before the reader: skipped
+  std::string got;
+  EXPECT_EQ(LogTail::Found::kNotHeld, Find(&tail, 19, &got));
+  tail.Append(Batch(21, 1));
+  EXPECT_EQ(LogTail::Found::kBatch, Find(&tail, 21, &got));
+  published = 0;
 }
 
 }  // namespace
