@@ -60,28 +60,28 @@ bool GetLengthPrefixed(std::string_view* in, std::string_view* out) {
 // ValueType).
 constexpr char kDeletion = 0x0, kValue = 0x1, kCfDeletion = 0x4, kCfValue = 0x5;
 
-// One record of a batch: its type, column family, key and value (a Put's);
-// advances *in. False: not a record fencedkv writes, or cut short.
-bool NextRecord(std::string_view* in, char* type, uint32_t* cf,
-                std::string_view* key, std::string_view* value) {
-  if (in->empty()) return false;
+// One record of a batch (`in` not empty): its type, column family, key
+// and value (a Put's); advances *in when kRecord.
+enum class Parsed { kRecord, kBadColumnFamily, kUnknownType, kCutShort };
+Parsed NextRecord(std::string_view* in, char* type, uint32_t* cf,
+                  std::string_view* key, std::string_view* value) {
   std::string_view probe = *in;
   *type = probe[0];
   probe.remove_prefix(1);
   *cf = 0;  // the default column family
   if (*type == kCfValue || *type == kCfDeletion) {
-    if (!GetVarint32(&probe, cf)) return false;
+    if (!GetVarint32(&probe, cf)) return Parsed::kBadColumnFamily;
   } else if (*type != kValue && *type != kDeletion) {
-    return false;
+    return Parsed::kUnknownType;
   }
   const bool put = *type == kValue || *type == kCfValue;
   *value = std::string_view();
   if (!GetLengthPrefixed(&probe, key) ||
       (put && !GetLengthPrefixed(&probe, value))) {
-    return false;
+    return Parsed::kCutShort;
   }
   *in = probe;
-  return true;
+  return Parsed::kRecord;
 }
 
 // `batch` without its first `skip` records (each took one sequence
@@ -97,7 +97,10 @@ bool DropLeadingRecords(std::string_view batch, uint64_t skip,
     char type;
     uint32_t cf;
     std::string_view key, value;
-    if (!NextRecord(&in, &type, &cf, &key, &value)) return false;
+    if (in.empty() ||
+        NextRecord(&in, &type, &cf, &key, &value) != Parsed::kRecord) {
+      return false;
+    }
   }
   out->clear();
   char header[12];
@@ -128,7 +131,7 @@ class LogReaderImpl final : public LogReader {
   bool Next(uint64_t* first_sequence, std::string_view* data) override {
     if (!status_.ok()) return false;
     if (next_ > db_->GetLatestSequenceNumber()) return false;  // caught up
-    if (tail_ != nullptr && !FromTail(first_sequence, data, &pending_)) {
+    if (tail_ != nullptr && !FromTail(first_sequence, data)) {
       return false;  // pending: not yet
     }
     if (tail_batch_ != nullptr) return true;
@@ -141,14 +144,12 @@ class LogReaderImpl final : public LogReader {
   // True with tail_batch_ set: the tail's batch at next_. True with it
   // null: read the WAL. False: the tail covers next_ but its batch is not
   // there yet.
-  bool FromTail(uint64_t* first_sequence, std::string_view* data,
-                bool* pending) {
+  bool FromTail(uint64_t* first_sequence, std::string_view* data) {
     tail_batch_.reset();
-    const bool was_pending = *pending;
-    *pending = false;
     std::shared_ptr<const std::string> batch;
     switch (tail_->Find(next_, kTailWait, &batch)) {
       case LogTail::Found::kBatch:
+        pending_at_ = 0;
         iter_.reset();  // (its position is behind now)
         wal_batch_.reset();
         tail_batch_ = std::move(batch);
@@ -157,14 +158,14 @@ class LogReaderImpl final : public LogReader {
         *data = std::string_view(*tail_batch_);
         return true;
       case LogTail::Found::kPending:
-        if (!was_pending || pending_at_ != next_) {
+        if (pending_at_ != next_) {
           pending_at_ = next_;
           pending_since_ = std::chrono::steady_clock::now();
         }
         if (std::chrono::steady_clock::now() - pending_since_ < kTailGiveUp) {
-          *pending = true;
           return false;
         }
+        pending_at_ = 0;
         // Not coming: numbers a write took without appending them (RocksDB
         // skips those of a failed WAL write). Restart the tail past them,
         // so that no other reader waits for them too, and ask the WAL,
@@ -172,8 +173,9 @@ class LogReaderImpl final : public LogReader {
         tail_->Reset();
         return true;
       case LogTail::Found::kNotHeld:
-        return true;
+        break;
     }
+    pending_at_ = 0;
     return true;
   }
 
@@ -245,8 +247,8 @@ class LogReaderImpl final : public LogReader {
   std::unique_ptr<rocksdb::WriteBatch> wal_batch_;
   std::shared_ptr<const std::string> tail_batch_;
   std::string cut_;
-  // Since when the tail has had next_ pending.
-  bool pending_ = false;
+  // The sequence the tail has had pending since pending_since_ (0: none; a
+  // batch's sequence is at least 1).
   uint64_t pending_at_ = 0;
   std::chrono::steady_clock::time_point pending_since_;
   Status status_;
@@ -298,27 +300,25 @@ class LogBatchCheck {
     std::string_view in = batch.substr(12);
     uint64_t found = 0;
     while (!in.empty()) {
-      const char type = in[0];
-      in.remove_prefix(1);
-      uint32_t cf = 0;  // the default column family
-      if (type == kCfValue || type == kCfDeletion) {
-        if (!GetVarint32(&in, &cf)) {
+      char type;
+      uint32_t cf;
+      std::string_view key, value;
+      switch (NextRecord(&in, &type, &cf, &key, &value)) {
+        case Parsed::kRecord:
+          break;
+        case Parsed::kBadColumnFamily:
           return rocksdb::Status::Corruption("record " + std::to_string(found) +
                                              ": a bad column family id");
-        }
-      } else if (type != kValue && type != kDeletion) {
-        return rocksdb::Status::Corruption(
-            "record " + std::to_string(found) + " is of type " +
-            std::to_string(static_cast<unsigned char>(type)) +
-            ", which fencedkv never writes");
+        case Parsed::kUnknownType:
+          return rocksdb::Status::Corruption(
+              "record " + std::to_string(found) + " is of type " +
+              std::to_string(static_cast<unsigned char>(type)) +
+              ", which fencedkv never writes");
+        case Parsed::kCutShort:
+          return rocksdb::Status::Corruption("record " + std::to_string(found) +
+                                             " is cut short");
       }
       const bool put = type == kValue || type == kCfValue;
-      std::string_view key, value;
-      if (!GetLengthPrefixed(&in, &key) ||
-          (put && !GetLengthPrefixed(&in, &value))) {
-        return rocksdb::Status::Corruption("record " + std::to_string(found) +
-                                           " is cut short");
-      }
       rocksdb::Status s = put ? Put(cf, key, value) : Delete(cf, key);
       if (!s.ok()) return s;
       ++found;
