@@ -226,6 +226,9 @@ void ValueCache::Fill(std::string_view key, const Ticket& ticket,
 void ValueCache::Prefetch(std::string_view key) const {
   const uint64_t h = HashOf(key);
   const Stripe& s = StripeFor(h);
+  // The stripe's first line (its mutex, version and count: what BeginWrite
+  // changes first), then the slot its index will probe.
+  __builtin_prefetch(&s, 1);
   const Slot* slots = s.hint.load(std::memory_order_relaxed);
   const size_t size = s.hint_slots.load(std::memory_order_relaxed);
   // (size 0: the first array's pointer was stored before its size.)
