@@ -3,6 +3,7 @@
 #include "db/sorted_flush_memtable.h"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -370,11 +371,7 @@ class SortedFlushRep final : public MemTableRep {
       std::sort(begin, end, by_key);
       return;
     }
-    std::sort(begin, end,
-              [](const std::pair<uint64_t, const char*>& a,
-                 const std::pair<uint64_t, const char*>& b) {
-                return a.first < b.first;
-              });
+    SortByWindow(v, lo, hi);
     size_t run = lo;
     for (size_t i = lo + 1; i <= hi; ++i) {
       if (i < hi && (*v)[i].first == (*v)[run].first) continue;
@@ -393,6 +390,51 @@ class SortedFlushRep final : public MemTableRep {
   }
 
   static constexpr size_t kChunk = 4096;
+  // (*v)[lo, hi) in the order of their windows (ties in any order: the
+  // caller sorts each run of equal windows). A large range by an LSD radix
+  // sort, a byte at a time, skipping the bytes all windows share: a flush's
+  // std::sort of 400,000 windows was a fifth of the flush's CPU (perf,
+  // SET -P 16), its comparisons mispredicted branches; the radix sort's
+  // passes only stream through memory.
+  static void SortByWindow(std::vector<std::pair<uint64_t, const char*>>* v,
+                           size_t lo, size_t hi) {
+    using Entry = std::pair<uint64_t, const char*>;
+    Entry* a = v->data() + lo;
+    const size_t n = hi - lo;
+    if (n < kMinRadixSort) {
+      std::sort(a, a + n, [](const Entry& x, const Entry& y) {
+        return x.first < y.first;
+      });
+      return;
+    }
+    // counts[d][b]: windows whose byte d (0 the least significant) is b.
+    std::vector<std::array<size_t, 256>> counts(8);
+    for (auto& c : counts) c.fill(0);
+    for (size_t i = 0; i < n; ++i) {
+      const uint64_t w = a[i].first;
+      for (size_t d = 0; d < 8; ++d) ++counts[d][(w >> (8 * d)) & 0xff];
+    }
+    std::vector<Entry> scratch(n);
+    Entry* from = a;
+    Entry* to = scratch.data();
+    for (size_t d = 0; d < 8; ++d) {
+      std::array<size_t, 256>& c = counts[d];
+      if (c[(from[0].first >> (8 * d)) & 0xff] == n) continue;  // all alike
+      size_t at = 0;
+      for (size_t& k : c) {  // counts to starting positions
+        const size_t count = k;
+        k = at;
+        at += count;
+      }
+      for (size_t i = 0; i < n; ++i) {
+        to[c[(from[i].first >> (8 * d)) & 0xff]++] = from[i];
+      }
+      std::swap(from, to);
+    }
+    if (from != a) std::copy(from, from + n, a);
+  }
+
+  static constexpr size_t kMinRadixSort = 2048;
   static constexpr size_t kMinRadixRun = 16;
   static constexpr int kMaxDepth = 8;  // 64 bytes of keys, then comparisons
   const std::unique_ptr<MemTableRep> inner_;
