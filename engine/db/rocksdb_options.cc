@@ -105,7 +105,7 @@ Status BuildRocksDBOptions(const Options& options,
     cf_options->prefix_extractor.reset(rocksdb::NewNoopTransform());
     const size_t buckets =
         std::max<size_t>(1024, options.write_buffer_size / 128);
-    // The rep sorts a read-only memtable for its flush with std::sort
+    // The rep sorts a read-only memtable for its flush (a radix sort)
     // instead of building a skiplist (sorted_flush_memtable.h).
     cf_options->memtable_factory = NewSortedFlushHashRepFactory(
         buckets, cf_options->comparator == rocksdb::BytewiseComparator());

@@ -4,9 +4,10 @@
 // rep (an insert or a Get is a hash probe, no skiplist search), which also
 // keeps a list of its entries in insertion order. Once the memtable is
 // read-only (full, waiting for its flush), an iterator over it -- the
-// flush's, or a scan's -- sorts that list once with std::sort instead of
-// inserting every entry into a new skiplist, which is what the hash-linklist
-// rep's own iterator does: under redis-benchmark SET -P 16 that skiplist
+// flush's, or a scan's -- sorts that list once (a radix sort on 8-byte key
+// windows, the comparator for ties) instead of inserting every entry into a
+// new skiplist, which is what the hash-linklist rep's own iterator does:
+// under redis-benchmark SET -P 16 that skiplist
 // build was about half of the server's CPU (perf: the flush thread's
 // SkipList::Insert). An iterator over the memtable still being written
 // sorts a copy of the list as it stands (the hash-linklist rep's own
