@@ -304,6 +304,9 @@ class SortedFlushRep final : public MemTableRep {
   // (user key, then newest first). The chunks stay (a copy for an iterator
   // opened before may still be reading them) until the rep goes.
   void Sort() {
+    // (Empty unless an earlier attempt threw, e.g. bad_alloc in the sort:
+    // call_once then runs this again, and the copy must not be doubled.)
+    entries_.clear();
     CopyRecorded(&entries_);
     // list_bytes_ stays: RocksDB requires a read-only memtable's reported
     // usage not to grow (entries_ is the size of the chunks it copies).
@@ -408,8 +411,7 @@ class SortedFlushRep final : public MemTableRep {
       return;
     }
     // counts[d][b]: windows whose byte d (0 the least significant) is b.
-    std::vector<std::array<size_t, 256>> counts(8);
-    for (auto& c : counts) c.fill(0);
+    std::vector<std::array<size_t, 256>> counts(8);  // zeroed
     for (size_t i = 0; i < n; ++i) {
       const uint64_t w = a[i].first;
       for (size_t d = 0; d < 8; ++d) ++counts[d][(w >> (8 * d)) & 0xff];
