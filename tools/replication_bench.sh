@@ -17,6 +17,8 @@
 # this machine's cores.
 # Workload: redis-benchmark -c 50, -P 1 and -P 16, 100-byte values, keys over
 # 1M: SET key:__rand_int__ <v> FENCE 1. A benchmark, not a test.
+# Each measured run starts on a quiet disk: the runs before it deleted, then
+# sync (see quiet_disk).
 # Usage: tools/replication_bench.sh [build-dir]
 # Environment: REPEATS (3), N1 / N16 (requests per run at -P 1 / -P 16;
 # N16 spans about three 64 MiB memtables, so that every server's runs
@@ -37,10 +39,11 @@ printf 'user default on nopass ~* &* +@all\n' >"$work/acl"
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'; }
 wait_port() { for _ in $(seq 1 200); do redis-cli -p "$1" PING >/dev/null 2>&1 && return 0; sleep 0.05; done; return 1; }
-start_fenced() {  # start_fenced <name> <flags...> -> PORT, PID
+start_fenced() {  # start_fenced <name> <flags...> -> PORT, PID, DIR
   PORT=$(free_port)
   local name=$1; shift
-  "$server" --bind=127.0.0.1 --port="$PORT" --db="$work/$name-$RANDOM" \
+  DIR="$work/$name-$RANDOM"
+  "$server" --bind=127.0.0.1 --port="$PORT" --db="$DIR" \
     --aclfile="$work/acl" --logtostderr=false --log_dir="$work" "$@" >/dev/null 2>&1 &
   PID=$!; pids+=($PID)
   wait_port "$PORT"
@@ -51,6 +54,11 @@ rps() {  # rps <port> <n> <P> <command...>
   redis-benchmark -h 127.0.0.1 -p "$port" -c 50 -n "$n" -P "$p" -r 1000000 --csv "$@" \
     2>>"$work/bench.err" | grep -E '^"SET ' | tail -1 | cut -d, -f2 | tr -d '"'
 }
+# Before each measured run: the disk quiet. The runs before it are deleted
+# (their dirty pages dropped, never written back), then whatever else is
+# dirty is written out: otherwise the kernel writes a run's files back 30 s
+# later, in the middle of another run, and takes CPU and disk from it.
+quiet_disk() { rm -rf "$@"; sync; }
 median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 # CPU time (user + system, clock ticks) a process has used so far.
 ticks() { awk '{print $14+$15}' "/proc/$1/stat"; }
@@ -75,24 +83,28 @@ for r in $(seq 1 "$REPEATS"); do
     n=$N1; [ "$p" = 16 ] && n=$N16
     nw=$NWAIT1; [ "$p" = 16 ] && nw=$NWAIT16
     start_fenced single
+    quiet_disk
     t0=$(ticks "$PID")
     results[single_$p]+="$(rps "$PORT" "$n" "$p" SET key:__rand_int__ "$value" FENCE 1) "
     cpu[single_$p]+="$(us_per_req "$t0" "$(ticks "$PID")" "$n") "
     kill -TERM "$PID"; wait "$PID" 2>/dev/null || true
+    quiet_disk "$DIR"
 
     start_fenced primary --min_insync_replicas=2 --replica_lag_ms=5000
-    pport=$PORT; ppid=$PID
-    start_fenced r1 --replicaof=127.0.0.1:$pport; r1=$PID
-    start_fenced r2 --replicaof=127.0.0.1:$pport; r2=$PID
+    pport=$PORT; ppid=$PID; dirs=("$DIR")
+    start_fenced r1 --replicaof=127.0.0.1:$pport; r1=$PID; dirs+=("$DIR")
+    start_fenced r2 --replicaof=127.0.0.1:$pport; r2=$PID; dirs+=("$DIR")
     for _ in $(seq 1 200); do
       [ "$(redis-cli -p "$pport" INFO replication | tr -d '\r' | grep '^isr_size:' | cut -d: -f2)" = 3 ] && break
       sleep 0.05
     done
+    quiet_disk
     t0=$(ticks "$ppid"); t1=$(ticks "$r1"); t2=$(ticks "$r2")
     results[repl_$p]+="$(rps "$pport" "$n" "$p" SET key:__rand_int__ "$value" FENCE 1) "
     cpu[repl_$p]+="$(us_per_req "$t0" "$(ticks "$ppid")" "$n")+$(us_per_req "$t1" "$(ticks "$r1")" "$n")+$(us_per_req "$t2" "$(ticks "$r2")" "$n") "
     results[replw_$p]+="$(wrps "$pport" "$nw" "$p" --fence=1) "
     for x in $r1 $r2 $ppid; do kill -TERM "$x"; wait "$x" 2>/dev/null || true; done
+    quiet_disk "${dirs[@]}"
 
     if command -v redis-server >/dev/null; then
       rp=$(free_port); rr=$(free_port)
@@ -107,9 +119,11 @@ for r in $(seq 1 "$REPEATS"); do
         redis-cli -p "$rp" INFO replication | tr -d '\r' | grep -q '^slave0:.*state=online' && break
         sleep 0.05
       done
+      quiet_disk
       results[redis_$p]+="$(rps "$rp" "$n" "$p" SET key:__rand_int__ "$value") "
       results[redisw_$p]+="$(wrps "$rp" "$nw" "$p" --wait_replicas=1 --wait_timeout_ms=0) "
       kill -TERM "$rpid" "$rrpid"; wait "$rpid" "$rrpid" 2>/dev/null || true
+      quiet_disk "$work/redis-p-$r-$p" "$work/redis-r-$r-$p"
     fi
   done
 done

@@ -10,6 +10,9 @@
 #   redis+Lua: EVALSHA <check-and-set> 1 lkey:__rand_int__ <v> 1, the fencing
 #   users script on Redis today (see FENCE_LUA below; README says what it
 #   gets wrong), on the everysec server.
+# Each round starts on a quiet disk (the previous round's directories
+# deleted, then sync: see quiet_disk), and the sync rows alternate which
+# server is measured first.
 # A benchmark, not a test. Usage: tools/server_bench.sh [build-dir]
 # Environment: REPEATS (3), N1 / N16 (requests per run at -P 1 and -P 16),
 # NSYNC / NSYNC16 (with sync, at -P 1 and -P 16), FENCED_FLAGS (extra
@@ -27,9 +30,10 @@ trap cleanup EXIT
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'; }
 wait_port() { for _ in $(seq 1 200); do redis-cli -p "$1" PING >/dev/null 2>&1 && return 0; sleep 0.05; done; return 1; }
 
-start_redis() {  # start_redis <fsync-policy> -> sets RPORT
+start_redis() {  # start_redis <fsync-policy> -> sets RPORT, RDIR
   RPORT=$(free_port)
   local dir="$work/redis-$1-$RANDOM"
+  RDIR=$dir
   mkdir -p "$dir"
   redis-server --port "$RPORT" --bind 127.0.0.1 --dir "$dir" \
     --appendonly yes --appendfsync "$1" --save '' --daemonize no \
@@ -37,14 +41,21 @@ start_redis() {  # start_redis <fsync-policy> -> sets RPORT
   pids+=($!); RPID=$!
   wait_port "$RPORT"
 }
-start_fenced() {  # start_fenced <extra flags> -> sets FPORT
+start_fenced() {  # start_fenced <extra flags> -> sets FPORT, FDIR
   FPORT=$(free_port)
-  "$server" --bind=127.0.0.1 --port="$FPORT" --db="$work/fenced-$RANDOM" ${FENCED_FLAGS:-} \
+  FDIR="$work/fenced-$RANDOM"
+  "$server" --bind=127.0.0.1 --port="$FPORT" --db="$FDIR" ${FENCED_FLAGS:-} \
     --logtostderr=false --log_dir="$work" "$@" >/dev/null 2>&1 &
   pids+=($!); FPID=$!
   wait_port "$FPORT"
 }
 stop() { kill -TERM "$1"; wait "$1" 2>/dev/null || true; }
+# Before a round: the disk quiet. A round's data directories are deleted
+# when it ends (their dirty pages dropped, never written back), then
+# everything else still dirty is written out. Without this, the kernel's
+# writeback of the 2M-SET round's files (30 s after they were written)
+# landed in the sync round's fsyncs, slowing whichever server it hit.
+quiet_disk() { rm -rf "$@"; sync; }
 
 value=$(printf 'v%.0s' $(seq 1 100))
 # Check-and-set fencing in Lua: the key is a hash of its value (v) and the
@@ -100,14 +111,26 @@ for rep in $(seq 1 "$REPEATS"); do
         measure lua-set-$p "$RPORT" "$n" "$p" EVALSHA "$sha" 1 lkey:__rand_int__ "$value" 1
       done
     else
+      quiet_disk
       start_redis always; start_fenced --sync
       for p in 1 16; do
         n=$([ $p = 1 ] && echo "$NSYNC" || echo "$NSYNC16")
-        measure redis-sset-$p "$RPORT" "$n" "$p" SET key:__rand_int__ "$value"
-        measure fenced-sset-$p "$FPORT" "$n" "$p" SET key:__rand_int__ "$value" FENCE 1
+        # Which server goes first alternates between repeats: the second
+        # one's fsyncs share the disk with the first one's writeback.
+        if [ $((rep % 2)) = 1 ]; then
+          measure redis-sset-$p "$RPORT" "$n" "$p" SET key:__rand_int__ "$value"
+          sync
+          measure fenced-sset-$p "$FPORT" "$n" "$p" SET key:__rand_int__ "$value" FENCE 1
+        else
+          measure fenced-sset-$p "$FPORT" "$n" "$p" SET key:__rand_int__ "$value" FENCE 1
+          sync
+          measure redis-sset-$p "$RPORT" "$n" "$p" SET key:__rand_int__ "$value"
+        fi
+        sync
       done
     fi
     stop "$FPID"; stop "$RPID"
+    quiet_disk "$FDIR" "$RDIR"
   done
   echo "repeat $rep/$REPEATS done" >&2
 done
