@@ -231,9 +231,17 @@ void ValueCache::Prefetch(std::string_view key) const {
   __builtin_prefetch(&s, 1);
   const Slot* slots = s.hint.load(std::memory_order_relaxed);
   const size_t size = s.hint_slots.load(std::memory_order_relaxed);
-  // (size 0: the first array's pointer was stored before its size.)
-  if (slots != nullptr && size != 0)
-    __builtin_prefetch(&slots[HomeOf(h, size)]);
+  // (size 0: the first array's pointer was stored before its size.) The
+  // pair may be torn -- an old, smaller or freed array with a newer size --
+  // so the address is computed as an integer, never as a pointer into the
+  // array: a prefetch of any address is harmless, forming a pointer past an
+  // array is not defined.
+  if (slots != nullptr && size != 0) {
+    const uintptr_t at =
+        reinterpret_cast<uintptr_t>(slots) + HomeOf(h, size) * sizeof(Slot);
+    // NOLINTNEXTLINE(performance-no-int-to-ptr): only prefetched
+    __builtin_prefetch(reinterpret_cast<const void*>(at));
+  }
 }
 
 void ValueCache::BeginWrite(std::string_view key) {
