@@ -197,6 +197,19 @@ class EtcdReplicationTest : public testing::Test {
            << "etcd_last_error never said \"" << text << "\": " << last;
   }
 
+  std::string Etcdctl(const std::string& args) {
+    return test::RunCommand("ETCDCTL_API=3 /usr/bin/etcdctl --endpoints=" +
+                            etcd_.endpoint() + " " + args + " 2>&1")
+        .second;
+  }
+  // The shard record as etcd holds it (for failure messages, and tests
+  // that read it).
+  std::string Record() {
+    std::string r = Etcdctl("get /fencedkv/shards/s1 --print-value-only");
+    while (!r.empty() && (r.back() == '\n' || r.back() == '\r')) r.pop_back();
+    return r;
+  }
+
   bool InRecordIsr(int p, int i) {
     return Info(ports_[p])["shard_isr"].find(
                "127.0.0.1:" + std::to_string(ports_[i])) != std::string::npos;
@@ -631,8 +644,10 @@ TEST_F(EtcdWipedMemberTest, AMovedMemberGivenItsNodeIdBackTakesOver) {
 // that node, which never acknowledged a write, could then take over with
 // none of them.
 TEST_F(EtcdReplicationTest, TheRecordNamesOnlyTheNodeWhoseLinkAcknowledged) {
-  const int p = PrimaryIndex(5000);
-  ASSERT_GE(p, 0);
+  // (15 s, as elsewhere: under a loaded start of the suite the primary
+  // SetUp saw may be changing hands.)
+  const int p = PrimaryIndex(15000);
+  ASSERT_GE(p, 0) << Record();
   const int x = (p + 1) % kServers;
   // Server x reaches etcd through a proxy the test can cut.
   const std::string proxy = dir_.Sub("proxy.py");
@@ -685,27 +700,50 @@ TEST_F(EtcdReplicationTest, TheRecordNamesOnlyTheNodeWhoseLinkAcknowledged) {
   EXPECT_EQ(0, servers_[x].Stop());
   ASSERT_TRUE(StartServer(
       x, {"--etcd_endpoints=http://127.0.0.1:" + std::to_string(proxy_port)}));
-  ASSERT_TRUE(WaitUntil([&] { return IsrSize() == kServers; }, 20000));
   const std::string name = "127.0.0.1:" + std::to_string(ports_[x]);
-  auto etcdctl = [&](const std::string& args) {
+  auto etcdctl_status = [&](const std::string& args) {
     const std::string cmd =
         "ETCDCTL_API=3 /usr/bin/etcdctl --endpoints=" + etcd_.endpoint() + " " +
         args + " 2>&1";
-    return test::RunCommand(cmd).second;
+    return test::RunCommand(cmd);
+  };
+  auto etcdctl = [&](const std::string& args) {
+    return etcdctl_status(args).second;
   };
   const std::string member_key = "/fencedkv/members/s1/" + name;
+  // x back in full: linked, its member key (through the proxy) naming its
+  // own node, and in the record's ISR. (IsrSize alone can pass before the
+  // primary has even dropped the stopped x.)
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        const auto got =
+            etcdctl_status("get " + member_key + " --print-value-only");
+        return IsrSize() == kServers &&
+               Info(ports_[x])["master_link_status"] == "up" &&
+               got.first == 0 &&
+               got.second.find("\"node\"") != std::string::npos &&
+               InRecordIsr(p, x);
+      },
+      20000))
+      << Record();
   // Cut off from etcd: its member key ends with its lease (TTL 2 s); its
   // link to the primary stays.
   kill(proxy_pid, SIGKILL);
+  // (An etcdctl that failed would print no "node" either: its exit status
+  // must say the key was read.)
   ASSERT_TRUE(WaitUntil(
       [&] {
-        return etcdctl("get " + member_key + " --print-value-only")
-                   .find("node") == std::string::npos;
+        const auto got =
+            etcdctl_status("get " + member_key + " --print-value-only");
+        return got.first == 0 && got.second.find("node") == std::string::npos;
       },
       10000));
   const std::string other_node = "0123456789abcdef0123456789abcdef";
-  etcdctl("put " + member_key + " '{\"epoch\":1,\"seq\":0,\"role\":" +
-          "\"replica\",\"node\":\"" + other_node + "\"}'");
+  const auto put = etcdctl_status(
+      "put " + member_key + " '{\"epoch\":1,\"seq\":0,\"role\":" +
+      "\"replica\",\"node\":\"" + other_node + "\"}'");
+  ASSERT_EQ(0, put.first) << put.second;
+  ASSERT_NE(std::string::npos, put.second.find("OK")) << put.second;
   Client c(ports_[p], 10000);
   const auto until = Clock::now() + milliseconds(5000);
   int i = 0;
@@ -966,16 +1004,6 @@ bool Running(pid_t pid) {
 // deleted or edited by hand): the servers know epochs the record does not.
 class EtcdLostRecordTest : public EtcdReplicationTest {
  protected:
-  std::string Etcdctl(const std::string& args) {
-    return test::RunCommand("ETCDCTL_API=3 /usr/bin/etcdctl --endpoints=" +
-                            etcd_.endpoint() + " " + args + " 2>&1")
-        .second;
-  }
-  std::string Record() {
-    std::string r = Etcdctl("get /fencedkv/shards/s1 --print-value-only");
-    while (!r.empty() && (r.back() == '\n' || r.back() == '\r')) r.pop_back();
-    return r;
-  }
   std::string Addr(int i) { return "127.0.0.1:" + std::to_string(ports_[i]); }
   // Nobody says it leads for `ms`, from one second on (a primary steps
   // down at its next read of the record, every 100 ms): false (and which
