@@ -115,8 +115,9 @@ for rep in $(seq 1 "$REPEATS"); do
       start_redis always; start_fenced --sync
       for p in 1 16; do
         n=$([ $p = 1 ] && echo "$NSYNC" || echo "$NSYNC16")
-        # Which server goes first alternates between repeats: the second
-        # one's fsyncs share the disk with the first one's writeback.
+        # Which server goes first alternates between repeats, and a sync
+        # separates them: neither always runs second, after the other's
+        # writes.
         if [ $((rep % 2)) = 1 ]; then
           measure redis-sset-$p "$RPORT" "$n" "$p" SET key:__rand_int__ "$value"
           sync
