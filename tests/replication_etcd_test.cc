@@ -197,10 +197,13 @@ class EtcdReplicationTest : public testing::Test {
            << "etcd_last_error never said \"" << text << "\": " << last;
   }
 
-  std::string Etcdctl(const std::string& args) {
+  // etcdctl's exit status and output (stderr included).
+  std::pair<int, std::string> EtcdctlStatus(const std::string& args) {
     return test::RunCommand("ETCDCTL_API=3 /usr/bin/etcdctl --endpoints=" +
-                            etcd_.endpoint() + " " + args + " 2>&1")
-        .second;
+                            etcd_.endpoint() + " " + args + " 2>&1");
+  }
+  std::string Etcdctl(const std::string& args) {
+    return EtcdctlStatus(args).second;
   }
   // The shard record as etcd holds it (for failure messages, and tests
   // that read it).
@@ -701,15 +704,6 @@ TEST_F(EtcdReplicationTest, TheRecordNamesOnlyTheNodeWhoseLinkAcknowledged) {
   ASSERT_TRUE(StartServer(
       x, {"--etcd_endpoints=http://127.0.0.1:" + std::to_string(proxy_port)}));
   const std::string name = "127.0.0.1:" + std::to_string(ports_[x]);
-  auto etcdctl_status = [&](const std::string& args) {
-    const std::string cmd =
-        "ETCDCTL_API=3 /usr/bin/etcdctl --endpoints=" + etcd_.endpoint() + " " +
-        args + " 2>&1";
-    return test::RunCommand(cmd);
-  };
-  auto etcdctl = [&](const std::string& args) {
-    return etcdctl_status(args).second;
-  };
   const std::string member_key = "/fencedkv/members/s1/" + name;
   // x back in full: linked, its member key (through the proxy) naming its
   // own node, and in the record's ISR. (IsrSize alone can pass before the
@@ -717,7 +711,7 @@ TEST_F(EtcdReplicationTest, TheRecordNamesOnlyTheNodeWhoseLinkAcknowledged) {
   ASSERT_TRUE(WaitUntil(
       [&] {
         const auto got =
-            etcdctl_status("get " + member_key + " --print-value-only");
+            EtcdctlStatus("get " + member_key + " --print-value-only");
         return IsrSize() == kServers &&
                Info(ports_[x])["master_link_status"] == "up" &&
                got.first == 0 &&
@@ -734,14 +728,14 @@ TEST_F(EtcdReplicationTest, TheRecordNamesOnlyTheNodeWhoseLinkAcknowledged) {
   ASSERT_TRUE(WaitUntil(
       [&] {
         const auto got =
-            etcdctl_status("get " + member_key + " --print-value-only");
+            EtcdctlStatus("get " + member_key + " --print-value-only");
         return got.first == 0 && got.second.find("node") == std::string::npos;
       },
       10000));
   const std::string other_node = "0123456789abcdef0123456789abcdef";
-  const auto put = etcdctl_status(
-      "put " + member_key + " '{\"epoch\":1,\"seq\":0,\"role\":" +
-      "\"replica\",\"node\":\"" + other_node + "\"}'");
+  const auto put =
+      EtcdctlStatus("put " + member_key + " '{\"epoch\":1,\"seq\":0,\"role\":" +
+                    "\"replica\",\"node\":\"" + other_node + "\"}'");
   ASSERT_EQ(0, put.first) << put.second;
   ASSERT_NE(std::string::npos, put.second.find("OK")) << put.second;
   Client c(ports_[p], 10000);
@@ -749,7 +743,7 @@ TEST_F(EtcdReplicationTest, TheRecordNamesOnlyTheNodeWhoseLinkAcknowledged) {
   int i = 0;
   while (Clock::now() < until) {
     const std::string record =
-        etcdctl("get /fencedkv/shards/s1 --print-value-only");
+        Etcdctl("get /fencedkv/shards/s1 --print-value-only");
     ASSERT_EQ(std::string::npos, record.find(other_node))
         << "the record names a node that acknowledged nothing: " << record;
     // (The ISR keeps its minimum without x: writes go on.)
@@ -760,7 +754,7 @@ TEST_F(EtcdReplicationTest, TheRecordNamesOnlyTheNodeWhoseLinkAcknowledged) {
   // The case above did happen: x kept its link, and the record dropped it.
   EXPECT_EQ("up", Info(ports_[x])["master_link_status"]);
   EXPECT_FALSE(InRecordIsr(p, x)) << Info(ports_[p])["shard_isr"];
-  etcdctl("del " + member_key);
+  Etcdctl("del " + member_key);
 }
 
 TEST_F(EtcdReplicationTest, APausedPrimaryGetsNothingAcknowledgedAndRejoins) {
