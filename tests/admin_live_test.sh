@@ -3,8 +3,9 @@
 # with small memtables so that flushes and compactions delete files all the
 # time. A file the read-only view listed and the server then deleted used
 # to fail `check` as damage ("checksum: FAILED ... No such file"; 27 of 60
-# runs) and the reading verbs as "cannot open read-only"; both now retry on
-# a fresh view. Every run must pass.
+# runs) and the reading verbs as "cannot open read-only". check now reads
+# every file through the descriptor its view's open holds, and an open that
+# meets a deleted file is retried on a fresh view. Every run must pass.
 # Usage: admin_live_test.sh SERVER_BIN ADMIN_BIN [RUNS]
 set -euo pipefail
 FENCEDKV_SERVER=$1

@@ -418,8 +418,9 @@ TEST_F(AdminTest, CheckCatchesAFlippedByteInAnSst) {
       << r.out;
   EXPECT_NE(std::string::npos, r.out.find("Corruption")) << r.out;
   EXPECT_EQ("check: FAILED (checksum)\n", r.out.substr(r.out.rfind("check:")));
-  EXPECT_EQ("fencedkv-admin check: checksum: Corruption: ",
-            r.err.substr(0, 44));
+  const std::string named =
+      "fencedkv-admin check: checksum: SST file " + sst + ": Corruption: ";
+  EXPECT_EQ(named, r.err.substr(0, named.size()));
 }
 
 // A flipped byte in the middle of the WAL: RocksDB's recovery stops there
@@ -1137,9 +1138,13 @@ TEST_F(AdminTest, OneFencedkvAdminAtATimeInABackupDirectory) {
   for (int round = 0; round < 4; ++round) {
     std::string cmd;
     for (const std::string& d : {db, db2}) {
-      cmd += "(" + std::string(FENCEDKV_ADMIN_BIN) + " --db=" + d +
-             " backup --backup_dir=" + bk + " >/dev/null 2>" + d +
-             ".err; echo $? >" + d + ".rc) & ";
+      cmd += "(";
+      cmd += FENCEDKV_ADMIN_BIN;
+      cmd += " --db=" + d;
+      cmd += " backup --backup_dir=" + bk;
+      cmd += " >/dev/null 2>" + d;
+      cmd += ".err; echo $? >" + d;
+      cmd += ".rc) & ";
     }
     ASSERT_EQ(0, std::system((cmd + "wait").c_str()));
     for (const std::string& d : {db, db2}) {

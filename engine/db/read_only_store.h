@@ -76,6 +76,22 @@ class ReadOnlyStore {
   rocksdb::ColumnFamilyHandle* meta() const { return handles_[2]; }
   const std::string& path() const { return path_; }
 
+  // Opens every live SST file of this view and holds it open until the
+  // store is destroyed, so that VerifyTableChecksums still reads a file a
+  // running server deleted after this view opened (a compaction's input;
+  // RocksDB's DB::VerifyChecksum opens each file again by name and fails
+  // on it). Call it right after Open. Opened through another Env than the
+  // default one (a backup in place), nothing is pinned: files are read by
+  // name through that Env.
+  void PinTableFiles();
+  // RocksDB's block checksums (data, index, filter and meta blocks) of
+  // every live SST file, each pinned one read through its open descriptor.
+  // Pins first if PinTableFiles was not called.
+  // Calls violation(text) once per file that was missing when pinned,
+  // cannot be read or is damaged; *files and *bytes count what was read.
+  void VerifyTableChecksums(const std::function<void(std::string)>& violation,
+                            size_t* files, uint64_t* bytes);
+
   // An iterator over `cf` in total order, checksums verified, not filling
   // the block cache.
   std::unique_ptr<rocksdb::Iterator> NewIterator(
@@ -91,8 +107,18 @@ class ReadOnlyStore {
                                const format::LeaseRecord& lease)>& fn) const;
 
  private:
+  struct TableFile {
+    std::string path;
+    std::string column_family;
+    uint64_t size = 0;
+    int fd = -1;         // open descriptor, or -1
+    int open_errno = 0;  // why it could not be opened
+  };
   ReadOnlyStore() = default;
   std::string path_;
+  rocksdb::Env* env_ = nullptr;
+  bool pinned_called_ = false;
+  std::vector<TableFile> pinned_;  // after PinTableFiles; closed at the end
   std::unique_ptr<rocksdb::DB> db_;
   std::vector<rocksdb::ColumnFamilyHandle*> handles_;
   Status wal_status_;
