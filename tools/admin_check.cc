@@ -104,7 +104,7 @@ class CheckCommand : public AdminCommand {
     // again by name, and a deleted one failed the check as damage (27 of
     // 60 checks under a write load with small memtables; 39 of 150 with a
     // single try). The checksum class now reads each file through the
-    // descriptor the view's open holds (ReadOnlyStore::PinTableFiles): 0
+    // descriptor the view's open holds (VerifyTableChecksums): 0
     // of 200. What remains is the open itself meeting a file deleted while
     // it reads the manifest (2 of 200): retried on a fresh view, as the
     // other verbs do; only the last attempt's output is printed.
@@ -148,7 +148,6 @@ class CheckCommand : public AdminCommand {
       return Report(open);
     }
     store_ = store.get();
-    store_->PinTableFiles();
 
     // The WAL first: if RocksDB's recovery stopped at damage, everything
     // below checks a store without the writes after it.

@@ -9,9 +9,9 @@
 #include <set>
 #include <unordered_map>
 
-#include <fcntl.h>
 #include <rocksdb/env.h>
 #include <rocksdb/sst_file_reader.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "db/fence_format.h"
@@ -137,18 +137,15 @@ Status ReadOnlyStore::OpenChecked(const std::string& path,
 }
 
 ReadOnlyStore::~ReadOnlyStore() {
-  for (const TableFile& f : pinned_) {
-    if (f.fd >= 0) ::close(f.fd);
-  }
   for (auto* h : handles_) db_->DestroyColumnFamilyHandle(h);
 }
 
 namespace {
 
 // The descriptors this process holds, by what they name ("/d/000012.sst",
-// or "/d/000012.sst (deleted)" once it was deleted).
-std::unordered_map<std::string, int> OpenDescriptors() {
-  std::unordered_map<std::string, int> out;
+// or "/d/000012.sst (deleted)" once it was deleted); empty without /proc.
+std::unordered_multimap<std::string, int> OpenDescriptors() {
+  std::unordered_multimap<std::string, int> out;
   std::error_code ec;
   for (const auto& e : fs::directory_iterator("/proc/self/fd", ec)) {
     std::error_code link_ec;
@@ -160,73 +157,63 @@ std::unordered_map<std::string, int> OpenDescriptors() {
   return out;
 }
 
-}  // namespace
-
-void ReadOnlyStore::PinTableFiles() {
-  if (pinned_called_) return;
-  pinned_called_ = true;
-  std::vector<rocksdb::LiveFileMetaData> files;
-  db_->GetLiveFilesMetaData(&files);
-  if (env_ != rocksdb::Env::Default()) {
-    for (const auto& f : files) {
-      pinned_.push_back({f.db_path + f.name, f.column_family_name, f.size});
+// A descriptor among `held` that names `path` (or names it deleted) and is
+// a regular file of `size` bytes; -1 if none.
+int HeldDescriptor(const std::unordered_multimap<std::string, int>& held,
+                   const std::string& path, uint64_t size) {
+  for (const std::string& name : {path, path + " (deleted)"}) {
+    auto range = held.equal_range(name);
+    for (auto it = range.first; it != range.second; ++it) {
+      struct stat st;
+      if (::fstat(it->second, &st) == 0 && S_ISREG(st.st_mode) &&
+          static_cast<uint64_t>(st.st_size) == size) {
+        return it->second;
+      }
     }
-    return;
   }
-  // The open read its table files (max_open_files -1: all at once) and
-  // keeps them open; a copy of RocksDB's own descriptor closes the window
-  // between the open and this pin (a WAL scan, during which a loaded
-  // server deleted ten files or more). Opened by name if not found there.
-  std::error_code ec;
-  const std::string real_dir = fs::canonical(path_, ec).string();
-  const std::unordered_map<std::string, int> held =
-      ec ? std::unordered_map<std::string, int>() : OpenDescriptors();
-  for (const auto& f : files) {
-    TableFile t;
-    t.path = f.db_path + f.name;  // the name starts with '/'
-    t.column_family = f.column_family_name;
-    t.size = f.size;
-    auto it = held.find(real_dir + f.name);
-    if (it == held.end()) it = held.find(real_dir + f.name + " (deleted)");
-    if (it != held.end()) t.fd = ::fcntl(it->second, F_DUPFD_CLOEXEC, 0);
-    if (t.fd < 0) {
-      t.fd = ::open(t.path.c_str(), O_RDONLY | O_CLOEXEC);
-      // Out of descriptors (EMFILE) is no damage: read by name then.
-      if (t.fd < 0 && errno == ENOENT) t.open_errno = errno;
-    }
-    pinned_.push_back(std::move(t));
-  }
+  return -1;
 }
+
+}  // namespace
 
 void ReadOnlyStore::VerifyTableChecksums(
     const std::function<void(std::string)>& violation, size_t* files,
-    uint64_t* bytes) {
-  PinTableFiles();  // (if not yet)
+    uint64_t* bytes) const {
+  std::vector<rocksdb::LiveFileMetaData> live;
+  db_->GetLiveFilesMetaData(&live);
+  // The open read every table file (max_open_files -1: all at once) and
+  // holds it open until the view is closed, deleted or not. Each file is
+  // read again through that descriptor, as /proc/self/fd/N (a new open of
+  // the same file). By name through the Env if it is not the default one
+  // (a backup in place), or if no descriptor is found (no /proc).
+  std::error_code ec;
+  const bool local = env_ == rocksdb::Env::Default();
+  const std::string real_dir = local ? fs::canonical(path_, ec).string() : "";
+  const std::unordered_multimap<std::string, int> held =
+      local && !ec ? OpenDescriptors()
+                   : std::unordered_multimap<std::string, int>();
   *files = 0;
   *bytes = 0;
-  for (const TableFile& f : pinned_) {
+  for (const auto& f : live) {
     ++*files;
     *bytes += f.size;
-    if (f.open_errno != 0) {
-      violation("SST file " + f.path + ": " + std::strerror(f.open_errno));
-      continue;
-    }
+    const std::string path = f.db_path + f.name;  // the name starts with '/'
     rocksdb::ColumnFamilyHandle* cf = nullptr;
     for (auto* h : handles_) {
-      if (h->GetName() == f.column_family) cf = h;
+      if (h->GetName() == f.column_family_name) cf = h;
     }
     if (cf == nullptr) {  // (Open refuses other column families)
-      violation("SST file " + f.path + " of unknown column family " +
-                f.column_family);
+      violation("SST file " + path + " of unknown column family " +
+                f.column_family_name);
       continue;
     }
+    const int fd = HeldDescriptor(held, real_dir + f.name, f.size);
     rocksdb::Options options(db_->GetDBOptions(), db_->GetOptions(cf));
     rocksdb::SstFileReader reader(options);
-    // /proc/self/fd/N names the open file even after it was deleted.
-    rocksdb::Status rs = reader.Open(
-        f.fd >= 0 ? "/proc/self/fd/" + std::to_string(f.fd) : f.path);
+    rocksdb::Status rs =
+        reader.Open(fd >= 0 ? "/proc/self/fd/" + std::to_string(fd) : path);
     if (rs.ok()) rs = reader.VerifyChecksum(rocksdb::ReadOptions());
-    if (!rs.ok()) violation("SST file " + f.path + ": " + rs.ToString());
+    if (!rs.ok()) violation("SST file " + path + ": " + rs.ToString());
   }
 }
 

@@ -76,21 +76,17 @@ class ReadOnlyStore {
   rocksdb::ColumnFamilyHandle* meta() const { return handles_[2]; }
   const std::string& path() const { return path_; }
 
-  // Opens every live SST file of this view and holds it open until the
-  // store is destroyed, so that VerifyTableChecksums still reads a file a
-  // running server deleted after this view opened (a compaction's input;
-  // RocksDB's DB::VerifyChecksum opens each file again by name and fails
-  // on it). Call it right after Open. Opened through another Env than the
-  // default one (a backup in place), nothing is pinned: files are read by
-  // name through that Env.
-  void PinTableFiles();
   // RocksDB's block checksums (data, index, filter and meta blocks) of
-  // every live SST file, each pinned one read through its open descriptor.
-  // Pins first if PinTableFiles was not called.
-  // Calls violation(text) once per file that was missing when pinned,
+  // every live SST file. Each is read through the descriptor this view's
+  // open holds (it opens every table file), so a file a running server
+  // deleted since -- a compaction's input -- is still verified (RocksDB's
+  // DB::VerifyChecksum opens each file again by name and failed on it).
+  // Read by name if no such descriptor is found (no /proc) or the view was
+  // opened through another Env. Calls violation(text) once per file that
   // cannot be read or is damaged; *files and *bytes count what was read.
+  // One file is open at a time beside the view's own descriptors.
   void VerifyTableChecksums(const std::function<void(std::string)>& violation,
-                            size_t* files, uint64_t* bytes);
+                            size_t* files, uint64_t* bytes) const;
 
   // An iterator over `cf` in total order, checksums verified, not filling
   // the block cache.
@@ -117,8 +113,6 @@ class ReadOnlyStore {
   ReadOnlyStore() = default;
   std::string path_;
   rocksdb::Env* env_ = nullptr;
-  bool pinned_called_ = false;
-  std::vector<TableFile> pinned_;  // after PinTableFiles; closed at the end
   std::unique_ptr<rocksdb::DB> db_;
   std::vector<rocksdb::ColumnFamilyHandle*> handles_;
   Status wal_status_;
