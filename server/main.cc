@@ -19,6 +19,7 @@
 
 #include <gflags/gflags.h>
 #include <glog/logging.h>
+#include <malloc.h>
 #include <rocksdb/statistics.h>
 #include <signal.h>
 #include <sys/auxv.h>
@@ -90,6 +91,18 @@ void UseHugePages(const std::vector<std::string>& args) {
                std::strerror(err));
 }
 
+// --malloc_retain_mb (server_flags.cc says why): glibc's thresholds set
+// once, before any thread starts. Measured on the 2-core test machine:
+// page faults per 1,000 SETs from 101 to 1 at -P 1 --sync and from 73 to
+// 37 at -P 16, server CPU per SET 7% and 11% lower (medians of 4 and 3
+// interleaved runs).
+void RetainFreedMemory(int64_t mib) {
+  if (mib <= 0) return;
+  mallopt(M_TRIM_THRESHOLD, static_cast<int>(mib << 20));  // <= 2047 MiB
+  mallopt(M_TOP_PAD, 16 << 20);
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);  // glibc's maximum on 64-bit
+}
+
 int Fail(const char* step, const fencedkv::Status& s) {
   LOG(ERROR) << step << ": " << s.ToString();
   std::fprintf(stderr, "fencedkv-server: %s: %s\n", step, s.ToString().c_str());
@@ -125,6 +138,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   if (FLAGS_malloc_hugepages) UseHugePages(original_args);
+  RetainFreedMemory(FLAGS_malloc_retain_mb);
   google::InitGoogleLogging(argv[0]);
   // The address others know this server by (--announce_addr, parsed once
   // here; else --bind and the port it listens on), checked before anything

@@ -181,6 +181,21 @@ DEFINE_bool(malloc_hugepages, true,
             "reads over large caches then miss the TLB far less (GET -P 16 "
             "about 1.3x faster in tools/server_bench.sh); the kernel may "
             "hold memory in 2 MiB pages. false: the kernel's default pages");
+// glibc grows a heap by what a request lacks plus 128 KiB, gives the free
+// memory at its top back to the kernel past 128 KiB, and maps blocks of
+// 128 KiB or more on their own (thresholds that rise only as large blocks
+// are freed). A server allocates and frees by the megabyte (replies,
+// batches, memtable blocks), so its heaps shrank and grew back all the
+// time, and every page that came back was a fresh page fault on first
+// touch (a fault costs microseconds in a virtual machine).
+DEFINE_int64(malloc_retain_mb, 256,
+             "Free heap memory kept for reuse rather than given back to the "
+             "kernel, in MiB per heap; the heap then also grows 16 MiB at a "
+             "time (room for huge pages) and takes blocks up to 32 MiB "
+             "rather than mapping each one. Fewer page faults (SET -P 16: "
+             "73 to 37 per 1,000 requests, about 10% less CPU); the "
+             "resident size falls back only past this much free memory. "
+             "0: glibc's defaults; at most 2047");
 DEFINE_int64(value_cache_size, 256 << 20,
              "Value cache bytes: the latest values of recently read or "
              "written keys, so a GET of a hot key skips RocksDB's lookups "
@@ -364,6 +379,10 @@ bool ValidateRetention(const char* flag, int64_t v) {
   return FlagInRange(flag, v, 0, int64_t{1} << 40);
 }
 
+bool ValidateRetainMb(const char* flag, int64_t v) {
+  return FlagInRange(flag, v, 0, 2047);  // glibc takes an int of bytes
+}
+
 bool ValidateBacklog(const char* flag, int64_t v) {
   return FlagInRange(flag, v, 0, int64_t{1} << 20);  // 1 TiB
 }
@@ -376,6 +395,7 @@ const bool kRegistered = [] {
   gflags::RegisterFlagValidator(&FLAGS_max_replicas, &ValidateMaxReplicas);
   gflags::RegisterFlagValidator(&FLAGS_wal_retention_mb, &ValidateRetention);
   gflags::RegisterFlagValidator(&FLAGS_repl_backlog_mb, &ValidateBacklog);
+  gflags::RegisterFlagValidator(&FLAGS_malloc_retain_mb, &ValidateRetainMb);
   gflags::RegisterFlagValidator(&FLAGS_wal_retention_seconds,
                                 &ValidateRetention);
   gflags::RegisterFlagValidator(&FLAGS_port, &ValidatePort);

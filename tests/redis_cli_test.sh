@@ -118,6 +118,16 @@ check "INFO sections"           "# Server # Clients # Memory # Stats # Persisten
 check "QUIT"                    "OK"    "$(cli QUIT)"
 check "FLUSHALL refused"        "ERR"   "$(cli FLUSHALL | cut -d' ' -f1)"
 
+# --- --malloc_retain_mb: glibc takes an int of bytes, so at most 2047 ---
+out=$("$FENCEDKV_SERVER" --db="$E2E_TMP/retain" --port=0 --malloc_retain_mb=2048 2>&1) && rc=0 || rc=$?
+check "malloc_retain_mb=2048 refused" "1 Invalid value for --malloc_retain_mb: 2048 (must be 0..2047)" \
+      "$rc $(echo "$out" | head -1)"
+check "nothing created"         "no" "$([ -e "$E2E_TMP/retain" ] && echo yes || echo no)"
+start_server retain --malloc_retain_mb=0
+check "glibc defaults serve"    "OK 1" \
+      "$(redis-cli -h 127.0.0.1 -p "$PORT_retain" SET r v FENCE 1) $(redis-cli -h 127.0.0.1 -p "$PORT_retain" EXISTS r)"
+stop_server retain
+
 # --- AUTH on a second server ---
 start_server auth --requirepass=pw
 check "NOAUTH"                  "NOAUTH Authentication required." \
