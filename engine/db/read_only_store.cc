@@ -3,8 +3,7 @@
 #include "db/read_only_store.h"
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
+#include <cstdlib>
 #include <filesystem>
 #include <set>
 #include <unordered_map>
@@ -12,7 +11,6 @@
 #include <rocksdb/env.h>
 #include <rocksdb/sst_file_reader.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include "db/fence_format.h"
 #include "db/fence_gc_filter.h"

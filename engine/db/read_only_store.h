@@ -103,13 +103,6 @@ class ReadOnlyStore {
                                const format::LeaseRecord& lease)>& fn) const;
 
  private:
-  struct TableFile {
-    std::string path;
-    std::string column_family;
-    uint64_t size = 0;
-    int fd = -1;         // open descriptor, or -1
-    int open_errno = 0;  // why it could not be opened
-  };
   ReadOnlyStore() = default;
   std::string path_;
   rocksdb::Env* env_ = nullptr;
