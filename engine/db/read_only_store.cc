@@ -206,12 +206,25 @@ void ReadOnlyStore::VerifyTableChecksums(
       continue;
     }
     const int fd = HeldDescriptor(held, real_dir + f.name, f.size);
+    const std::string read_as =
+        fd >= 0 ? "/proc/self/fd/" + std::to_string(fd) : path;
     rocksdb::Options options(db_->GetDBOptions(), db_->GetOptions(cf));
     rocksdb::SstFileReader reader(options);
-    rocksdb::Status rs =
-        reader.Open(fd >= 0 ? "/proc/self/fd/" + std::to_string(fd) : path);
+    rocksdb::Status rs = reader.Open(read_as);
     if (rs.ok()) rs = reader.VerifyChecksum(rocksdb::ReadOptions());
-    if (!rs.ok()) violation("SST file " + path + ": " + rs.ToString());
+    if (rs.ok()) continue;
+    // RocksDB names the file it read ("... in /proc/self/fd/5 offset 0"):
+    // the operator is told the SST's own path instead.
+    std::string text = rs.ToString();
+    size_t at = read_as == path ? std::string::npos : text.find(read_as);
+    while (at != std::string::npos) {
+      const size_t end = at + read_as.size();
+      const bool longer = end < text.size() && text[end] >= '0' &&
+                          text[end] <= '9';  // fd 5 within fd 57
+      if (!longer) text.replace(at, read_as.size(), path);
+      at = text.find(read_as, longer ? end : at + path.size());
+    }
+    violation("SST file " + path + ": " + std::move(text));
   }
 }
 
