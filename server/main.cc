@@ -23,7 +23,6 @@
 #include <rocksdb/statistics.h>
 #include <signal.h>
 #include <sys/auxv.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include "fencedkv/db.h"
@@ -42,6 +41,7 @@
 #include "server.h"
 #include "server_flags.h"
 #include "util/help_flags.h"
+#include "util/open_files_limit.h"
 #include "util/thread_name.h"
 
 namespace {
@@ -178,15 +178,9 @@ int main(int argc, char** argv) {
 
   // As Redis: the soft open files limit up to the hard one, so that
   // --maxclients fits if it can (Server::Start caps it otherwise).
-  rlimit nofile{};
-  if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 &&
-      nofile.rlim_cur < nofile.rlim_max) {
-    const rlim_t soft = nofile.rlim_cur;
-    nofile.rlim_cur = nofile.rlim_max;
-    if (setrlimit(RLIMIT_NOFILE, &nofile) == 0) {
-      LOG(INFO) << "open files limit raised from " << soft << " to "
-                << nofile.rlim_max;
-    }
+  rlim_t soft = 0, hard = 0;
+  if (fencedkv::RaiseOpenFilesLimit(&soft, &hard)) {
+    LOG(INFO) << "open files limit raised from " << soft << " to " << hard;
   }
 
   fencedkv::server::ServerOptions so;

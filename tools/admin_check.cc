@@ -108,12 +108,11 @@ class CheckCommand : public AdminCommand {
     // of 200. What remains is the open itself meeting a file deleted while
     // it reads the manifest (2 of 200): retried on a fresh view, as the
     // other verbs do; only the last attempt's output is printed.
-    constexpr int kCheckAttempts = kFreshViewAttempts;
     for (int attempt = 1;; ++attempt) {
       CheckCommand run;
       std::string text;
       r = run.Once(&text);
-      if (r.code == kExitOk || attempt == kCheckAttempts ||
+      if (r.code == kExitOk || attempt == kFreshViewAttempts ||
           !VanishedUnderRunningServer(r.message + "\n" + text)) {
         Print(out, text);
         return r;
