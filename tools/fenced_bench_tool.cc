@@ -98,8 +98,8 @@ DEFINE_string(compression_type, "snappy",
               "bzip2, lz4, lz4hc, zstd");
 DEFINE_string(memtablerep, "skip_list",
               "The memtable: skip_list (RocksDB's default) or hash_linkedlist "
-              "(each key its own hash bucket: faster point writes, scans "
-              "sort the memtable first)");
+              "(fencedkv's hash memtable, db_bench's name for a hash one: "
+              "faster point writes, scans sort the memtable first)");
 DEFINE_int64(write_buffer_size, fencedkv::Options().write_buffer_size,
              "Number of bytes to buffer in memtable before compacting: "
              "65536..68719476736 (64 KiB..64 GiB, as fencedkv::Options "
@@ -717,7 +717,7 @@ void Benchmark::PrintHeader() const {
   std::printf("Compression: %s\n", compression);
   std::printf("Compression sampling rate: 0\n");
   std::printf("Memtablerep: %s\n", FLAGS_memtablerep == "hash_linkedlist"
-                                       ? "HashLinkListRepFactory"
+                                       ? "FencedkvSortedFlushHashRep"
                                        : "SkipListFactory");
   std::printf("Perf Level: 1\n");
   std::printf("Fenced:     %s\n",

@@ -45,6 +45,7 @@ namespace fencedkv {
 
 class ErrorRecovery;
 class LogTail;
+class MemtableBuckets;
 
 // Whether `dir` may receive a checkpoint of the database at `db_path`: not
 // inside it, and not existing. InvalidArgument saying why not.
@@ -324,6 +325,11 @@ class DBImpl final : public DB {
   rocksdb::ColumnFamilyHandle* data_cf_ = nullptr;
   rocksdb::ColumnFamilyHandle* fence_cf_ = nullptr;
   rocksdb::ColumnFamilyHandle* meta_cf_ = nullptr;
+  // With Options::memtable "hash": where the data column family's memtable
+  // keeps its buckets, and the factory that owns that (a write loads the
+  // buckets of its keys before RocksDB inserts them). Else null.
+  std::shared_ptr<rocksdb::MemTableRepFactory> memtable_factory_;
+  const MemtableBuckets* data_buckets_ = nullptr;
 
   // Counters, sharded by thread: each thread bumps its own shard, whose line
   // stays in its core's cache (shards by stripe were random lines the other

@@ -21,6 +21,7 @@
 #include "db/fence_format.h"
 #include "db/log_tail.h"
 #include "db/rocksdb_options.h"
+#include "db/sorted_flush_memtable.h"
 #include "db/wal_scan.h"
 #include "util/coding.h"
 
@@ -371,6 +372,9 @@ Status DBImpl::OpenImpl() {
   data_cf_ = handles[0];
   fence_cf_ = handles[1];
   meta_cf_ = handles[2];
+  memtable_factory_ = db_->GetOptions(data_cf_).memtable_factory;
+  data_buckets_ =
+      GetMemtableBuckets(memtable_factory_.get(), data_cf_->GetID());
   // The sentinel goes in the meta column family, where it cannot touch the
   // data's key count estimate; a replica writes none (its sequence numbers
   // are the primary's) until it is promoted (SetFollowing(false)).

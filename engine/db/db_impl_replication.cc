@@ -17,6 +17,7 @@
 #include "db/fence_format.h"
 #include "db/log_tail.h"
 #include "db/rocksdb_options.h"
+#include "db/sorted_flush_memtable.h"
 #include "util/coding.h"
 
 namespace fencedkv {
@@ -459,6 +460,10 @@ Status DBImpl::ApplyLogBatch(const WriteOptions& options,
     // together rather than miss on each in turn (as BeginValueWrites does).
     for (std::string_view key : check.data_keys()) values_->Prefetch(key);
     for (std::string_view key : check.data_keys()) values_->BeginWrite(key);
+  }
+  // Their memtable buckets load while the batch is written to the WAL.
+  if (data_buckets_ != nullptr) {
+    for (std::string_view key : check.data_keys()) data_buckets_->Prefetch(key);
   }
   rocksdb::Status rs = db_->Write(wo, &batch);
   // Numbers taken by a write the tail does not hold (a promoted replica's

@@ -18,6 +18,7 @@
 #include "db/fence_check.h"
 #include "db/log_tail.h"
 #include "db/rocksdb_options.h"
+#include "db/sorted_flush_memtable.h"
 #include "util/sync_point.h"
 
 namespace fencedkv {
@@ -655,6 +656,8 @@ Status DBImpl::BuildBatch(const WriteRequest& req, Scratch* sc) {
     const PendingOp& op = req.ops[i];
     if (op.skip) continue;
     const rocksdb::Slice key = ToSlice(op.key);
+    // Its bucket loads while the batch is built and written to the WAL.
+    if (data_buckets_ != nullptr) data_buckets_->Prefetch(op.key);
     switch (op.kind) {
       case OpKind::kPut: {
         // One contiguous value: RocksDB's SliceParts overload costs more

@@ -9,23 +9,30 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <new>
+#include <random>
+#include <string_view>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
 #include <rocksdb/slice.h>
 
+#include "util/coding.h"
+#include "util/siphash.h"
+
 namespace fencedkv {
 namespace {
 
 std::atomic<uint64_t> sorts_{0};
-std::atomic<uint64_t> fallbacks_{0};
 std::atomic<uint64_t> snapshot_sorts_{0};
+std::atomic<uint64_t> get_steps_{0};
 
 using rocksdb::KeyHandle;
 using rocksdb::MemTableRep;
@@ -35,6 +42,43 @@ using rocksdb::Slice;
 Slice UserKeyOf(const char* entry) {
   const Slice ikey = rocksdb::GetLengthPrefixedSlice(entry);
   return Slice(ikey.data(), ikey.size() - 8);
+}
+
+// A LookupKey's memtable key (varint32 length, internal key) and user key.
+// RocksDB's LookupKey is not in its public headers; every rep it ships reads
+// these through its inline accessors, which return views of its first
+// three members: start_ (the memtable key), kstart_ (the internal key),
+// end_ (past both). They are read here as such, and checked against each
+// other on every call (the memtable key's length prefix must lead to
+// kstart_ and end_): a RocksDB of another layout stops the process here
+// instead of reading the wrong bytes.
+void LookupKeyParts(const rocksdb::LookupKey& k, const char** memtable_key,
+                    Slice* user_key) {
+  struct Layout {
+    const char* start;
+    const char* kstart;
+    const char* end;
+  };
+  Layout parts;
+  std::memcpy(&parts, &k, sizeof(parts));
+  uint32_t len = 0;
+  const char* p = parts.start;
+  int shift = 0;
+  for (int i = 0; i < 5 && p != nullptr; ++i, shift += 7) {
+    const auto b = static_cast<unsigned char>(*p++);
+    len |= static_cast<uint32_t>(b & 0x7f) << shift;
+    if ((b & 0x80) == 0) break;
+  }
+  if (parts.start == nullptr || p != parts.kstart || len < 8 ||
+      parts.end != parts.kstart + len) {
+    std::fprintf(stderr,
+                 "fencedkv: rocksdb::LookupKey is not laid out as in RocksDB "
+                 "7.8 (sorted_flush_memtable.cc): this build of fencedkv "
+                 "cannot use this librocksdb\n");
+    std::abort();
+  }
+  *memtable_key = parts.start;
+  *user_key = Slice(parts.kstart, len - 8);
 }
 
 // Iterates over a sorted vector of entries. Not thread-safe (one user, as
@@ -120,11 +164,56 @@ class SortedIterator final : public MemTableRep::Iterator {
   std::function<void(void*)> release_;
 };
 
+// The rep: a hash index of the entries and the list of every entry in
+// insertion order.
+//
+// The index. A bucket holds the newest entry of its chain, and 7 bits of
+// that entry's key hash in the pointer's unused top bits. Each entry links
+// to the next entry of another key (`next`) and to its own key's previous
+// entry when that one was the chain's head as it was inserted (`older`):
+// a key written again and again is one link of the chain, however many
+// versions it has. An insert reads only its bucket (the 7 bits tell it
+// whether the head is its own key: only then does it read the head, which
+// the previous write of that key just touched). The hash-linklist rep this
+// replaced kept each chain in key order, so every insert also read the
+// chain's first entry: a second cache miss per key, which with the
+// bucket's was about a fifth of a replica's apply thread (perf: two loads
+// in HashLinkListRep::Insert).
+//
+// A Get walks the chain to its key's link and hands the versions to
+// RocksDB newest first, stopping when RocksDB has what it needs: one link
+// per other key in the bucket, one entry per version newer than the
+// lookup's snapshot. That order holds because RocksDB inserts into a
+// memtable in sequence order (one writer; recovery replays in order). An
+// insert older than one before it is noted, and from then on a Get sorts
+// all its key's entries first (never seen; correct either way).
+//
+// The hash is SipHash-1-3 under a per-process random key
+// (util/siphash.h): no client can choose keys that share a bucket, so none
+// can make a Get walk a long chain.
 class SortedFlushRep final : public MemTableRep {
+  // An entry in the memtable's arena, followed by the memtable entry
+  // RocksDB writes (Allocate's buffer).
+  struct Node {
+    std::atomic<Node*> next;   // the chain's next entry of another key
+    std::atomic<Node*> older;  // this key's previous entry, if adjacent
+    char* entry() { return reinterpret_cast<char*>(this + 1); }
+  };
+  // The tag: the hash's top 7 bits, in the pointer's top 7 (unused by
+  // user-space addresses on x86-64 and arm64 Linux, even with 5-level page
+  // tables). A match says the head is probably the same key (1 in 128
+  // otherwise), and only then is the head read.
+  static constexpr int kTagShift = 57;
+  static constexpr uintptr_t kPointerMask = (uintptr_t{1} << kTagShift) - 1;
+
  public:
-  SortedFlushRep(MemTableRep* inner, const KeyComparator& cmp,
-                 rocksdb::Allocator* allocator, bool bytewise)
-      : MemTableRep(allocator), inner_(inner), cmp_(cmp), bytewise_(bytewise) {}
+  SortedFlushRep(const KeyComparator& cmp, rocksdb::Allocator* allocator,
+                 size_t buckets, bool bytewise)
+      : MemTableRep(allocator),
+        cmp_(cmp),
+        bytewise_(bytewise),
+        mask_(buckets - 1),
+        buckets_(NewBuckets(buckets)) {}
 
   ~SortedFlushRep() override {
     // The iterators placed here were destroyed by their users (RocksDB
@@ -133,62 +222,114 @@ class SortedFlushRep final : public MemTableRep {
   }
 
   KeyHandle Allocate(const size_t len, char** buf) override {
-    KeyHandle handle = inner_->Allocate(len, buf);
-    pending_handle_ = handle;
-    pending_entry_ = *buf;
-    return handle;
+    Node* node = new (ArenaAligned(sizeof(Node) + len)) Node;
+    *buf = node->entry();
+    return node;
   }
   void Insert(KeyHandle handle) override {
-    inner_->Insert(handle);
-    Record(handle);
-  }
-  bool InsertKey(KeyHandle handle) override {
-    if (!inner_->InsertKey(handle)) return false;
-    Record(handle);
-    return true;
+    if (read_only_.load(std::memory_order_relaxed)) {
+      // RocksDB never inserts into a read-only memtable; if it did, a sort
+      // could be reading the list this writes.
+      std::fprintf(stderr, "fencedkv: an insert into a read-only memtable\n");
+      std::abort();
+    }
+    Node* node = static_cast<Node*>(handle);
+    const Slice ikey = rocksdb::GetLengthPrefixedSlice(node->entry());
+    const Slice user_key(ikey.data(), ikey.size() - 8);
+    const uint64_t sequence = DecodeTag(ikey) >> 8;
+    if (sequence < last_sequence_) {
+      out_of_order_.store(true, std::memory_order_release);
+    }
+    last_sequence_ = std::max(last_sequence_, sequence);
+    const uint64_t hash = MemtableKeyHash(user_key.data(), user_key.size());
+    std::atomic<uintptr_t>& bucket = buckets_[hash & mask_];
+    // One writer: the head read here is still the head when stored.
+    const uintptr_t word = bucket.load(std::memory_order_relaxed);
+    Node* head = Untag(word);
+    const uintptr_t tag = hash >> kTagShift;
+    if (head != nullptr && (word >> kTagShift) == tag &&
+        UserKeyOf(head->entry()) == user_key) {
+      node->next.store(head->next.load(std::memory_order_relaxed),
+                       std::memory_order_relaxed);
+      node->older.store(head, std::memory_order_relaxed);
+    } else {
+      node->next.store(head, std::memory_order_relaxed);
+      node->older.store(nullptr, std::memory_order_relaxed);
+    }
+    const auto at = reinterpret_cast<uintptr_t>(node);
+    if ((at & ~kPointerMask) != 0) {
+      // (User-space addresses fit in 57 bits on x86-64 and arm64 Linux.)
+      std::fprintf(stderr, "fencedkv: a memtable entry at %p, past 57 bits\n",
+                   static_cast<void*>(node));
+      std::abort();
+    }
+    const uintptr_t tagged = at | (tag << kTagShift);
+    bucket.store(tagged, std::memory_order_release);  // the entry with it
+    Record(node->entry());
   }
   bool Contains(const char* key) const override {
-    return inner_->Contains(key);
+    bool found = false;
+    Walk(UserKeyOf(key), [&](const char* entry) {
+      found = cmp_(entry, key) == 0;
+      return !found;
+    });
+    return found;
   }
   void MarkReadOnly() override {
-    inner_->MarkReadOnly();
     read_only_.store(true, std::memory_order_release);
   }
-  void MarkFlushed() override { inner_->MarkFlushed(); }
   void Get(const rocksdb::LookupKey& k, void* callback_args,
            bool (*callback_func)(void* arg, const char* entry)) override {
-    inner_->Get(k, callback_args, callback_func);
-  }
-  uint64_t ApproximateNumEntries(const Slice& start_ikey,
-                                 const Slice& end_key) override {
-    return inner_->ApproximateNumEntries(start_ikey, end_key);
+    const char* target;
+    Slice user_key;
+    LookupKeyParts(k, &target, &user_key);
+    // The key's entries at or after the lookup key (its snapshot), in the
+    // memtable's order: what a sorted rep's Seek and Next would give, up to
+    // the next key (where RocksDB's callback stops anyway).
+    if (!out_of_order_.load(std::memory_order_acquire)) {
+      Walk(user_key, [&](const char* entry) {
+        return cmp_(entry, target) < 0 || callback_func(callback_args, entry);
+      });
+      return;
+    }
+    std::vector<const char*> found;
+    Walk(user_key, [&](const char* entry) {
+      if (cmp_(entry, target) >= 0) found.push_back(entry);
+      return true;
+    });
+    std::sort(found.begin(), found.end(),
+              [this](const char* a, const char* b) { return cmp_(a, b) < 0; });
+    for (const char* entry : found) {
+      if (!callback_func(callback_args, entry)) return;
+    }
   }
   void UniqueRandomSample(const uint64_t num_entries,
                           const uint64_t target_sample_size,
                           std::unordered_set<const char*>* entries) override {
-    inner_->UniqueRandomSample(num_entries, target_sample_size, entries);
+    std::vector<const char*> all;
+    CopyRecorded(&all);
+    (void)num_entries;
+    entries->clear();
+    if (all.empty()) return;
+    std::mt19937_64 rng(all.size());
+    const size_t want = std::min<size_t>(target_sample_size, all.size());
+    while (entries->size() < want) entries->insert(all[rng() % all.size()]);
   }
   size_t ApproximateMemoryUsage() override {
-    return inner_->ApproximateMemoryUsage() +
-           list_bytes_.load(std::memory_order_relaxed);
-  }
-  bool IsMergeOperatorSupported() const override {
-    return inner_->IsMergeOperatorSupported();
-  }
-  bool IsSnapshotSupported() const override {
-    return inner_->IsSnapshotSupported();
+    // (The buckets and the entries are in the memtable's arena, which
+    // RocksDB counts itself.)
+    return list_bytes_.load(std::memory_order_relaxed);
   }
   Iterator* GetDynamicPrefixIterator(rocksdb::Arena* arena) override {
-    return inner_->GetDynamicPrefixIterator(arena);
+    return GetIterator(arena);  // total order is a prefix order too
+  }
+
+  // For MemtableBuckets: the bucket array as opaque words.
+  void* const* buckets() const {
+    return reinterpret_cast<void* const*>(buckets_);
   }
 
   Iterator* GetIterator(rocksdb::Arena* arena) override {
-    // An entry we could not record: the hash-linklist rep's own iterator
-    // (a skiplist of every entry).
-    if (!complete_.load(std::memory_order_acquire)) {
-      fallbacks_.fetch_add(1, std::memory_order_relaxed);
-      return inner_->GetIterator(arena);
-    }
     if (!read_only_.load(std::memory_order_acquire)) {
       // Still written to: a sorted copy of the entries recorded so far.
       // Every entry this iterator must show is among them: RocksDB makes a
@@ -212,6 +353,63 @@ class SortedFlushRep final : public MemTableRep {
   }
 
  private:
+  // `bytes` of the memtable's arena, 8-byte aligned. (RocksDB's Allocator,
+  // whose aligned allocation the built-in reps use, is not in its public
+  // headers; MemTableRep::Allocate, which calls its unaligned one, is.)
+  char* ArenaAligned(size_t bytes) {
+    // A size that is a multiple of 8 comes from the front of the arena's
+    // free space, in address order, as RocksDB's own reps' entries do;
+    // another size came from the back, in descending order, and the
+    // flush's reads of the entries missed the cache twice as much.
+    const size_t rounded = (bytes + alignof(Node) - 1) & ~(alignof(Node) - 1);
+    char* mem;
+    MemTableRep::Allocate(rounded, &mem);
+    if (reinterpret_cast<uintptr_t>(mem) % alignof(Node) == 0) return mem;
+    // (Not expected: the arena's front stays aligned.)
+    MemTableRep::Allocate(rounded + alignof(Node), &mem);
+    const auto at = reinterpret_cast<uintptr_t>(mem);
+    return mem + (alignof(Node) - at % alignof(Node));
+  }
+  std::atomic<uintptr_t>* NewBuckets(size_t n) {
+    char* mem = ArenaAligned(n * sizeof(std::atomic<uintptr_t>));
+    auto* buckets = reinterpret_cast<std::atomic<uintptr_t>*>(mem);
+    for (size_t i = 0; i < n; ++i) {
+      new (&buckets[i]) std::atomic<uintptr_t>(0);
+    }
+    return buckets;
+  }
+  static Node* Untag(uintptr_t word) {
+    // NOLINTNEXTLINE(performance-no-int-to-ptr): a tagged pointer's bits
+    return reinterpret_cast<Node*>(word & kPointerMask);
+  }
+  // The internal key's last 8 bytes: sequence << 8 | type.
+  static uint64_t DecodeTag(const Slice& internal_key) {
+    return DecodeFixed64(internal_key.data() + internal_key.size() - 8);
+  }
+  // Calls visit(entry) for each entry of `user_key`, newest first as
+  // inserted, until it returns false. Counts the entries it looks at.
+  template <typename Visit>
+  void Walk(const Slice& user_key, Visit visit) const {
+    const uint64_t hash = MemtableKeyHash(user_key.data(), user_key.size());
+    const uintptr_t word =
+        buckets_[hash & mask_].load(std::memory_order_acquire);
+    uint64_t steps = 0;
+    for (Node* link = Untag(word); link != nullptr;
+         link = link->next.load(std::memory_order_acquire)) {
+      ++steps;
+      if (UserKeyOf(link->entry()) != user_key) continue;  // another key
+      for (Node* v = link; v != nullptr;
+           v = v->older.load(std::memory_order_acquire)) {
+        if (v != link) ++steps;
+        if (!visit(v->entry())) {
+          get_steps_.fetch_add(steps, std::memory_order_relaxed);
+          return;
+        }
+      }
+    }
+    get_steps_.fetch_add(steps, std::memory_order_relaxed);
+  }
+
   // Without an arena, a heap iterator. RocksDB's Arena is not in its public
   // headers: with one, the iterator lives in storage of ours, freed with the
   // rep (which every iterator over it outlives: RocksDB keeps the memtable
@@ -266,38 +464,24 @@ class SortedFlushRep final : public MemTableRep {
     }
   }
 
-  // After an insert: remembers its entry (Allocate's buffer), unless the
-  // handle is not the one Allocate returned last (then iterators fall back
-  // to the hash-linklist rep's). The list grows by fixed chunks: no insert
-  // copies what earlier ones recorded (a growing vector copied up to the
-  // whole list, megabytes, inside one write).
-  void Record(KeyHandle handle) {
-    if (read_only_.load(std::memory_order_relaxed)) {
-      // RocksDB never inserts into a read-only memtable; if it did, a sort
-      // could be reading the list this writes.
-      std::fprintf(stderr, "fencedkv: an insert into a read-only memtable\n");
-      std::abort();
+  // After an insert: remembers its entry. The list grows by fixed chunks:
+  // no insert copies what earlier ones recorded (a growing vector copied up
+  // to the whole list, megabytes, inside one write).
+  void Record(const char* entry) {
+    // Only this (the one) writer changes count_ and chunks_; snapshots read
+    // the chunk list under chunks_mu_, and entries below count_.
+    const size_t count = count_.load(std::memory_order_relaxed);
+    const size_t at = count % kChunk;
+    if (at == 0) {
+      std::lock_guard<std::mutex> lock(chunks_mu_);
+      chunks_.emplace_back(new const char*[kChunk]);
+      last_chunk_ = chunks_.back().get();
+      list_bytes_.store(chunks_.size() * kChunk * sizeof(const char*) +
+                            chunks_.capacity() * sizeof(chunks_[0]),
+                        std::memory_order_relaxed);
     }
-    if (handle == pending_handle_ && pending_entry_ != nullptr) {
-      // Only this (the one) writer changes count_ and chunks_; snapshots
-      // read the chunk list under chunks_mu_, and entries below count_.
-      const size_t count = count_.load(std::memory_order_relaxed);
-      const size_t at = count % kChunk;
-      if (at == 0) {
-        std::lock_guard<std::mutex> lock(chunks_mu_);
-        chunks_.emplace_back(new const char*[kChunk]);
-        last_chunk_ = chunks_.back().get();
-        list_bytes_.store(chunks_.size() * kChunk * sizeof(const char*) +
-                              chunks_.capacity() * sizeof(chunks_[0]),
-                          std::memory_order_relaxed);
-      }
-      last_chunk_[at] = pending_entry_;
-      count_.store(count + 1, std::memory_order_release);
-    } else {
-      complete_.store(false, std::memory_order_release);
-    }
-    pending_handle_ = nullptr;
-    pending_entry_ = nullptr;
+    last_chunk_[at] = entry;
+    count_.store(count + 1, std::memory_order_release);
   }
 
   // Copies the recorded entries into entries_, in the memtable's order
@@ -439,23 +623,24 @@ class SortedFlushRep final : public MemTableRep {
   static constexpr size_t kMinRadixSort = 2048;
   static constexpr size_t kMinRadixRun = 16;
   static constexpr int kMaxDepth = 8;  // 64 bytes of keys, then comparisons
-  const std::unique_ptr<MemTableRep> inner_;
   const KeyComparator& cmp_;
   const bool bytewise_;
-  // Writer side (one writer at a time): the last Allocate, and every entry
-  // inserted (count_ of them, in chunks_). An iterator over the memtable
+  const size_t mask_;                      // the bucket count, less one
+  std::atomic<uintptr_t>* const buckets_;  // in the arena; tagged Node*
+  // The writer's: the highest sequence number inserted so far.
+  uint64_t last_sequence_ = 0;
+  std::atomic<bool> out_of_order_{false};
+  // Writer side (one writer at a time): every entry inserted (count_ of
+  // them, in chunks_). An iterator over the memtable
   // still being written copies the first count_ (the chunk list read under
   // chunks_mu_: a new chunk may be added meanwhile) and sorts its copy. Once
   // read_only_ is set (after the last insert), the first iterator copies
   // them into entries_ and sorts them, once, for every later iterator.
-  KeyHandle pending_handle_ = nullptr;
-  char* pending_entry_ = nullptr;
   const char** last_chunk_ = nullptr;  // chunks_.back(), for the writer
   std::mutex chunks_mu_;
   std::vector<std::unique_ptr<const char*[]>> chunks_;  // chunks_mu_ to grow
   std::atomic<size_t> count_{0};
   std::vector<const char*> entries_;
-  std::atomic<bool> complete_{true};
   std::atomic<size_t> list_bytes_{0};
   std::atomic<bool> read_only_{false};
   std::once_flag sorted_once_;
@@ -469,36 +654,67 @@ class SortedFlushRep final : public MemTableRep {
 class SortedFlushHashRepFactory final : public rocksdb::MemTableRepFactory {
  public:
   SortedFlushHashRepFactory(size_t buckets, bool bytewise)
-      : inner_(rocksdb::NewHashLinkListRepFactory(buckets)),
+      : buckets_(RoundUpToPowerOfTwo(std::max<size_t>(buckets, 16))),
         bytewise_(bytewise) {}
 
-  using rocksdb::MemTableRepFactory::CreateMemTableRep;
+  MemTableRep* CreateMemTableRep(const MemTableRep::KeyComparator& cmp,
+                                 rocksdb::Allocator* allocator,
+                                 const rocksdb::SliceTransform* /*transform*/,
+                                 rocksdb::Logger* /*logger*/) override {
+    return new SortedFlushRep(cmp, allocator, buckets_, bytewise_);
+  }
   MemTableRep* CreateMemTableRep(const MemTableRep::KeyComparator& cmp,
                                  rocksdb::Allocator* allocator,
                                  const rocksdb::SliceTransform* transform,
-                                 rocksdb::Logger* logger) override {
-    return new SortedFlushRep(
-        inner_->CreateMemTableRep(cmp, allocator, transform, logger), cmp,
-        allocator, bytewise_);
+                                 rocksdb::Logger* logger,
+                                 uint32_t column_family_id) override {
+    auto* rep = static_cast<SortedFlushRep*>(
+        CreateMemTableRep(cmp, allocator, transform, logger));
+    // The newest memtable of a column family is the one written next.
+    if (column_family_id < kMaxHinted) {
+      hints_[column_family_id].Set(rep->buckets(), buckets_ - 1);
+    }
+    return rep;
   }
   const char* Name() const override { return "FencedkvSortedFlushHashRep"; }
+  const MemtableBuckets* Hint(uint32_t cf_id) const {
+    return cf_id < kMaxHinted ? &hints_[cf_id] : nullptr;
+  }
 
  private:
-  const std::unique_ptr<rocksdb::MemTableRepFactory> inner_;
+  static size_t RoundUpToPowerOfTwo(size_t n) {
+    size_t p = 1;
+    while (p < n) p <<= 1;
+    return p;
+  }
+  static constexpr uint32_t kMaxHinted = 16;
+  const size_t buckets_;
   const bool bytewise_;
+  MemtableBuckets hints_[kMaxHinted];
 };
 
 }  // namespace
+
+const MemtableBuckets* GetMemtableBuckets(
+    const rocksdb::MemTableRepFactory* factory, uint32_t cf_id) {
+  const auto* ours = dynamic_cast<const SortedFlushHashRepFactory*>(factory);
+  return ours != nullptr ? ours->Hint(cf_id) : nullptr;
+}
 
 std::shared_ptr<rocksdb::MemTableRepFactory> NewSortedFlushHashRepFactory(
     size_t buckets, bool bytewise) {
   return std::make_shared<SortedFlushHashRepFactory>(buckets, bytewise);
 }
 
+uint64_t MemtableKeyHash(const char* key, size_t size) {
+  static const SipKey& key_of_process = ProcessSipKey();
+  return SipHash13(key_of_process, key, size);
+}
+
 SortedFlushCounts GetSortedFlushCounts() {
   return SortedFlushCounts{sorts_.load(std::memory_order_relaxed),
-                           fallbacks_.load(std::memory_order_relaxed),
-                           snapshot_sorts_.load(std::memory_order_relaxed)};
+                           snapshot_sorts_.load(std::memory_order_relaxed),
+                           get_steps_.load(std::memory_order_relaxed)};
 }
 
 }  // namespace fencedkv

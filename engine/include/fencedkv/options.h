@@ -133,7 +133,7 @@ struct Options {
   std::string compression = "snappy";
   // The memtable (applies to the data and fence column families):
   //  "skiplist": RocksDB's default; ordered inserts cost a skiplist search.
-  //  "hash": a hash table of per-key lists (RocksDB's hash-linklist rep).
+  //  "hash": fencedkv's hash memtable, a hash table of per-key lists.
   //    Point writes and reads skip the skiplist search: a server's SET went
   //    ~20% faster. The cost moves to scans: every new iterator first sorts
   //    a copy of the live memtable's entry list (about 0.1 us per entry),
