@@ -40,15 +40,20 @@ namespace fencedkv {
 std::shared_ptr<rocksdb::MemTableRepFactory> NewSortedFlushHashRepFactory(
     size_t buckets, bool bytewise);
 
-// Process-wide counts, for tests and diagnostics: read-only memtables whose
-// entries were sorted (once each), iterators over a memtable still being
-// written (each sorts a copy), and the entries Gets looked at.
+// Counts, for tests and diagnostics: read-only memtables whose entries were
+// sorted (once each) and iterators over a memtable still being written
+// (each sorts a copy), process-wide; and the entries this thread's Gets
+// looked at.
 struct SortedFlushCounts {
   uint64_t sorts = 0;
   uint64_t snapshot_sorts = 0;
   uint64_t get_steps = 0;
 };
 SortedFlushCounts GetSortedFlushCounts();
+
+// Tests: every Get sorts its key's entries before handing them to RocksDB,
+// as after an insert out of sequence order (which RocksDB never does).
+void ForceSortedMemtableGetsForTesting(bool on);
 
 // The hash of a user key that picks its bucket: SipHash-1-3 under a key
 // made at random for each process.
@@ -65,18 +70,21 @@ class MemtableBuckets {
   void Prefetch(std::string_view user_key) const {
     void* const* buckets = buckets_.load(std::memory_order_relaxed);
     if (buckets == nullptr) return;
+    const size_t mask = mask_.load(std::memory_order_relaxed);
     __builtin_prefetch(
-        &buckets[MemtableKeyHash(user_key.data(), user_key.size()) & mask_], 1);
+        &buckets[MemtableKeyHash(user_key.data(), user_key.size()) & mask], 1);
   }
   // (The factory, as it makes the column family's memtable.)
   void Set(void* const* buckets, size_t mask) {
-    mask_ = mask;  // the same for every memtable of one factory
+    // (The same mask for every memtable of one factory; atomic all the same,
+    // as writers read it while another thread's write switches memtables.)
+    mask_.store(mask, std::memory_order_relaxed);
     buckets_.store(buckets, std::memory_order_relaxed);
   }
 
  private:
   std::atomic<void* const*> buckets_{nullptr};
-  size_t mask_ = 0;
+  std::atomic<size_t> mask_{0};
 };
 // Column family `cf_id`'s, if `factory` is one of
 // NewSortedFlushHashRepFactory's (and cf_id < 16); else null. It lives as

@@ -163,9 +163,6 @@ TEST_P(SortedFlushMemtableTest, WrittenReadOnlyAndFlushedMemtablesAreInOrder) {
 
 INSTANTIATE_TEST_SUITE_P(Bytewise, SortedFlushMemtableTest, ::testing::Bool());
 
-// Keys alike but for a few outliers (a different first byte, a key that is
-// a prefix of the others, a long run of zero bytes): the radix passes split
-// them off and still put every key in order, through the flush.
 // Gets through the hash index: 16 buckets, so every key shares its bucket
 // with about 12 others, one of them written 20,000 times. Every Get answers
 // as a std::map model does, at the latest state and at snapshots, and walks
@@ -238,17 +235,31 @@ TEST(SortedFlushMemtableGetTest, GetsSeeSnapshotsAndSkipOtherKeysVersions) {
 }
 
 // Keys that alternate in one bucket (no version adjacent to another of its
-// key), overwritten and deleted, read back at every step against a model:
-// the chain's links, not only its runs.
-TEST(SortedFlushMemtableGetTest, InterleavedKeysOfOneBucketReadBack) {
+// key), overwritten and deleted, read back at every step against a model
+// (at the latest state and at a snapshot taken along the way): the chain's
+// links, not only its runs. Also with every Get sorting its key's entries
+// first (the path taken after an insert out of sequence order).
+class SortedFlushMemtableOneBucketTest : public testing::TestWithParam<bool> {
+ protected:
+  void SetUp() override { ForceSortedMemtableGetsForTesting(GetParam()); }
+  void TearDown() override { ForceSortedMemtableGetsForTesting(false); }
+};
+
+TEST_P(SortedFlushMemtableOneBucketTest, InterleavedKeysReadBack) {
   test::TempDir dir;
   std::unique_ptr<rocksdb::DB> db =
       OpenWithTheRep(dir.path(), true, /*buckets=*/1);
   ASSERT_NE(nullptr, db);
   std::mt19937 rng(11);
   std::map<std::string, std::string> model;
+  std::map<std::string, std::string> at_snapshot;
+  const rocksdb::Snapshot* snapshot = nullptr;
   std::string v;
   for (int i = 0; i < 3000; ++i) {
+    if (i == 1500) {
+      snapshot = db->GetSnapshot();
+      at_snapshot = model;
+    }
     const std::string k = "k" + std::to_string(rng() % 20);
     if (rng() % 4 == 0) {
       ASSERT_TRUE(db->Delete(rocksdb::WriteOptions(), k).ok());
@@ -266,8 +277,27 @@ TEST(SortedFlushMemtableGetTest, InterleavedKeysOfOneBucketReadBack) {
       ASSERT_EQ(model[probe], v) << probe << " at " << i;
     }
   }
+  rocksdb::ReadOptions at;
+  at.snapshot = snapshot;
+  for (int k = 0; k < 21; ++k) {
+    const std::string key = "k" + std::to_string(k);
+    const rocksdb::Status s = db->Get(at, key, &v);
+    if (at_snapshot.count(key) == 0) {
+      EXPECT_TRUE(s.IsNotFound()) << key;
+    } else {
+      ASSERT_TRUE(s.ok()) << key;
+      EXPECT_EQ(at_snapshot[key], v) << key;
+    }
+  }
+  db->ReleaseSnapshot(snapshot);
 }
 
+INSTANTIATE_TEST_SUITE_P(SortedGets, SortedFlushMemtableOneBucketTest,
+                         ::testing::Bool());
+
+// Keys alike but for a few outliers (a different first byte, a key that is
+// a prefix of the others, a long run of zero bytes): the radix passes split
+// them off and still put every key in order, through the flush.
 TEST(SortedFlushMemtableOutlierTest, OutliersAndLongSharedRunsStayInOrder) {
   test::TempDir dir;
   std::unique_ptr<rocksdb::DB> db = OpenWithTheRep(dir.path(), true);

@@ -6,9 +6,9 @@
 // flooded by a client picking keys (a fixed hash, MurmurHash's or
 // std::hash's, can: colliding keys are found offline in minutes, and
 // MurmurHash2/3 have collisions whatever their seed). The same defence as
-// Redis's dict and Rust's HashMap, which use SipHash-1-3, as the memtable
-// does here (util/siphash.cc; SipHash-2-4 is the paper's reference, and its
-// test vectors check this code).
+// Redis's dict (SipHash-1-2) and Rust's HashMap (SipHash-1-3, which the
+// memtable uses). SipHash-2-4 is the paper's reference; its test vectors
+// check this code (util/siphash_test.cc).
 
 #ifndef FENCEDKV_UTIL_SIPHASH_H_
 #define FENCEDKV_UTIL_SIPHASH_H_
