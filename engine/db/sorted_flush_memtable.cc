@@ -66,16 +66,12 @@ void LookupKeyParts(const rocksdb::LookupKey& k, const char** memtable_key,
   };
   Layout parts;
   std::memcpy(&parts, &k, sizeof(parts));
-  uint32_t len = 0;
-  const char* p = parts.start;
-  int shift = 0;
-  for (int i = 0; i < 5 && p != nullptr; ++i, shift += 7) {
-    const auto b = static_cast<unsigned char>(*p++);
-    len |= static_cast<uint32_t>(b & 0x7f) << shift;
-    if ((b & 0x80) == 0) break;
-  }
-  if (parts.start == nullptr || p != parts.kstart || len < 8 ||
-      parts.end != parts.kstart + len) {
+  // (GetLengthPrefixedSlice reads at most the 5 bytes of a varint32.)
+  const Slice ikey = parts.start == nullptr
+                         ? Slice()
+                         : rocksdb::GetLengthPrefixedSlice(parts.start);
+  if (parts.start == nullptr || ikey.data() != parts.kstart ||
+      ikey.size() < 8 || parts.end != parts.kstart + ikey.size()) {
     std::fprintf(stderr,
                  "fencedkv: rocksdb::LookupKey is not laid out as in RocksDB "
                  "7.8 (sorted_flush_memtable.cc): this build of fencedkv "
@@ -83,7 +79,7 @@ void LookupKeyParts(const rocksdb::LookupKey& k, const char** memtable_key,
     std::abort();
   }
   *memtable_key = parts.start;
-  *user_key = Slice(parts.kstart, len - 8);
+  *user_key = Slice(parts.kstart, ikey.size() - 8);
 }
 
 // Iterates over a sorted vector of entries. Not thread-safe (one user, as
