@@ -39,10 +39,16 @@ void ScanWorker::Run() {
   while (true) {
     while (!stop_ && queue_.empty()) cv_.wait(mu_);
     if (queue_.empty()) break;  // stopped, and nothing left to run
-    std::function<void()> job = std::move(queue_.front());
-    queue_.pop_front();
-    mu_.Unlock();
-    job();
+    {
+      std::function<void()> job = std::move(queue_.front());
+      queue_.pop_front();
+      mu_.Unlock();
+      job();
+      // Destroyed here, unlocked: what it holds may be the last reference
+      // to a connection, whose destructor submits a job (its parked SCAN
+      // iterators' disposal). Under mu_ that deadlocked this thread, and
+      // then every loop that queued a scan.
+    }
     mu_.Lock();
   }
   mu_.Unlock();

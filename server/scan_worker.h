@@ -9,7 +9,8 @@
 // Jobs run one at a time, in the order queued. A connection queues at most
 // one (it waits for its reply), so the queue holds at most one job per
 // connection. A job's callback must only hand its result back (post to the
-// connection's loop).
+// connection's loop). A job is destroyed outside the worker's lock, so what
+// it holds may submit when it goes (a connection's destructor does).
 //
 // Thread-safe.
 
