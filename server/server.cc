@@ -312,8 +312,8 @@ void Server::Impl::CapMaxClients() {
 void Server::Impl::ScheduleTimeouts(Loop* loop) {
   if (!timeouts_enabled()) return;
   const auto idle = options_.idle_timeout;
-  const auto auth = options_.requirepass.empty() ? std::chrono::milliseconds(0)
-                                                 : options_.auth_timeout;
+  const auto auth =
+      login_required() ? options_.auth_timeout : std::chrono::milliseconds(0);
   // Checked a few times per timeout, at most once a second.
   auto period = std::chrono::milliseconds(1000);
   for (auto t : {idle, auth}) {

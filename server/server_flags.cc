@@ -108,9 +108,10 @@ DEFINE_int32(timeout, 0,
              "Close a connection that sent no complete command "
              "for this many seconds (Redis' timeout); 0 = never");
 DEFINE_int32(auth_timeout, 10,
-             "With --requirepass: close a connection that "
-             "has not authenticated this many seconds after connecting; "
-             "0 = never");
+             "When clients must log in (--requirepass, or an --aclfile "
+             "whose default user is off or has a password): close a "
+             "connection that has not authenticated this many seconds after "
+             "connecting; 0 = never");
 DEFINE_int32(io_threads, 0,
              "Event loops serving connections, each a thread "
              "(commands run on them; a database thread beside them takes "

@@ -76,11 +76,17 @@ class Server::Impl {
   // what is ready now. One trip (two thread hand-offs) per few connections
   // rather than per connection.
   void AddReader(Loop* loop, std::shared_ptr<Connection> c);
-  // Whether idle_timeout or auth_timeout (with a password) applies; only
-  // then do the loops keep their connections in Loop::conns.
+  // Whether a new connection must log in first: the ACL's default user is
+  // off or has a password (--aclfile), or --requirepass is set.
+  bool login_required() const {
+    return options_.acl != nullptr ? options_.acl->InitialUser() == nullptr
+                                   : !options_.requirepass.empty();
+  }
+  // Whether idle_timeout or auth_timeout (when a login is required)
+  // applies; only then do the loops keep their connections in Loop::conns.
   bool timeouts_enabled() const {
     return options_.idle_timeout.count() > 0 ||
-           (!options_.requirepass.empty() && options_.auth_timeout.count() > 0);
+           (login_required() && options_.auth_timeout.count() > 0);
   }
   // The registry of live connections (CLIENT LIST, Stop).
   void Register(uint64_t id, const std::shared_ptr<Connection>& c)

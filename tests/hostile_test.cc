@@ -697,6 +697,27 @@ TEST_F(HostileTest, TrickleClientsAreTimedOut) {
   }
   EXPECT_EQ(0, server_.Stop());
 
+  // Login required by the ACL file alone (the default user off, or with a
+  // password), no --requirepass: the same timeout. (It applied only with
+  // --requirepass: a connection that never logged in stayed for good, and
+  // --maxclients of them kept every client out.)
+  for (const char* line :
+       {"user default off\n", "user default on >pw ~* &* +@all\n"}) {
+    SCOPED_TRACE(line);
+    std::ofstream(dir_.Sub("login.acl"))
+        << line << "user app on >apw ~* &* +@all\n";
+    ASSERT_TRUE(StartServer(
+        {"--aclfile=" + dir_.Sub("login.acl"), "--auth_timeout=1"}));
+    RespTestClient silent(server_.port(), 4000), user(server_.port(), 4000);
+    ASSERT_EQ("+OK", user.Call({"AUTH", "app", "apw"}));
+    const auto t1 = Clock::now();
+    const std::string r = silent.Read();
+    EXPECT_EQ(0, r.rfind("-NOAUTH authentication timeout", 0)) << r;
+    EXPECT_LT(std::chrono::duration<double>(Clock::now() - t1).count(), 3.0);
+    EXPECT_EQ("+PONG", user.Call({"PING"}));  // logged in: stays
+    EXPECT_EQ(0, server_.Stop());
+  }
+
   // --timeout: idle and trickling connections go, active ones stay.
   ASSERT_TRUE(StartServer({"--timeout=1"}));
   RespTestClient idle(server_.port(), 4000), trickle(server_.port(), 4000),
