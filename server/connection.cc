@@ -35,6 +35,12 @@ constexpr size_t kMaxJob = 1024;
 constexpr size_t kMaxJobBytes = 4 << 20;
 // Batches and values are reused; one grown past this is not kept.
 constexpr size_t kKeepBatchBytes = 64 << 10;
+// A pass over one connection's input yields to the loop's other
+// connections once the commands it ran on the loop (Execute) have taken
+// this long: a pipeline of synced commands (each FENCE.ADVANCE fsyncs)
+// held the loop for as long as the whole pipeline ran. The fast paths
+// (grouped writes, batched GETs) are bounded by kMaxJob and kMaxGets.
+constexpr auto kPassBudget = std::chrono::milliseconds(2);
 
 uint64_t UsecSince(std::chrono::steady_clock::time_point t0) {
   return static_cast<uint64_t>(
@@ -281,7 +287,15 @@ void Connection::Continue() {
     }
     if (!out_.empty()) {
       if (!WriteNow()) return;  // the rest goes asynchronously
-      continue;                 // all written: on with what is buffered
+      if (!yielded_) continue;  // all written: on with what is buffered
+    }
+    if (yielded_) {
+      // Its pass ran out of time (kPassBudget): the rest of what is
+      // buffered after the loop's other ready connections.
+      yielded_ = false;
+      auto self = shared_from_this();
+      asio::post(loop_->io, [self] { self->Continue(); });
+      return;
     }
     if (client_.close_after_reply) {
       CloseNow();
@@ -295,8 +309,19 @@ void Connection::Continue() {
 
 void Connection::Process() {
   const size_t begin = in_begin_;
+  yielded_ = false;
+  // When this pass first ran a command on the loop (Execute), and whether
+  // the pass has used up kPassBudget.
+  std::chrono::steady_clock::time_point pass_start;
+  bool executed = false, spent = false;
   while (in_begin_ < in_end_ && !client_.close_after_reply &&
          out_.size() < kMaxPendingOutput) {
+    if (spent) {
+      // Out of time: what was collected is written (as below), and the
+      // rest waits for the loop's next turn (Continue).
+      yielded_ = true;
+      break;
+    }
     size_t consumed = 0;
     const auto r = parser_.Parse(in_.data() + in_begin_, in_end_ - in_begin_,
                                  &args_, &consumed);
@@ -381,6 +406,12 @@ void Connection::Process() {
     }
     const size_t before = out_.size();
     const auto t0 = std::chrono::steady_clock::now();
+    if (!executed) {
+      executed = true;
+      pass_start = t0;
+    } else if (t0 - pass_start >= kPassBudget) {
+      spent = true;  // this one runs; the pass stops after it
+    }
     if (!refusal.empty()) {
       resp::Error(&out_, refusal);
       NoteExecuted(admission, args_, t0, std::string_view(out_).substr(before));

@@ -207,6 +207,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::vector<Status> get_statuses_;
   // A MultiGet or command of ours is on the scan or database thread.
   bool reads_pending_ = false;
+  // Process stopped with input left because its pass ran out of time
+  // (kPassBudget): Continue posts itself rather than read.
+  bool yielded_ = false;
   // A command run on the scan thread or the database thread: its words and
   // reply.
   std::vector<std::string> offload_args_;
