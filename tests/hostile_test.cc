@@ -800,6 +800,80 @@ TEST_F(HostileTest, ASyncedPipelineDoesNotHoldTheLoop) {
   EXPECT_EQ(0, server_.Stop());
 }
 
+// LEASE.LIST matched every lease's name against its pattern on the loop,
+// holding the lease service's lock: a pattern that costs its maximum per
+// byte (a literal between two '*' that almost matches) over 100,000 leases
+// of 1 KiB names held every client of the loop, and every lease call, for
+// 7 s (an adversarial client). It now runs on the scan thread, and walks
+// the leases in slices, releasing the service between them.
+TEST_F(HostileTest, ACostlyLeaseListHoldsNeitherTheLoopNorTheLeases) {
+  ASSERT_TRUE(StartServer({"--io_threads=1"}));
+  RespTestClient setup(server_.port(), 60000), lister(server_.port(), 60000),
+      probe(server_.port(), 10000);
+  constexpr int kLeases = 6000;
+  const std::string stem(1000, 'a');
+  std::string pipeline;
+  for (int i = 0; i < kLeases; ++i) {
+    pipeline += RespTestClient::Encode(
+        {"LEASE.ACQUIRE", stem + std::to_string(100000 + i), "h", "600000"});
+  }
+  setup.SendRaw(pipeline);
+  for (int i = 0; i < kLeases; ++i) {
+    const std::string r = setup.Read();
+    ASSERT_EQ(0u, r.rfind("*[", 0)) << i << ": " << r;
+  }
+  // Every name is a run of 'a's that the pattern's literal almost matches.
+  const std::string costly = "*" + std::string(30, 'a') + "b*";
+  const auto t0 = Clock::now();
+  lister.Send({"LEASE.LIST", costly});
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  double worst_ping = 0, worst_lease = 0;
+  int probes = 0;
+  std::string listed;
+  std::atomic<bool> done{false};
+  std::thread reader([&] {
+    listed = lister.Read();
+    done.store(true);
+  });
+  while (!done.load()) {
+    auto p0 = Clock::now();
+    ASSERT_EQ("+PONG", probe.Call({"PING"}));
+    worst_ping = std::max(
+        worst_ping, std::chrono::duration<double>(Clock::now() - p0).count());
+    p0 = Clock::now();
+    const std::string r = probe.Call({"LEASE.INFO", stem + "100000"});
+    ASSERT_EQ(0u, r.rfind("*[$holder,$h,", 0)) << r;
+    worst_lease = std::max(
+        worst_lease, std::chrono::duration<double>(Clock::now() - p0).count());
+    ++probes;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  reader.join();
+  const double total = std::chrono::duration<double>(Clock::now() - t0).count();
+  std::printf(
+      "[ figures  ] LEASE.LIST of a costly pattern over %d leases of 1 KiB "
+      "names took %.2f s; %d probes beside it, the slowest PING %.1f ms, "
+      "the slowest LEASE.INFO %.1f ms\n",
+      kLeases, total, probes, worst_ping * 1e3, worst_lease * 1e3);
+  EXPECT_EQ("*[]", listed);  // nothing matches (no 'b')
+  // Before: one PING waited for the whole listing.
+  if (total > 0.3) {
+    EXPECT_GE(probes, 3);
+    EXPECT_LT(worst_ping, std::max(0.1, total / 4));
+    EXPECT_LT(worst_lease, std::max(0.1, total / 4));
+  }
+  // The listing is still right: every lease, in name order.
+  const std::string all = lister.Call({"LEASE.LIST", stem + "1*"});
+  EXPECT_EQ(0u, all.rfind("*[*[$" + stem + "100000,$h,", 0));
+  size_t rows = 0;
+  for (size_t at = all.find("*[$"); at != std::string::npos;
+       at = all.find("*[$", at + 1)) {
+    ++rows;
+  }
+  EXPECT_EQ(static_cast<size_t>(kLeases), rows);
+  EXPECT_EQ(0, server_.Stop());
+}
+
 // Issue 11.6: with RLIMIT_NOFILE below --maxclients, accept() failed with
 // EMFILE in a loop (a full core, 42 MB of log in 5 s). Now maxclients is
 // capped at start (with a warning) and failures are retried after a pause.

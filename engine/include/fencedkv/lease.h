@@ -112,7 +112,8 @@ class LeaseService {
   // Calls visit(grant) for each lease held now (not expired) whose name is
   // after `after` ("" = from the first), in name order, until visit
   // returns false. Holds the service's lock meanwhile (other calls wait):
-  // the caller bounds the work (LEASE.LIST stops at its reply limit).
+  // the caller bounds the work (LEASE.LIST copies 64 leases a call and
+  // matches them after it, resuming `after` the last one).
   virtual void List(std::string_view after,
                     const std::function<bool(const LeaseGrant&)>& visit) = 0;
   // Drops up to `max` expired leases from memory and disk (one synced
