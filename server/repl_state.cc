@@ -233,6 +233,10 @@ Status ShardRecord::Parse(std::string_view text, ShardRecord* record) {
   auto history = j.find("history");
   if (history != j.end() && history->is_string()) {
     record->history = history->get<std::string>();
+    // (Adopted by a takeover, printed in INFO, stored on its own line.)
+    if (!record->history.empty() && !IsHistoryId(record->history)) {
+      return Status::InvalidArgument("history");
+    }
   }
   auto lease = j.find("lease");
   if (lease != j.end() && lease->is_number_integer()) {
@@ -362,6 +366,7 @@ void ClearPromotionIds(EpochList* list) {
 }
 
 std::string NewHistoryId() { return RandomHex(32); }
+bool IsHistoryId(std::string_view text) { return IsLowerHex(text, 32); }
 
 SyncDecision DecideSync(const EpochList& epochs, uint64_t primary_latest_seq,
                         uint64_t replica_log_epoch, uint64_t replica_seq,
@@ -431,6 +436,17 @@ bool CopyWouldDiscard(const ReplState& mine, uint64_t replica_seq,
 bool AdoptPrimaryState(const ReplState& mine, const std::string& history,
                        uint64_t epoch, const EpochList& epochs,
                        bool shard_epochs, ReplState* next, std::string* why) {
+  if (epoch == 0 || epoch > kMaxEpoch) {
+    *why = "epoch " + std::to_string(epoch) +
+           " is not a primary's (epochs run from 1 to 2^64-2)";
+    return false;
+  }
+  if (!IsHistoryId(history)) {
+    *why =
+        "the primary's history is not a history id (32 lowercase hex "
+        "digits)";
+    return false;
+  }
   // Epochs compare within a history, and in etcd mode across histories.
   const bool comparable = shard_epochs || history == mine.history;
   if (comparable && epoch < mine.max_epoch) {

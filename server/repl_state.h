@@ -163,6 +163,13 @@ Status SyncPath(const std::string& path, bool directory);
 
 // A new random history id (32 hex digits).
 std::string NewHistoryId();
+// Whether `text` is a history id as NewHistoryId makes them (a primary's
+// answer is checked: the id is printed in INFO and stored on its own line).
+bool IsHistoryId(std::string_view text);
+// The highest valid epoch: a manual promotion takes max_epoch + 1, which
+// must neither wrap to 0 ("never replicated") nor reach 2^64-1 (invalid in
+// a shard record too).
+constexpr uint64_t kMaxEpoch = UINT64_MAX - 1;
 
 // This server's node id: dir/NODE_ID, 32 random hex digits made the first
 // time and kept (a full copy carries it over, Replication::AdoptFullSync).

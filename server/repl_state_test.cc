@@ -18,6 +18,10 @@ namespace fencedkv {
 namespace server {
 namespace {
 
+// History ids (32 lowercase hex digits, as NewHistoryId makes them).
+const std::string kH0 = std::string(31, '0') + "a";
+const std::string kH1 = std::string(31, '0') + "b";
+
 TEST(ReplStateTest, StoreAndLoadRoundTrip) {
   test::TempDir dir;
   ReplState empty;
@@ -281,33 +285,72 @@ TEST(ReplStateTest, AReplicaNeverLowersItsMaxEpochInEtcdMode) {
   const EpochList epochs = {{6, 100, ""}, {7, 200, ""}};
   ReplState next;
   std::string why;
-  EXPECT_FALSE(AdoptPrimaryState(mine, "h1", 7, epochs, /*shard_epochs=*/true,
+  EXPECT_FALSE(AdoptPrimaryState(mine, kH1, 7, epochs, /*shard_epochs=*/true,
                                  &next, &why))
       << "max_epoch " << next.max_epoch;
   EXPECT_NE(std::string::npos, why.find("epoch 8")) << why;
-  mine.history = "h0";  // another history
-  EXPECT_FALSE(AdoptPrimaryState(mine, "h1", 7, epochs, true, &next, &why));
+  mine.history = kH0;  // another history
+  EXPECT_FALSE(AdoptPrimaryState(mine, kH1, 7, epochs, true, &next, &why));
   // The same history: refused as before.
-  mine.history = "h1";
-  EXPECT_FALSE(AdoptPrimaryState(mine, "h1", 7, epochs, true, &next, &why));
+  mine.history = kH1;
+  EXPECT_FALSE(AdoptPrimaryState(mine, kH1, 7, epochs, true, &next, &why));
   // A higher or equal epoch of another history: taken, the max never lower.
-  mine.history = "h0";
-  ASSERT_TRUE(AdoptPrimaryState(mine, "h1", 8, epochs, true, &next, &why));
+  mine.history = kH0;
+  ASSERT_TRUE(AdoptPrimaryState(mine, kH1, 8, epochs, true, &next, &why));
   EXPECT_EQ(8u, next.max_epoch);
   EXPECT_EQ(8u, next.log_epoch);
-  EXPECT_EQ("h1", next.history);
-  ASSERT_TRUE(AdoptPrimaryState(mine, "h1", 9, epochs, true, &next, &why));
+  EXPECT_EQ(kH1, next.history);
+  ASSERT_TRUE(AdoptPrimaryState(mine, kH1, 9, epochs, true, &next, &why));
   EXPECT_EQ(9u, next.max_epoch);
   // Manual mode: each history numbers its own epochs (a new primary's
   // first is 1), so another history's primary is taken with its epoch.
-  ASSERT_TRUE(AdoptPrimaryState(mine, "h1", 1, {{1, 0, ""}},
+  ASSERT_TRUE(AdoptPrimaryState(mine, kH1, 1, {{1, 0, ""}},
                                 /*shard_epochs=*/false, &next, &why));
   EXPECT_EQ(1u, next.max_epoch);
   // ... but never a lower epoch of its own history.
-  mine.history = "h1";
-  EXPECT_FALSE(AdoptPrimaryState(mine, "h1", 7, epochs, false, &next, &why));
-  ASSERT_TRUE(AdoptPrimaryState(mine, "h1", 9, epochs, false, &next, &why));
+  mine.history = kH1;
+  EXPECT_FALSE(AdoptPrimaryState(mine, kH1, 7, epochs, false, &next, &why));
+  ASSERT_TRUE(AdoptPrimaryState(mine, kH1, 9, epochs, false, &next, &why));
   EXPECT_EQ(9u, next.max_epoch);
+}
+
+// A primary's answer is checked before anything of it is kept: an epoch
+// of 0 ("never replicated") or past the last valid one (2^64-2, so that a
+// promotion's epoch + 1 cannot wrap), and a history that is not a history
+// id. (A hostile primary answered +CONTINUE 18446744073709551615: the
+// replica took it, its REPLICAOF NO ONE wrapped to epoch 0, and no replica
+// could sync from it again; a history with newlines put a forged
+// "role:master" line into the replica's INFO and REPLICATION file.)
+TEST(ReplStateTest, AHostilePrimarysEpochAndHistoryAreRefused) {
+  ReplState mine;
+  ReplState next;
+  std::string why;
+  for (bool shard : {false, true}) {
+    EXPECT_FALSE(
+        AdoptPrimaryState(mine, kH1, UINT64_MAX, {}, shard, &next, &why));
+    EXPECT_NE(std::string::npos, why.find("epoch")) << why;
+    EXPECT_FALSE(AdoptPrimaryState(mine, kH1, 0, {}, shard, &next, &why));
+    EXPECT_TRUE(AdoptPrimaryState(mine, kH1, kMaxEpoch, {}, shard, &next, &why))
+        << why;
+    for (const std::string& bad :
+         {std::string("zz\nrole:master\nrepl_epoch:999"), std::string("h1"),
+          std::string(), kH1 + "\r", kH1.substr(1), kH1 + "0",
+          std::string(32, 'A')}) {
+      EXPECT_FALSE(AdoptPrimaryState(mine, bad, 3, {}, shard, &next, &why))
+          << bad;
+      EXPECT_NE(std::string::npos, why.find("history")) << why;
+    }
+  }
+  EXPECT_TRUE(IsHistoryId(NewHistoryId()));
+  // etcd mode: a shard record's history is checked the same way.
+  ShardRecord r;
+  const std::string record = R"({"epoch":3,"primary":"127.0.0.1:1","isr":[],)";
+  EXPECT_TRUE(
+      ShardRecord::Parse(record + R"("history":")" + kH1 + R"("})", &r).ok());
+  EXPECT_FALSE(ShardRecord::Parse(record + R"("history":"zz
+role:master"})",
+                                  &r)
+                   .ok());
 }
 
 // The handshake takes the stream with a snapshot of the state; meanwhile
@@ -318,12 +361,12 @@ TEST(ReplStateTest, AReplicaNeverLowersItsMaxEpochInEtcdMode) {
 // applying the deposed primary's stream.)
 TEST(ReplStateTest, TheHandshakeKeepsAnEpochSeenMeanwhile) {
   ReplState snapshot;
-  snapshot.history = "h1";
+  snapshot.history = kH1;
   snapshot.max_epoch = 5;
   ReplState next;
   std::string why;
   ASSERT_TRUE(
-      AdoptPrimaryState(snapshot, "h1", 5, {{5, 10, ""}}, true, &next, &why));
+      AdoptPrimaryState(snapshot, kH1, 5, {{5, 10, ""}}, true, &next, &why));
   ReplState now = snapshot;
   now.max_epoch = 6;  // SeeEpoch(6) during the round trip
   ReplState kept = next;
@@ -331,7 +374,7 @@ TEST(ReplStateTest, TheHandshakeKeepsAnEpochSeenMeanwhile) {
   EXPECT_NE(std::string::npos, why.find("epoch 6")) << why;
   // A stream of the newest epoch: taken, with the epoch seen kept.
   ASSERT_TRUE(
-      AdoptPrimaryState(snapshot, "h1", 6, {{6, 10, ""}}, true, &next, &why));
+      AdoptPrimaryState(snapshot, kH1, 6, {{6, 10, ""}}, true, &next, &why));
   now.max_epoch = 7;  // ... and an even newer one seen meanwhile
   kept = next;
   EXPECT_FALSE(KeepSeenEpoch(now, 6, true, &kept, &why));

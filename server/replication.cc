@@ -471,6 +471,13 @@ Status Replication::BecomePrimary(const ShardRecord* record,
     // Each term as primary is a new epoch: batches of an older epoch that
     // this log does not have (a deposed primary's unsynced tail) are then
     // told apart from this one's (DecideSync).
+    if (record == nullptr && next.max_epoch >= kMaxEpoch) {
+      // (A replica takes no epoch past kMaxEpoch: only a damaged or forged
+      // REPLICATION file gets here.)
+      return Status::InvalidArgument(
+          "epoch " + std::to_string(next.max_epoch) +
+          " is the last: no epoch is left for a promotion");
+    }
     uint64_t epoch = next.max_epoch + 1;
     if (record != nullptr) {
       // Checked above, before anything changed; again here, since the
