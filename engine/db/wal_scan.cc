@@ -106,7 +106,50 @@ class Scanner {
   }
 
  private:
+  // Whether an intact fragment starts at p[q] (its type one of the four,
+  // within the block, its checksum right): where the scan may go on after
+  // damage.
+  bool IntactAt(const char* p, size_t n, size_t q) const {
+    if (q + kHeaderSize > n) return false;
+    const char* h = p + q;
+    const auto type = static_cast<uint8_t>(h[6]);
+    if (type < kFullType || type > kLastType) return false;
+    const size_t length =
+        static_cast<unsigned char>(h[4]) |
+        (static_cast<size_t>(static_cast<unsigned char>(h[5])) << 8);
+    if (q + kHeaderSize + length > n) return false;
+    return Unmask(DecodeFixed32(h)) == FragmentCrc(factory_.get(),
+                                                   static_cast<char>(type),
+                                                   h + kHeaderSize, length);
+  }
+
+  // After damage at p[at]: where the next intact fragment of the block
+  // starts (n: none). RocksDB's recovery skips the rest of the block, and
+  // stops there for a bad checksum; the scan must still see the intact
+  // records after the damage, or damage in the log's last block (the
+  // newest writes, and the whole log of a small store) went unreported.
+  // First the end the damaged header declares (a flipped payload leaves
+  // the next fragment there); then every byte past that end, never inside
+  // it: a torn write leaves the rest of its declared payload unwritten or
+  // stale, and a value a client wrote may itself look like a fragment. A
+  // header whose length is not to be trusted (zeros, an unknown type, one
+  // past the block) is searched past byte by byte, except at the end of
+  // the file, where that is a torn tail.
+  size_t Resync(const char* p, size_t n, size_t at, size_t declared_end,
+                bool at_file_end) const {
+    if (declared_end > at && declared_end < n && IntactAt(p, n, declared_end)) {
+      return declared_end;
+    }
+    size_t q = declared_end > at ? declared_end : at + 1;
+    if (declared_end <= at && at_file_end) return n;
+    for (; q + kHeaderSize <= n; ++q) {
+      if (IntactAt(p, n, q)) return q;
+    }
+    return n;
+  }
+
   void Block(uint64_t offset, const char* p, size_t n) {
+    const bool file_end = n < kBlockSize;
     size_t pos = 0;
     while (pos + kHeaderSize <= n) {
       const char* h = p + pos;
@@ -125,22 +168,31 @@ class Scanner {
           zeros_file_ = *name_;
           zeros_offset_ = offset + pos;
         }
-        return;
+        // Past the zeros, an intact fragment in this block is what RocksDB
+        // skips with them.
+        size_t q = pos;
+        while (q < n && p[q] == 0) ++q;
+        if (q >= n) return;
+        pos = Resync(p, n, q > 0 ? q - 1 : 0, 0, false);
+        continue;
       }
       if (type < kFullType || type > kLastType) {
         Damage(offset + pos,
                "a fragment of unknown type " + std::to_string(type));
-        return;
+        pos = Resync(p, n, pos, 0, file_end);
+        continue;
       }
       if (pos + kHeaderSize + length > n) {
         Damage(offset + pos, "a fragment cut short");
-        return;
+        pos = Resync(p, n, pos, 0, file_end);
+        continue;
       }
       const char* payload = h + kHeaderSize;
       if (Unmask(masked) != FragmentCrc(factory_.get(), static_cast<char>(type),
                                         payload, length)) {
         Damage(offset + pos, "a checksum mismatch");
-        return;
+        pos = Resync(p, n, pos, pos + kHeaderSize + length, file_end);
+        continue;
       }
       const uint64_t at = offset + pos;
       pos += kHeaderSize + length;

@@ -44,8 +44,9 @@ struct WalScan {
   uint64_t last_sequence = 0;
   // Damage: a fragment with a bad checksum, cut short, of an unknown type,
   // or out of order (a middle without a first), or a record too short for a
-  // batch. Counted once per block it is found in (the rest of the block is
-  // skipped, as RocksDB does).
+  // batch. Counted once per place found: after damage the scan goes on at
+  // the block's next intact fragment, if any (RocksDB's recovery skips the
+  // rest of the block, so the intact records there are what it drops).
   uint64_t damaged_blocks = 0;
   // Zeros where a header belongs with an intact record after them: a page
   // lost or zeroed mid-log. RocksDB skips such zeros without a word and

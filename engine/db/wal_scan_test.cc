@@ -231,6 +231,63 @@ TEST_F(WalScanTest, AZeroedPageMidLogIsAHoleAndRefusesTheOpen) {
   EXPECT_EQ(Size(log_), size);
 }
 
+// Damage inside the log's last 32 KiB block: the scan skipped the rest of
+// the block at the damage, as RocksDB's recovery does, so the intact
+// records after it in the same block went uncounted, and a store whose
+// whole log fits in one block opened with its newest writes silently
+// dropped: "a"'s max fell from 100 to 5 and a token it had fenced out was
+// accepted (an adversarial review). The scan now looks for the next intact
+// fragment in the block after damage.
+class WalScanSmallLogTest : public WalScanTest,
+                            public testing::WithParamInterface<int> {};
+
+TEST_P(WalScanSmallLogTest, DamageInTheLastBlockRefusesTheOpen) {
+  {
+    std::unique_ptr<DB> db;
+    ASSERT_FENCEDKV_OK(DB::Open(options_, dir_.path(), &db));
+    ASSERT_FENCEDKV_OK(db->Put(WriteOptions(), "a", "v", 5));
+    for (int i = 0; i < 20; ++i) {
+      ASSERT_FENCEDKV_OK(
+          db->Put(WriteOptions(), "b" + std::to_string(i), "w", 1));
+    }
+    Token after = 0;
+    ASSERT_FENCEDKV_OK(db->AdvanceFence(WriteOptions(), "a", 100, &after));
+  }
+  log_ = NewestLog();
+  const uint64_t size = Size(log_);
+  ASSERT_LT(size, 32768u);
+  ASSERT_GT(size, 500u);
+  if (GetParam() == 0) {
+    Flip(log_, 200);  // one byte of an early record
+  } else {
+    // A range zeroed mid-block: RocksDB skips the block's rest from the
+    // zeros, and the writes after them with it.
+    FILE* f = fopen(log_.c_str(), "r+b");
+    ASSERT_NE(f, nullptr);
+    ASSERT_EQ(fseek(f, 150, SEEK_SET), 0);
+    for (int i = 150; i < 400; ++i) fputc(0, f);
+    fclose(f);
+  }
+  WalScan scan;
+  ASSERT_FENCEDKV_OK(
+      ScanWal(rocksdb::Env::Default(), dir_.path(), UINT64_MAX, &scan));
+  EXPECT_GE(scan.damaged_blocks, 1u);
+  std::unique_ptr<DB> db;
+  Status s = DB::Open(options_, dir_.path(), &db);
+  ASSERT_TRUE(s.IsCorruption())
+      << s.ToString() << " (a's max after the open: "
+      << (db != nullptr ? FenceOf(db.get(), "a") : 0) << ")";
+  EXPECT_EQ(Size(log_), size);  // nothing written
+  // The operator's way out still opens it, without the lost writes.
+  db.reset();
+  Options drop = options_;
+  drop.drop_wal_after_damage = true;
+  ASSERT_FENCEDKV_OK(DB::Open(drop, dir_.path(), &db));
+}
+
+INSTANTIATE_TEST_SUITE_P(FlipOrZeros, WalScanSmallLogTest,
+                         testing::Values(0, 1));
+
 // Zeros after the last record (preallocated space a crash left) are a tail.
 TEST_F(WalScanTest, ZerosAfterTheLastRecordOpen) {
   Fill();
