@@ -128,6 +128,7 @@ Status ReplState::Load(const std::string& dir, ReplState* state) {
       ok = have_log = ParseU64(value, &state->log_epoch);
     } else if (name == "history") {
       state->history = value == "-" ? "" : value;
+      ok = state->history.empty() || IsHistoryId(state->history);
     } else if (name == "epochs") {
       ok = ParseEpochs(value, &state->epochs);
     } else if (name == "follow") {

@@ -17,6 +17,8 @@
 //             <= its domain's max, unless the floor subsumes it (compaction
 //             may have dropped that domain record: fence_gc_filter)
 //   lease     every lease token <= lease_counter
+//   replication  NODE_ID and REPLICATION, if there, parse as the server
+//             reads them at start (it refuses to start otherwise)
 // Exit 0 if all hold; 2 (kExitDamaged) naming the class otherwise; 1 if
 // the directory cannot be read as a fencedkv database at all.
 
@@ -28,6 +30,7 @@
 #include "db/fence_check.h"
 #include "db/fence_format.h"
 #include "db/read_only_store.h"
+#include "repl_state.h"
 
 namespace fencedkv {
 namespace admin {
@@ -91,8 +94,9 @@ class CheckCommand : public AdminCommand {
         "block checksums), meta (records present "
         "and valid), decode (every record), hwm\n      (every max <= the "
         "high-water mark), domain (data tokens <= their domain's max),\n"
-        "      lease (lease tokens <= the lease counter). Stops at the first "
-        "class violated: exit 2\n";
+        "      lease (lease tokens <= the lease counter), replication "
+        "(NODE_ID and REPLICATION\n      parse as the server reads them). "
+        "Stops at the first class violated: exit 2\n";
   }
 
   ExecResult DoCommand(const std::vector<std::string>& args,
@@ -176,8 +180,11 @@ class CheckCommand : public AdminCommand {
     Phase lease("lease");
     CheckLeases(&lease);
     if (lease.count > 0) return Report(lease);
-    for (const Phase* p :
-         {&wal, &checksum, &meta, &decode, &hwm, &domain, &lease}) {
+    Phase replication("replication");
+    CheckReplicationFiles(&replication);
+    if (replication.count > 0) return Report(replication);
+    for (const Phase* p : {&wal, &checksum, &meta, &decode, &hwm, &domain,
+                           &lease, &replication}) {
       Print(out, std::string(p->name) + ": OK (" + p->summary + ")\n");
     }
     Print(out, "check: OK\n");
@@ -196,6 +203,23 @@ class CheckCommand : public AdminCommand {
     }
     Print(out_, "check: FAILED (" + std::string(failed.name) + ")\n");
     return {kExitDamaged, std::string(failed.name) + ": " + failed.shown[0]};
+  }
+
+  // The files the server reads at start, read the same way.
+  void CheckReplicationFiles(Phase* phase) {
+    std::string node;
+    Status s = server::ReadNodeId(FLAGS_db, &node);
+    if (!s.ok()) phase->Add("NODE_ID: " + s.ToString());
+    server::ReplState state;
+    Status r = server::ReplState::Load(FLAGS_db, &state);
+    if (!r.ok()) phase->Add("REPLICATION: " + r.ToString());
+    phase->summary =
+        "node id " + (node.empty() ? std::string("-") : node) +
+        (r.ok()
+             ? ", history " +
+                   (state.history.empty() ? std::string("-") : state.history) +
+                   ", max_epoch " + std::to_string(state.max_epoch)
+             : std::string());
   }
 
   void CheckChecksums(Phase* phase) {

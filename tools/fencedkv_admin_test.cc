@@ -423,6 +423,48 @@ TEST_F(AdminTest, CheckCatchesAFlippedByteInAnSst) {
   EXPECT_EQ(named, r.err.substr(0, named.size()));
 }
 
+// The server reads NODE_ID and REPLICATION at start and refuses a store
+// whose files do not parse; check did not read them and said OK on such a
+// store (a byte flipped in either; a history that is not a history id,
+// which the server then took; an adversarial review). They are now the
+// last class, "replication".
+TEST_F(AdminTest, CheckReadsTheReplicationFilesAsTheServerDoes) {
+  const std::string dir = tmp_.Sub("db");
+  Build(dir, "key", FenceMode::kMonotonic);
+  const std::string good =
+      "fencedkv-replication 1\nhistory " + std::string(32, 'c') +
+      "\nmax_epoch 3\nlog_epoch 2\nepochs 1:0,2:17:00112233aabbccdd\n"
+      "follow -\n";
+  std::ofstream(dir + "/NODE_ID") << std::string(32, 'a') << "\n";
+  std::ofstream(dir + "/REPLICATION") << good;
+  Result r = OnDb(dir, {"check"});
+  ASSERT_EQ(0, r.code) << r.out << r.err;
+  EXPECT_NE(std::string::npos, r.out.find("replication: OK")) << r.out;
+  struct Case {
+    const char* file;
+    std::string text;
+  };
+  const std::vector<Case> cases = {
+      {"NODE_ID", std::string(31, 'a') + "g\n"},
+      {"REPLICATION", "fencedkv-replication 1\nmax_epoch \"\n"},
+      {"REPLICATION",
+       "fencedkv-replication 1\nhistory not-hex!\nmax_epoch 1\nlog_epoch "
+       "1\n"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(std::string(c.file) + ": " + c.text);
+    std::ofstream(dir + "/NODE_ID") << std::string(32, 'a') << "\n";
+    std::ofstream(dir + "/REPLICATION") << good;
+    std::ofstream(dir + "/" + c.file) << c.text;
+    r = OnDb(dir, {"check"});
+    EXPECT_EQ(2, r.code) << r.out << r.err;
+    EXPECT_EQ("check: FAILED (replication)\n",
+              r.out.substr(r.out.rfind("check:")));
+    // The replication verb refuses it too.
+    EXPECT_NE(0, OnDb(dir, {"replication"}).code);
+  }
+}
+
 // A flipped byte in the middle of the WAL: RocksDB's recovery stops there
 // and drops the writes after it, so the read-only view lacked them and check
 // said OK (w5's max 15 instead of 90000). Now check names the damage, the
