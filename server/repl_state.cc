@@ -3,8 +3,10 @@
 #include "repl_state.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <charconv>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <limits>
 #include <random>
@@ -157,16 +159,36 @@ Status ReplaceFileDurably(const std::string& dir, const char* name,
                           const std::string& content) {
   const std::string path = dir + "/" + name;
   const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << content;
-    out.flush();
-    if (!out) return Status::IOError("cannot write " + tmp);
+  // A fresh file of our own: whatever is at the temporary name (a leftover,
+  // or a symlink planted there, whose target a plain open would write) goes
+  // first, and the open follows no link and takes no existing file.
+  if (unlink(tmp.c_str()) != 0 && errno != ENOENT) {
+    return Status::IOError("cannot remove " + tmp, std::strerror(errno));
   }
-  Status s = SyncPath(tmp, /*directory=*/false);
-  if (!s.ok()) return s;
+  const int fd = open(
+      tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    return Status::IOError("cannot create " + tmp, std::strerror(errno));
+  }
+  size_t done = 0;
+  while (done < content.size()) {
+    const ssize_t n = write(fd, content.data() + done, content.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    done += static_cast<size_t>(n);
+  }
+  const bool written = done == content.size() && fsync(fd) == 0;
+  const int err = errno;
+  close(fd);
+  if (!written) {
+    unlink(tmp.c_str());
+    return Status::IOError("cannot write " + tmp, std::strerror(err));
+  }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    return Status::IOError("cannot rename " + tmp + " to " + path);
+    const int rename_err = errno;
+    unlink(tmp.c_str());
+    return Status::IOError("cannot rename " + tmp + " to " + path,
+                           std::strerror(rename_err));
   }
   return SyncPath(dir, /*directory=*/true);
 }

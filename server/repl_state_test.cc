@@ -64,6 +64,31 @@ TEST(ReplStateTest, ACorruptFileIsRefused) {
 
 // A node id is made once and then kept; anything else in its file is
 // refused rather than replaced (it would make this server another node).
+// The files are replaced through NAME.tmp. A symlink planted there sent
+// the write to its target (which got the id) and left NODE_ID a symlink;
+// a failed rename left the .tmp behind (an adversarial review).
+TEST(ReplStateTest, ReplacingAFileNeverFollowsASymlinkAtItsTemporary) {
+  test::TempDir dir;
+  const std::string target = dir.Sub("elsewhere");
+  std::ofstream(target) << "keep\n";
+  std::filesystem::create_symlink(target, dir.Sub("NODE_ID.tmp"));
+  const std::string id(32, 'e');
+  ASSERT_FENCEDKV_OK(StoreNodeId(dir.path(), id));
+  std::string text;
+  std::getline(std::ifstream(target), text);
+  EXPECT_EQ("keep", text);
+  EXPECT_FALSE(std::filesystem::is_symlink(dir.Sub("NODE_ID")));
+  std::string read;
+  ASSERT_FENCEDKV_OK(ReadNodeId(dir.path(), &read));
+  EXPECT_EQ(id, read);
+  EXPECT_FALSE(std::filesystem::exists(dir.Sub("NODE_ID.tmp")));
+  // A rename that fails (NODE_ID a non-empty directory) leaves no .tmp.
+  std::filesystem::remove(dir.Sub("NODE_ID"));
+  std::filesystem::create_directories(dir.Sub("NODE_ID/x"));
+  EXPECT_FALSE(StoreNodeId(dir.path(), id).ok());
+  EXPECT_FALSE(std::filesystem::exists(dir.Sub("NODE_ID.tmp")));
+}
+
 TEST(ReplStateTest, TheNodeIdIsMadeOnceAndKept) {
   test::TempDir dir;
   std::string first, again;
