@@ -300,7 +300,9 @@ class ImportCommand : public AdminCommand {
         "  import [--input=FILE]\n"
         "      apply an export stream to --db offline (created with the "
         "stream's domain\n      function and mode if missing; refused if in "
-        "use). The whole stream is checked first\n";
+        "use). The whole stream is checked first;\n      a value older than "
+        "the store's token for its key is refused, the rest applied: exit "
+        "4\n";
   }
   std::vector<const char*> Flags() const override { return {"input"}; }
   ExecResult DoCommand(const std::vector<std::string>& args,
@@ -497,10 +499,11 @@ class ImportCommand : public AdminCommand {
                    std::to_string(db->GetFenceFloor()) + " into " + FLAGS_db +
                    "\n");
     if (refused > 0) {
-      return ExecResult::Error(std::to_string(refused) +
-                               " value(s) refused (the database held newer "
-                               "tokens), the first: " +
-                               first_refusal.ToString());
+      // The rest is in: not exit 1, which says nothing was changed.
+      return {kExitPartial, std::to_string(refused) +
+                                " value(s) refused (the database held newer "
+                                "tokens), the first: " +
+                                first_refusal.ToString()};
     }
     return ExecResult::Ok();
   }

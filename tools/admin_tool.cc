@@ -122,7 +122,8 @@ const char kUsageTail[] =
     "Exit codes: 0 ok; 1 error (bad flags, cannot open, refused: nothing was "
     "changed; with --server,\na --timeout_ms that ran out: the server's job "
     "goes on); 2 damage found (check, backups --verify); 3 get: key not "
-    "found.\n";
+    "found;\n4 import: applied, but values older than the store's tokens "
+    "for their keys were refused.\n";
 
 std::vector<std::unique_ptr<AdminCommand>> AllCommands() {
   std::vector<CommandFactory> factories;
