@@ -83,6 +83,11 @@ Status ReadOnlyStore::Open(const std::string& path,
     return Status::InvalidArgument(path, "is not a directory");
   }
   if (!env->FileExists(path + "/CURRENT").ok()) {
+    if (OptionsNameFencedkvFamilies(env, path)) {
+      return Status::Corruption("damaged fencedkv database: " + path,
+                                "its CURRENT file is missing (its OPTIONS "
+                                "file records fencedkv's column families)");
+    }
     return Status::InvalidArgument("not a fencedkv database: " + path,
                                    "it has no RocksDB CURRENT file");
   }

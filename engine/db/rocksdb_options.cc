@@ -175,6 +175,37 @@ Status FromRocksDB(const rocksdb::Status& s) {
   }
 }
 
+bool OptionsNameFencedkvFamilies(rocksdb::Env* env, const std::string& path) {
+  std::vector<std::string> children;
+  if (!env->GetChildren(path, &children).ok()) return false;
+  // The newest OPTIONS-<number> file: RocksDB writes one at every open,
+  // with a section per column family.
+  uint64_t newest = 0;
+  std::string name;
+  for (const std::string& c : children) {
+    const std::string prefix = "OPTIONS-";
+    if (c.rfind(prefix, 0) != 0 || c.size() == prefix.size() ||
+        c.size() > prefix.size() + 19 ||
+        c.find_first_not_of("0123456789", prefix.size()) != std::string::npos) {
+      continue;
+    }
+    const uint64_t n = std::stoull(c.substr(prefix.size()));
+    if (name.empty() || n > newest) {
+      newest = n;
+      name = c;
+    }
+  }
+  if (name.empty()) return false;
+  std::string text;
+  if (!rocksdb::ReadFileToString(env, path + "/" + name, &text).ok()) {
+    return false;
+  }
+  return text.find("[CFOptions \"" + std::string(format::kFenceColumnFamily) +
+                   "\"]") != std::string::npos &&
+         text.find("[CFOptions \"" + std::string(format::kMetaColumnFamily) +
+                   "\"]") != std::string::npos;
+}
+
 Status CheckColumnFamilies(const rocksdb::DBOptions& options,
                            const std::string& path) {
   std::vector<std::string> names;
@@ -186,6 +217,15 @@ Status CheckColumnFamilies(const rocksdb::DBOptions& options,
     return Status::Corruption(
         "damaged, or not a fencedkv database: " + path,
         "cannot read its column families (" + rs.ToString() + ")");
+  }
+  rocksdb::Env* env =
+      options.env != nullptr ? options.env : rocksdb::Env::Default();
+  if (!rs.ok() && OptionsNameFencedkvFamilies(env, path)) {
+    return Status::Corruption(
+        "damaged fencedkv database: " + path,
+        "its OPTIONS file records fencedkv's column families, but its "
+        "MANIFEST cannot be read (" +
+            rs.ToString() + ")");
   }
   if (!rs.ok()) {
     return Status::InvalidArgument(
@@ -199,6 +239,15 @@ Status CheckColumnFamilies(const rocksdb::DBOptions& options,
   if (have != want) {
     std::string list;
     for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
+    if (OptionsNameFencedkvFamilies(env, path)) {
+      // A MANIFEST cut short still parses, as far as it goes: RocksDB's
+      // default family only.
+      return Status::Corruption(
+          "damaged fencedkv database: " + path,
+          "its MANIFEST lists the column families [" + list +
+              "], but its OPTIONS file records fencedkv's [default, fence, "
+              "meta]: the MANIFEST is cut short or damaged");
+    }
     return Status::InvalidArgument("not a fencedkv database: " + path,
                                    "its column families are [" + list +
                                        "], expected [default, fence, meta]");

@@ -34,8 +34,15 @@ Status FromRocksDB(const rocksdb::Status& s);
 // OK if the RocksDB database at `path` has exactly fencedkv's column
 // families (default, fence, meta); else InvalidArgument "not a fencedkv
 // database", saying what it has. Reads the MANIFEST only.
+// (A directory whose newest OPTIONS file records fencedkv's column
+// families but whose MANIFEST lists others, or cannot be read, is a
+// damaged fencedkv database: Corruption, which fencedkv-admin check
+// reports as damage.)
 Status CheckColumnFamilies(const rocksdb::DBOptions& options,
                            const std::string& path);
+// Whether the newest OPTIONS-<n> file in `path` records fencedkv's column
+// families (fence and meta): the directory was a fencedkv database.
+bool OptionsNameFencedkvFamilies(rocksdb::Env* env, const std::string& path);
 
 }  // namespace fencedkv
 
