@@ -164,6 +164,27 @@ class AdminTest : public testing::Test {
     args.insert(args.begin(), "--db=" + dir);
     return Admin(args);
   }
+  // `key` written with token `before` into the store at `db`, the store
+  // backed up into `bk`, then `key` written with `after` (a lower token then
+  // refused) and flushed: the store a restore of that backup replaces.
+  void BackUpThenRaise(const Options& o, const std::string& db,
+                       const std::string& bk, const std::string& key,
+                       Token before, Token after) {
+    for (const Token t : {before, after}) {
+      std::unique_ptr<DB> d;
+      ASSERT_FENCEDKV_OK(DB::Open(o, db, &d));
+      ASSERT_FENCEDKV_OK(
+          d->Put(WriteOptions(), key, "v" + std::to_string(t), t));
+      if (t == before) {
+        d.reset();
+        ASSERT_EQ(0, OnDb(db, {"backup", "--backup_dir=" + bk}).code);
+        continue;
+      }
+      ASSERT_TRUE(
+          d->Put(WriteOptions(), key, "stale", before + 1).IsStaleToken());
+      ASSERT_FENCEDKV_OK(d->Flush());
+    }
+  }
 
   // The store every test starts from: values in three domains (under
   // hashtag and prefix:3, user:{a}:1 and user:{a}:2 share one), a binary
@@ -1114,18 +1135,7 @@ TEST_F(AdminTest, RestoreRefusesAFloorBelowTheStoreItReplaces) {
     o.create_if_missing = true;
     o.fence_domain = c.domain;
     o.fence_mode = c.mode;
-    {
-      std::unique_ptr<DB> d;
-      ASSERT_FENCEDKV_OK(DB::Open(o, db, &d));
-      ASSERT_FENCEDKV_OK(d->Put(WriteOptions(), "k1", "v5", 5));
-    }
-    ASSERT_EQ(0, OnDb(db, {"backup", "--backup_dir=" + bk}).code);
-    {
-      std::unique_ptr<DB> d;
-      ASSERT_FENCEDKV_OK(DB::Open(o, db, &d));
-      ASSERT_FENCEDKV_OK(d->Put(WriteOptions(), "k1", "v20", 20));
-      ASSERT_TRUE(d->Put(WriteOptions(), "k1", "v10", 10).IsStaleToken());
-    }
+    BackUpThenRaise(o, db, bk, "k1", 5, 20);
     const auto before = Snapshot(db);
     for (Token low : {Token{5}, Token{10}, c.needed - 1}) {
       Result r = Admin({"restore", "--backup_dir=" + bk, "--db=" + db,
@@ -1404,6 +1414,50 @@ TEST_F(AdminTest, AKeyThatStartsWithADash) {
 // cron-job`) does not hang a restore: it waits at most about 2 s for it and
 // then skips the cleanup of killed restores. (Found by a review: the lock
 // was taken without LOCK_NB, and this test hung until ctest's timeout.)
+// The replaced store's marks are its records' too: a restore read only its
+// high-water mark records, and with them deleted or damaged (check flags
+// that as "hwm") it took a floor below the tokens the store had refused:
+// the restored server accepted token 150 after 200 (an adversarial
+// review). The floor check now also takes the largest max its fence and
+// data records hold, and the largest lease token.
+TEST_F(AdminTest, RestoreDoesNotTrustTheReplacedStoresMarkRecordsAlone) {
+  for (const char* domain : {"hashtag", "key"}) {
+    SCOPED_TRACE(domain);
+    const std::string sub = tmp_.Sub(std::string("nohwm-") + domain);
+    fs::create_directories(sub);
+    const std::string db = sub + "/db", bk = sub + "/bk";
+    Options o;
+    o.create_if_missing = true;
+    o.fence_domain = domain;
+    BackUpThenRaise(o, db, bk, "zz", 5, 200);
+    {
+      RawDB raw(db);
+      std::vector<std::string> marks;
+      std::unique_ptr<rocksdb::Iterator> it(
+          raw.db->NewIterator(rocksdb::ReadOptions(), raw.handles[2]));
+      for (it->SeekToFirst(); it->Valid(); it->Next()) {
+        if (it->key().starts_with(format::kMetaHighWaterMarkPrefix)) {
+          marks.push_back(it->key().ToString());
+        }
+      }
+      ASSERT_FALSE(marks.empty());
+      for (const auto& k : marks) raw.Delete(2, k);
+    }
+    EXPECT_EQ(2, OnDb(db, {"check"}).code);
+    Result r = Admin(
+        {"restore", "--backup_dir=" + bk, "--db=" + db, "--fence_floor=10"});
+    EXPECT_EQ(1, r.code) << r.out << r.err;
+    EXPECT_NE(std::string::npos, r.err.find("the floor must be at least 200"))
+        << r.err;
+    r = Admin(
+        {"restore", "--backup_dir=" + bk, "--db=" + db, "--fence_floor=200"});
+    ASSERT_EQ(0, r.code) << r.err;
+    std::unique_ptr<DB> d;
+    ASSERT_FENCEDKV_OK(DB::Open(o, db, &d));
+    EXPECT_TRUE(d->Put(WriteOptions(), "zz", "stale", 150).IsStaleToken());
+  }
+}
+
 TEST_F(AdminTest, ALockOnTheParentDirectoryDoesNotHangARestore) {
   const std::string db = tmp_.Sub("db"), bk = tmp_.Sub("bk");
   Build(db, "key", FenceMode::kMonotonic);

@@ -5,6 +5,7 @@
 // BackupEngine), and DB::RestoreFromBackup, which puts the fence floor in
 // force in the restored copy before the copy appears at its path.
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -242,22 +243,71 @@ Status CheckFloorAgainstReplaced(const std::string& path, Token floor) {
   }
   const StoreConfig& c = store->config();
   const bool strict = c.mode == FenceMode::kStrict;
-  if (strict && c.hwm == kMaxToken) {
+  // Its records, not only its mark records: with those deleted or damaged
+  // (check's "hwm" class) the marks alone said too little, and a floor
+  // below tokens the store had refused was taken. Every domain max, data
+  // token and lease token it holds, read once (a restore copies a whole
+  // backup anyway).
+  Token records_max = 0, lease_max = 0;
+  {
+    auto fence = store->NewIterator(store->fence());
+    for (fence->SeekToFirst(); fence->Valid(); fence->Next()) {
+      Token max = 0;
+      if (format::DecodeToken({fence->value().data(), fence->value().size()},
+                              &max)) {
+        records_max = std::max(records_max, max);
+      }
+    }
+    auto data = store->NewIterator(store->data());
+    for (data->SeekToFirst(); data->Valid(); data->Next()) {
+      format::DataRecord record;
+      if (format::DecodeDataRecord({data->value().data(), data->value().size()},
+                                   &record)) {
+        records_max = std::max(records_max, record.token);
+      }
+    }
+    auto meta = store->NewIterator(store->meta());
+    const rocksdb::Slice lease_prefix(format::kMetaLeasePrefix.data(),
+                                      format::kMetaLeasePrefix.size());
+    for (meta->Seek(lease_prefix);
+         meta->Valid() && meta->key().starts_with(lease_prefix); meta->Next()) {
+      format::LeaseRecord lease;
+      if (format::DecodeLeaseRecord(
+              {meta->value().data(), meta->value().size()}, &lease)) {
+        lease_max = std::max(lease_max, lease.token);
+      }
+    }
+    for (const rocksdb::Iterator* it : {fence.get(), data.get(), meta.get()}) {
+      if (!it->status().ok()) {
+        return Status::InvalidArgument(
+            "cannot read the records of the database at " + path +
+                ", which this restore would replace",
+            it->status().ToString() +
+                "; the floor cannot be checked against it: move it aside "
+                "yourself first");
+      }
+    }
+  }
+  const Token mark = std::max(c.hwm, records_max);
+  const Token leases = std::max(c.lease_counter, lease_max);
+  if (strict && mark == kMaxToken) {
     return Status::InvalidArgument(
         "the database at " + path +
         ", which this restore would replace, refused every token (strict "
         "mode, high-water mark " +
-        std::to_string(c.hwm) + "): no floor can stand for it");
+        std::to_string(mark) + "): no floor can stand for it");
   }
-  const Token needed =
-      std::max({strict ? c.hwm + 1 : c.hwm, c.lease_counter, c.floor});
+  const Token needed = std::max({strict ? mark + 1 : mark, leases, c.floor});
   if (floor >= needed) return Status::OK();
   return Status::InvalidArgument(
       "fence_floor " + std::to_string(floor) +
       " would accept again tokens that the database at " + path +
       ", which this restore would replace, refused: its high-water mark " +
-      std::to_string(c.hwm) + (strict ? " (strict mode: refused too)" : "") +
-      ", lease counter " + std::to_string(c.lease_counter) + ", floor " +
+      std::to_string(mark) + (strict ? " (strict mode: refused too)" : "") +
+      (mark > c.hwm ? " (held by its records; its mark records say only " +
+                          std::to_string(c.hwm) + ")"
+                    : "") +
+      ", lease counter " + std::to_string(leases) + ", floor " +
       std::to_string(c.floor) + "; the floor must be at least " +
       std::to_string(needed));
 }
