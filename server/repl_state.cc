@@ -174,7 +174,10 @@ Status ReplaceFileDurably(const std::string& dir, const char* name,
   while (done < content.size()) {
     const ssize_t n = write(fd, content.data() + done, content.size() - done);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
+    if (n <= 0) {
+      if (n == 0) errno = EIO;  // (no progress: not the unlink's ENOENT)
+      break;
+    }
     done += static_cast<size_t>(n);
   }
   const bool written = done == content.size() && fsync(fd) == 0;
@@ -459,9 +462,11 @@ bool CopyWouldDiscard(const ReplState& mine, uint64_t replica_seq,
 bool AdoptPrimaryState(const ReplState& mine, const std::string& history,
                        uint64_t epoch, const EpochList& epochs,
                        bool shard_epochs, ReplState* next, std::string* why) {
-  if (epoch == 0 || epoch > kMaxEpoch) {
+  // (Below kMaxEpoch: a promotion of this replica takes epoch + 1.)
+  if (epoch == 0 || epoch >= kMaxEpoch) {
     *why = "epoch " + std::to_string(epoch) +
-           " is not a primary's (epochs run from 1 to 2^64-2)";
+           " is not a primary's that a replica follows (1 to 2^64-3, so "
+           "that its promotion's epoch + 1 is valid)";
     return false;
   }
   if (!IsHistoryId(history)) {

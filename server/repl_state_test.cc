@@ -355,7 +355,12 @@ TEST(ReplStateTest, AHostilePrimarysEpochAndHistoryAreRefused) {
         AdoptPrimaryState(mine, kH1, UINT64_MAX, {}, shard, &next, &why));
     EXPECT_NE(std::string::npos, why.find("epoch")) << why;
     EXPECT_FALSE(AdoptPrimaryState(mine, kH1, 0, {}, shard, &next, &why));
-    EXPECT_TRUE(AdoptPrimaryState(mine, kH1, kMaxEpoch, {}, shard, &next, &why))
+    // At kMaxEpoch its promotion would have no epoch left (a replica that
+    // took it could never be promoted): refused too.
+    EXPECT_FALSE(
+        AdoptPrimaryState(mine, kH1, kMaxEpoch, {}, shard, &next, &why));
+    EXPECT_TRUE(
+        AdoptPrimaryState(mine, kH1, kMaxEpoch - 1, {}, shard, &next, &why))
         << why;
     for (const std::string& bad :
          {std::string("zz\nrole:master\nrepl_epoch:999"), std::string("h1"),

@@ -444,6 +444,16 @@ Status Replication::BecomePrimary(const ShardRecord* record,
           " is below epoch " + std::to_string(state_.max_epoch) +
           " seen here, or its epochs do not end with it: not taken");
     }
+  } else {
+    // Manual mode takes max_epoch + 1: refused before anything changes (the
+    // replica thread, following). A replica adopts no epoch at or past
+    // kMaxEpoch, so only a REPLICATION file edited by hand gets here.
+    MutexLock lock(&mu_);
+    if (state_.max_epoch >= kMaxEpoch) {
+      return Status::InvalidArgument(
+          "epoch " + std::to_string(state_.max_epoch) +
+          " is the last: no epoch is left for a promotion");
+    }
   }
   StopReplicaThread();
   // A promotion now would take writes that the restart (swapping in the
@@ -471,13 +481,6 @@ Status Replication::BecomePrimary(const ShardRecord* record,
     // Each term as primary is a new epoch: batches of an older epoch that
     // this log does not have (a deposed primary's unsynced tail) are then
     // told apart from this one's (DecideSync).
-    if (record == nullptr && next.max_epoch >= kMaxEpoch) {
-      // (A replica takes no epoch past kMaxEpoch: only a damaged or forged
-      // REPLICATION file gets here.)
-      return Status::InvalidArgument(
-          "epoch " + std::to_string(next.max_epoch) +
-          " is the last: no epoch is left for a promotion");
-    }
     uint64_t epoch = next.max_epoch + 1;
     if (record != nullptr) {
       // Checked above, before anything changed; again here, since the

@@ -654,7 +654,9 @@ void Replication::EtcdLoop() {
           // the epoch on every pass.
           // Nor while a full copy waits for this server's restart: the
           // record would name a primary that cannot take writes (Busy).
-          const bool may = member && ReplNowMs() < lease_deadline &&
+          // (An epoch past kMaxEpoch, which Parse refuses, is never made.)
+          const bool may = member && r.epoch < kMaxEpoch &&
+                           ReplNowMs() < lease_deadline &&
                            RestartPending().ok() &&
                            (best || now - primary_dead_since >
                                         2 * options_.etcd_lease_ttl_ms);

@@ -91,7 +91,9 @@ DEFINE_int64(
     max_request_bytes, 64 << 20,
     "Largest request (one command with all its arguments), in bytes; "
     "a larger one gets a protocol error and its connection is closed. "
-    "Before AUTH (with --requirepass): at most 10 arguments of 16 KiB");
+    "Before AUTH (when clients must log in: --requirepass, or an --aclfile "
+    "whose default user is off or has a password): at most 10 arguments "
+    "of 16 KiB");
 DEFINE_int64(max_reply_bytes, 64 << 20,
              "Largest reply to MGET, KEYS, SCAN or CLIENT LIST, in bytes: a "
              "command whose reply would be larger gets '-ERR reply of more "
