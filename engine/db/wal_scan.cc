@@ -179,7 +179,9 @@ class Scanner {
       if (type < kFullType || type > kLastType) {
         Damage(offset + pos,
                "a fragment of unknown type " + std::to_string(type));
-        pos = Resync(p, n, pos, 0, file_end);
+        // Types 5..255 are damage wherever they are; a torn header at the
+        // file's end reads as type 0 (an unwritten sector).
+        pos = Resync(p, n, pos, 0, file_end && type == kZeroType);
         continue;
       }
       if (pos + kHeaderSize + length > n) {

@@ -259,6 +259,8 @@ TEST_P(WalScanSmallLogTest, DamageInTheLastBlockRefusesTheOpen) {
   ASSERT_GT(size, 500u);
   if (GetParam() == 0) {
     Flip(log_, 200);  // one byte of an early record
+  } else if (GetParam() == 2) {
+    Flip(log_, 6);  // the first fragment's type: 1 becomes 254
   } else {
     // A range zeroed mid-block: RocksDB skips the block's rest from the
     // zeros, and the writes after them with it.
@@ -286,7 +288,7 @@ TEST_P(WalScanSmallLogTest, DamageInTheLastBlockRefusesTheOpen) {
 }
 
 INSTANTIATE_TEST_SUITE_P(FlipOrZeros, WalScanSmallLogTest,
-                         testing::Values(0, 1));
+                         testing::Values(0, 1, 2));
 
 // Zeros after the last record (preallocated space a crash left) are a tail.
 TEST_F(WalScanTest, ZerosAfterTheLastRecordOpen) {
