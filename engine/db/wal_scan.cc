@@ -54,6 +54,12 @@ uint32_t FragmentCrc(rocksdb::FileChecksumGenFactory* factory, char type,
   return v;
 }
 
+// A fragment header's payload length (fixed16, little-endian).
+size_t FragmentLength(const char* h) {
+  return static_cast<unsigned char>(h[4]) |
+         (static_cast<size_t>(static_cast<unsigned char>(h[5])) << 8);
+}
+
 bool LogNumber(const std::string& name, uint64_t* number) {
   const std::string suffix = ".log";
   if (name.size() <= suffix.size() ||
@@ -114,9 +120,7 @@ class Scanner {
     const char* h = p + q;
     const auto type = static_cast<uint8_t>(h[6]);
     if (type < kFullType || type > kLastType) return false;
-    const size_t length =
-        static_cast<unsigned char>(h[4]) |
-        (static_cast<size_t>(static_cast<unsigned char>(h[5])) << 8);
+    const size_t length = FragmentLength(h);
     if (q + kHeaderSize + length > n) return false;
     return Unmask(DecodeFixed32(h)) == FragmentCrc(factory_.get(),
                                                    static_cast<char>(type),
@@ -154,9 +158,7 @@ class Scanner {
     while (pos + kHeaderSize <= n) {
       const char* h = p + pos;
       const uint32_t masked = DecodeFixed32(h);
-      const size_t length =
-          static_cast<unsigned char>(h[4]) |
-          (static_cast<size_t>(static_cast<unsigned char>(h[5])) << 8);
+      const size_t length = FragmentLength(h);
       const auto type = static_cast<uint8_t>(h[6]);
       if (type == kZeroType && length == 0 && masked == 0) {
         // Zeros where a header belongs: space never written (a tail), or a
@@ -173,7 +175,7 @@ class Scanner {
         size_t q = pos;
         while (q < n && p[q] == 0) ++q;
         if (q >= n) return;
-        pos = Resync(p, n, q > 0 ? q - 1 : 0, 0, false);
+        pos = Resync(p, n, q - 1, 0, false);  // (q > pos: p[pos] is 0)
         continue;
       }
       if (type < kFullType || type > kLastType) {
