@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <unordered_set>
 
 #include <fcntl.h>
 #include <glog/logging.h>
@@ -35,6 +36,12 @@ constexpr size_t kFileChunk = 1 << 20;
 // The handshake's last word from a replica that checks a full copy against
 // the size and sequence +FULLSYNC announces.
 constexpr const char* kSizedCopyWord = "sized";
+// The most files a full copy may hold (a million 64 MiB tables: 64 TiB).
+// Each announced file is created on the replica's disk before its bytes
+// come, and a file may be empty, so without a bound a hostile or broken
+// primary could fill the replica's inode table (the byte count announced
+// bounds only the bytes).
+constexpr uint64_t kMaxCopyFiles = 1000000;
 // Acknowledgement frames a primary reads are small; anything larger is not
 // a replica.
 constexpr size_t kMaxAckFrame = 4096;
@@ -1507,6 +1514,11 @@ Status Replication::ReceiveFullSync(ReplSocket* socket, FrameReader* in,
     return Status::Corruption("refusing the full copy from " + primary + ": " +
                               why + " (this server's database is unchanged)");
   };
+  if (announced.files > kMaxCopyFiles) {
+    return refuse("it announces " + std::to_string(announced.files) +
+                  " files, more than the " + std::to_string(kMaxCopyFiles) +
+                  " a copy may hold");
+  }
   fs::create_directories(tmp, ec);
   if (ec) return Status::IOError("cannot create " + tmp, ec.message());
   if (announced.sized) {
@@ -1521,6 +1533,7 @@ Status Replication::ReceiveFullSync(ReplSocket* socket, FrameReader* in,
   std::ofstream out;
   std::string current;
   std::vector<std::string> names;
+  std::unordered_set<std::string> seen;  // names, for "sent twice"
   uint64_t bytes = 0;
   int64_t last_heard = ReplNowMs();
   for (;;) {
@@ -1541,7 +1554,7 @@ Status Replication::ReceiveFullSync(ReplSocket* socket, FrameReader* in,
       }
       if (name != current) {
         if (out.is_open()) out.close();
-        if (std::find(names.begin(), names.end(), name) != names.end()) {
+        if (!seen.insert(name).second) {
           return refuse("file " + name + " sent twice");
         }
         // The copy is bounded by what +FULLSYNC announced: no more files,

@@ -1113,7 +1113,20 @@ TEST_F(ReplicationE2ETest, AMalformedFullCopyLeavesTheDatabaseUntouched) {
        "more than the 4 bytes announced"},
       {"+FULLSYNC 1 " + history + " - 1 1 0\r\n" +
            frame({"FENCEDKV.FILE", "..", "x"}),
-       "a file named '..'"}};
+       "a file named '..'"},
+      // A file sent twice (its second part would overwrite the first).
+      {"+FULLSYNC 1 " + history + " - 3 3 0\r\n" +
+           frame({"FENCEDKV.FILE", "CURRENT", "x"}) +
+           frame({"FENCEDKV.FILE", "OPTIONS-1", "y"}) +
+           frame({"FENCEDKV.FILE", "CURRENT", "z"}),
+       "file CURRENT sent twice"},
+      // More files than a copy may hold: refused before any is created
+      // (each may be empty, so the bytes announced do not bound them).
+      // Before, the replica created them, one per frame, while a
+      // std::find over the names received made each one cost their count.
+      {"+FULLSYNC 1 " + history + " - 1000001 0 0\r\n" +
+           frame({"FENCEDKV.FILE", "CURRENT", ""}),
+       "it announces 1000001 files, more than the 1000000"}};
   Server r;
   ASSERT_TRUE(StartPrimary(&r, "r"));
   {
