@@ -96,13 +96,18 @@ class ExportCommand : public AdminCommand {
         "      the store as Redis commands (SET k v FENCE t in token order, "
         "FENCE.ADVANCE,\n      FENCE.FLOOR): replay with redis-cli --pipe "
         "into a fencedkv-server created with\n      the same --fence_domain "
-        "and --fence_mode, or with import\n";
+        "and --fence_mode, or with import;\n      --output: a new file, not "
+        "inside --db (default: stdout)\n";
   }
   std::vector<const char*> Flags() const override { return {"output"}; }
   ExecResult DoCommand(const std::vector<std::string>& args,
                        FILE* out) override {
     ExecResult r = ExpectArgs(args, 0, "no argument");
     if (r.code != kExitOk) return r;
+    if (FLAGS_output != "-") {
+      Status s = CheckExportFile(FLAGS_db, FLAGS_output);
+      if (!s.ok()) return ExecResult::FromStatus(s);
+    }
     std::unique_ptr<ReadOnlyStore> store;
     Status s = ReadOnlyStore::OpenChecked(FLAGS_db, &store);
     if (!s.ok()) return ExecResult::FromStatus(s);

@@ -1056,6 +1056,18 @@ TEST_F(AdminTest, ImportRefusesABadStreamAndAMismatchedStore) {
   EXPECT_EQ(1, r.code);
   EXPECT_NE(std::string::npos, r.err.find("File exists")) << r.err;
   EXPECT_EQ("keep", ReadFile(tmp_.Sub("exists")));
+  // Nor writes into the database directory, where RocksDB would take a
+  // name like 000099.log for one of its logs at the next open (before: the
+  // export was written there, and the store then did not open).
+  for (const std::string& inside :
+       {src + "/000099.log", src + "/../src/sub/x", src}) {
+    r = OnDb(src, {"export", "--output=" + inside});
+    EXPECT_EQ(1, r.code) << inside;
+    EXPECT_NE(std::string::npos, r.err.find("inside the database directory"))
+        << r.err;
+  }
+  EXPECT_FALSE(fs::exists(src + "/000099.log"));
+  EXPECT_EQ(0, OnDb(src, {"check"}).code);
 }
 
 // An import into a store that already holds newer tokens for some keys

@@ -59,6 +59,10 @@ Status CheckCheckpointDir(const std::string& db_path, const std::string& dir);
 // before it opens the database (an open rotates its LOG).
 Status CheckBackupDir(const std::string& db_path,
                       const std::string& backup_dir);
+// An export's output file: not inside the database directory, where
+// RocksDB would take a name like 000099.log for a log of its own at the
+// next open. InvalidArgument saying so.
+Status CheckExportFile(const std::string& db_path, const std::string& file);
 
 class DBImpl final : public DB {
  public:

@@ -72,6 +72,10 @@ Status CheckCheckpointDir(const std::string& db_path, const std::string& dir) {
   return Status::OK();
 }
 
+Status CheckExportFile(const std::string& db_path, const std::string& file) {
+  return CheckOutside(db_path, file, "export file");
+}
+
 Status CheckBackupDir(const std::string& db_path,
                       const std::string& backup_dir) {
   if (backup_dir.empty()) {
