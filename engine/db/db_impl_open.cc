@@ -275,6 +275,14 @@ Status DBImpl::OpenImpl() {
                   children.end();
     if (!has_current && !children.empty() &&
         !std::all_of(children.begin(), children.end(), IsCreationFile)) {
+      if (OptionsNameFencedkvFamilies(env, path_)) {
+        // As fencedkv-admin check says: damage (exit 2 there), not some
+        // other directory.
+        return Status::Corruption(
+            "damaged fencedkv database: " + path_,
+            "its OPTIONS file records fencedkv's column families, but it has "
+            "no RocksDB CURRENT file");
+      }
       return Status::InvalidArgument(
           "not a fencedkv database: " + path_,
           "the directory has files but no RocksDB CURRENT file");

@@ -267,6 +267,28 @@ TEST(DBMetaTest, GarbageCurrentFileIsRefusedUntouched) {
   EXPECT_EQ(before, Snapshot(dir.path()));
 }
 
+// A fencedkv store that lost its CURRENT file is damage, as fencedkv-admin
+// check says, not "not a fencedkv database" (which it said before), and is
+// left untouched.
+TEST(DBMetaTest, AStoreWithoutItsCurrentFileIsCalledDamaged) {
+  test::TempDir dir;
+  {
+    std::unique_ptr<DB> db;
+    ASSERT_FENCEDKV_OK(DB::Open(CreateOptions(), dir.path(), &db));
+    ASSERT_FENCEDKV_OK(db->Put(WriteOptions(), "k", "v", 5));
+  }
+  std::filesystem::remove(dir.Sub("CURRENT"));
+  const auto before = Snapshot(dir.path());
+  std::unique_ptr<DB> db;
+  Status s = DB::Open(CreateOptions(), dir.path(), &db);
+  EXPECT_TRUE(s.IsCorruption()) << s.ToString();
+  EXPECT_NE(std::string::npos, s.ToString().find("damaged fencedkv database"))
+      << s.ToString();
+  EXPECT_NE(std::string::npos, s.ToString().find("no RocksDB CURRENT file"))
+      << s.ToString();
+  EXPECT_EQ(before, Snapshot(dir.path()));
+}
+
 TEST(DBMetaTest, PathThatIsAFileIsRefused) {
   test::TempDir dir;
   std::ofstream(dir.Sub("file")) << "x";
