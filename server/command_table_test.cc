@@ -734,6 +734,41 @@ TEST_F(CommandTest, LeaseList) {
             Run({"LEASE.LIST"}).rfind("-ERR reply of more than 60 bytes", 0));
 }
 
+// LEASE.LIST copies the leases 64 at a time (kLeaseListSlice), each slice
+// starting after the last name of the one before: around those
+// boundaries every lease is listed once, in name order.
+TEST_F(CommandTest, LeaseListAcrossItsSlices) {
+  int held = 0;
+  for (int n : {63, 64, 65, 128, 129, 200}) {
+    for (; held < n; ++held) {
+      char name[16];
+      std::snprintf(name, sizeof(name), "l%04d", held);
+      ASSERT_EQ(0u, Run({"LEASE.ACQUIRE", name, "h", "60000"}).rfind("*2", 0));
+    }
+    const std::string all = Run({"LEASE.LIST"});
+    ASSERT_EQ(0u, all.rfind("*" + std::to_string(n) + "\r\n", 0)) << n;
+    // The names, in the order listed.
+    std::vector<std::string> names;
+    for (size_t at = all.find("*5\r\n$5\r\n"); at != std::string::npos;
+         at = all.find("*5\r\n$5\r\n", at + 1)) {
+      names.push_back(all.substr(at + 8, 5));
+    }
+    ASSERT_EQ(static_cast<size_t>(n), names.size()) << n;
+    for (int i = 0; i < n; ++i) {
+      char name[16];
+      std::snprintf(name, sizeof(name), "l%04d", i);
+      EXPECT_EQ(name, names[static_cast<size_t>(i)]) << n;
+    }
+    // A pattern that matches one lease in each slice.
+    const std::string some = Run({"LEASE.LIST", "l00[0-9]0"});
+    // (l0000, l0010, ... l0090: those below n.)
+    EXPECT_EQ(0u, some.rfind("*" + std::to_string(std::min(10, (n + 9) / 10)) +
+                                 "\r\n",
+                             0))
+        << n << ": " << some.substr(0, 8);
+  }
+}
+
 // SHUTDOWN, CLIENT KILL and SLOWLOG are operator commands; SHUTDOWN and
 // CLIENT KILL reach the server through ServerState's hooks.
 TEST_F(CommandTest, OperatorCommands) {
