@@ -762,9 +762,9 @@ TEST_F(CommandTest, LeaseListAcrossItsSlices) {
     // A pattern that matches one lease in each slice.
     const std::string some = Run({"LEASE.LIST", "l00[0-9]0"});
     // (l0000, l0010, ... l0090: those below n.)
-    EXPECT_EQ(0u, some.rfind("*" + std::to_string(std::min(10, (n + 9) / 10)) +
-                                 "\r\n",
-                             0))
+    EXPECT_EQ(0u,
+              some.rfind(
+                  "*" + std::to_string(std::min(10, (n + 9) / 10)) + "\r\n", 0))
         << n << ": " << some.substr(0, 8);
   }
 }

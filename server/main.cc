@@ -250,6 +250,9 @@ int main(int argc, char** argv) {
       static_cast<uint64_t>(FLAGS_wal_retention_seconds);
   options.log_tail_bytes = static_cast<size_t>(FLAGS_repl_backlog_mb) << 20;
   options.drop_wal_after_damage = FLAGS_drop_wal_after_damage;
+  // (With --sync every write is synced: no interval sync is ever due.)
+  options.wal_sync_interval_ms =
+      static_cast<uint32_t>(FLAGS_wal_sync_interval_ms);
   // A server that starts as a replica (or in etcd mode, where it may be
   // one) writes nothing of its own into the log, from the open on (not even
   // the I/O-error recovery's sentinel): its sequence numbers are the

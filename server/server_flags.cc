@@ -276,6 +276,12 @@ DEFINE_bool(drop_wal_after_damage, false,
             "writes after damage (a flipped byte mid-log, not a torn tail), "
             "dropping them and any fence raises among them; without it such "
             "a start fails naming them (docs/faults.md)");
+DEFINE_int32(wal_sync_interval_ms, 1000,
+             "Without --sync: once per interval with writes, the next write "
+             "(a replica: the next batch it applies) is fsync'ed, so that "
+             "while writes come a power cut loses at most about this much "
+             "of them; 0: never (docs/faults.md). Unused with --sync "
+             "(every write is synced)");
 DEFINE_int64(wal_retention_seconds, 0,
              "Seconds the write-ahead log is kept after it is flushed "
              "(0: by size only, --wal_retention_mb)");
@@ -375,6 +381,9 @@ bool ValidateInsync(const char* flag, int32_t v) {
 bool ValidateReplTimeout(const char* flag, int32_t v) {
   return FlagInRange(flag, v, 100, 3600 * 1000);
 }
+bool ValidateWalSyncInterval(const char* flag, int32_t v) {
+  return FlagInRange(flag, v, 0, 3600 * 1000);
+}
 bool ValidateMaxReplicas(const char* flag, int32_t v) {
   return FlagInRange(flag, v, 1, 1024);
 }
@@ -396,6 +405,8 @@ const bool kRegistered = [] {
   gflags::RegisterFlagValidator(&FLAGS_replica_lag_ms, &ValidateReplTimeout);
   gflags::RegisterFlagValidator(&FLAGS_etcd_lease_ttl_ms, &ValidateReplTimeout);
   gflags::RegisterFlagValidator(&FLAGS_max_replicas, &ValidateMaxReplicas);
+  gflags::RegisterFlagValidator(&FLAGS_wal_sync_interval_ms,
+                                &ValidateWalSyncInterval);
   gflags::RegisterFlagValidator(&FLAGS_wal_retention_mb, &ValidateRetention);
   gflags::RegisterFlagValidator(&FLAGS_repl_backlog_mb, &ValidateBacklog);
   gflags::RegisterFlagValidator(&FLAGS_malloc_retain_mb, &ValidateRetainMb);

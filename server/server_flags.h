@@ -65,6 +65,7 @@ DECLARE_int64(wal_retention_mb);
 DECLARE_int64(repl_backlog_mb);
 DECLARE_int64(wal_retention_seconds);
 DECLARE_bool(drop_wal_after_damage);
+DECLARE_int32(wal_sync_interval_ms);
 
 namespace fencedkv {
 namespace server {

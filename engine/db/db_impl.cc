@@ -328,7 +328,9 @@ Status DBImpl::WriteMetaSynced(
   wo.sync = true;
   MutexLock lock(&meta_mu_);
   if (following_.load(std::memory_order_acquire)) return FollowingStatus();
-  return FromRocksDB(recovery_->Write(db_.get(), wo, &batch));
+  const rocksdb::Status rs = recovery_->Write(db_.get(), wo, &batch);
+  if (rs.ok()) NoteSynced(batch);
+  return FromRocksDB(rs);
 }
 
 Status DBImpl::ScanMeta(std::string_view prefix,

@@ -26,8 +26,10 @@
 #define FENCEDKV_ENGINE_DB_DB_IMPL_H_
 
 #include <atomic>
+#include <condition_variable>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <rocksdb/db.h>
@@ -75,6 +77,9 @@ class DBImpl final : public DB {
 
   // Opens or creates the database (called by DB::Open).
   Status OpenImpl();
+  // Starts the WAL syncer (Options::wal_sync_interval_ms), if any; called
+  // by DB::Open once the database is open.
+  void StartWalSyncer();
 
   Status Put(const WriteOptions& options, std::string_view key,
              std::string_view value, Token token) override;
@@ -255,6 +260,11 @@ class DBImpl final : public DB {
   // Makes every record already in the WAL durable (an always-synced call
   // that wrote nothing): a synced marker record.
   rocksdb::Status SyncWalBarrier();
+  // Options::wal_sync_interval_ms: the thread that syncs the log while
+  // writes come (StartWalSyncer after the open, StopWalSyncer first at the
+  // close).
+  void StopWalSyncer();
+  void WalSyncerLoop();
   // 6. Records the new maxima and marks in memory. REQUIRES: stripes locked.
   void Publish(const Scratch& sc);
 
@@ -288,6 +298,22 @@ class DBImpl final : public DB {
 
   const Options options_;
   const std::string path_;
+  // The WAL syncer (Options::wal_sync_interval_ms), and the latest sequence
+  // a synced write covered (a sync is due once a write passed it).
+  std::thread wal_syncer_;
+  Mutex syncer_mu_;
+  std::condition_variable_any syncer_cv_;
+  bool syncer_stop_ GUARDED_BY(syncer_mu_) = false;
+  std::atomic<uint64_t> synced_sequence_{0};
+  // A sync is due (the WAL syncer found writes past synced_sequence_):
+  // the next write, or on a replica the next applied batch, is written
+  // with sync. (Never a record of its own: one taking a sequence number
+  // after a switchover would part an old primary's log from the new one's,
+  // and a replica's numbers are its primary's.)
+  std::atomic<bool> sync_due_{false};
+  // A synced write of `batch` returned: raises synced_sequence_ to its
+  // last sequence (RocksDB set its first in its header).
+  void NoteSynced(const rocksdb::WriteBatch& batch);
   // path_'s directory as this process's registry of open databases knows
   // it (db_impl_open.cc); empty until OpenImpl claimed it. Released after
   // db_ is closed.

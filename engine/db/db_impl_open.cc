@@ -22,6 +22,7 @@
 #include "db/log_tail.h"
 #include "db/rocksdb_options.h"
 #include "db/sorted_flush_memtable.h"
+#include "db/synced_marker.h"
 #include "db/wal_scan.h"
 #include "util/coding.h"
 
@@ -150,6 +151,7 @@ DBImpl::DBImpl(const Options& options, const FenceDomainSpec& spec,
 }
 
 DBImpl::~DBImpl() {
+  StopWalSyncer();    // no write of its own on a closing DB
   recovery_->Stop();  // no Resume() on a closing DB
   if (db_ != nullptr) {
     for (auto* cf : {data_cf_, fence_cf_, meta_cf_}) {
@@ -182,6 +184,11 @@ Status DBImpl::ValidateOptions(const Options& o) {
         "max_value_size " + std::to_string(o.max_value_size) +
         " is out of range: 0.." + std::to_string(kMaxValueSizeLimit) +
         " (RocksDB cannot store larger values)");
+  }
+  if (o.wal_sync_interval_ms > 3600 * 1000) {
+    return Status::InvalidArgument("wal_sync_interval_ms " +
+                                   std::to_string(o.wal_sync_interval_ms) +
+                                   " is out of range: 0..3600000");
   }
   // (RocksDB clips a memtable to 64 GiB; the hash memtable sizes its
   // buckets from it: SIZE_MAX took 600 MB and more for one write.)
@@ -230,6 +237,7 @@ Status DB::Open(const Options& options, const std::string& path,
   // own setup, above, wrote the meta records a new database needs; a
   // replica's first batch is then a full copy's).
   if (options.log_replica) impl->SetFollowing(true);
+  impl->StartWalSyncer();
   *db = std::move(impl);
   return s;
 }
@@ -517,8 +525,11 @@ Status DBImpl::InitializeNewDatabase() {
   char version[4];
   EncodeFixed32(version, format::kFormatVersion);
   const char mode = static_cast<char>(mode_);
-  rocksdb::Status rs = batch.Put(meta_cf_, ToSlice(format::kMetaFormatVersion),
-                                 rocksdb::Slice(version, 4));
+  rocksdb::Status rs = AddSyncedMarker(&batch);  // synced_marker.h
+  if (rs.ok()) {
+    rs = batch.Put(meta_cf_, ToSlice(format::kMetaFormatVersion),
+                   rocksdb::Slice(version, 4));
+  }
   if (rs.ok()) {
     rs = batch.Put(meta_cf_, ToSlice(format::kMetaFenceDomain),
                    spec_.ToString());
@@ -547,8 +558,11 @@ Status DBImpl::UpgradeFromMergedHwm(Token hwm) {
   rocksdb::WriteBatch batch;
   char version[4];
   EncodeFixed32(version, format::kFormatVersion);
-  rocksdb::Status rs = batch.Put(meta_cf_, format::HighWaterMarkKey(0),
-                                 format::EncodeToken(hwm));
+  rocksdb::Status rs = AddSyncedMarker(&batch);  // synced_marker.h
+  if (rs.ok()) {
+    rs = batch.Put(meta_cf_, format::HighWaterMarkKey(0),
+                   format::EncodeToken(hwm));
+  }
   if (rs.ok()) {
     rs = batch.Delete(meta_cf_, ToSlice(format::kMetaLegacyHighWaterMark));
   }

@@ -18,6 +18,7 @@
 #include "db/log_tail.h"
 #include "db/rocksdb_options.h"
 #include "db/sorted_flush_memtable.h"
+#include "db/synced_marker.h"
 #include "util/coding.h"
 
 namespace fencedkv {
@@ -59,24 +60,39 @@ bool GetLengthPrefixed(std::string_view* in, std::string_view* out) {
 
 // RocksDB's record types a fencedkv primary writes (db/dbformat.h,
 // ValueType).
-constexpr char kDeletion = 0x0, kValue = 0x1, kCfDeletion = 0x4, kCfValue = 0x5;
+constexpr char kDeletion = 0x0, kValue = 0x1, kLogData = 0x3, kCfDeletion = 0x4,
+               kCfValue = 0x5;
 
 // One record of a batch (`in` not empty): its type, column family, key
-// and value (a Put's); advances *in when kRecord.
-enum class Parsed { kRecord, kBadColumnFamily, kUnknownType, kCutShort };
+// and value (a Put's); advances *in when kRecord. A LogData record (the
+// synced marker, synced_marker.h, is the only one fencedkv writes) is
+// kLogData, its blob in *key, and advances *in: it takes no sequence
+// number.
+enum class Parsed {
+  kRecord,
+  kLogData,
+  kBadColumnFamily,
+  kUnknownType,
+  kCutShort
+};
 Parsed NextRecord(std::string_view* in, char* type, uint32_t* cf,
                   std::string_view* key, std::string_view* value) {
   std::string_view probe = *in;
   *type = probe[0];
   probe.remove_prefix(1);
   *cf = 0;  // the default column family
+  *value = std::string_view();
+  if (*type == kLogData) {
+    if (!GetLengthPrefixed(&probe, key)) return Parsed::kCutShort;
+    *in = probe;
+    return Parsed::kLogData;
+  }
   if (*type == kCfValue || *type == kCfDeletion) {
     if (!GetVarint32(&probe, cf)) return Parsed::kBadColumnFamily;
   } else if (*type != kValue && *type != kDeletion) {
     return Parsed::kUnknownType;
   }
   const bool put = *type == kValue || *type == kCfValue;
-  *value = std::string_view();
   if (!GetLengthPrefixed(&probe, key) ||
       (put && !GetLengthPrefixed(&probe, value))) {
     return Parsed::kCutShort;
@@ -94,12 +110,15 @@ bool DropLeadingRecords(std::string_view batch, uint64_t skip,
   const uint32_t count = DecodeFixed32(batch.data() + 8);
   if (skip >= count) return false;
   std::string_view in = batch.substr(12);
-  for (uint64_t i = 0; i < skip; ++i) {
+  for (uint64_t i = 0; i < skip;) {
     char type;
     uint32_t cf;
     std::string_view key, value;
-    if (in.empty() ||
-        NextRecord(&in, &type, &cf, &key, &value) != Parsed::kRecord) {
+    if (in.empty()) return false;
+    const Parsed p = NextRecord(&in, &type, &cf, &key, &value);
+    if (p == Parsed::kRecord) {
+      ++i;
+    } else if (p != Parsed::kLogData) {  // (a LogData takes no number)
       return false;
     }
   }
@@ -109,6 +128,42 @@ bool DropLeadingRecords(std::string_view batch, uint64_t skip,
   EncodeFixed32(header + 8, static_cast<uint32_t>(count - skip));
   out->append(header, sizeof(header));
   out->append(in.data(), in.size());
+  return true;
+}
+
+// `batch` without the synced markers its records hold (synced_marker.h:
+// a log record RocksDB merged from several synced writers holds one per
+// writer) into *out: what log readers ship. False if there are none (*out
+// untouched) or a record does not parse (*parsed false).
+bool StripSyncedMarkers(std::string_view batch, std::string* out,
+                        bool* parsed) {
+  *parsed = true;
+  if (batch.size() < 12 ||
+      batch.find(kSyncedMarker) == std::string_view::npos) {
+    return false;
+  }
+  std::string_view in = batch.substr(12);
+  std::string kept;
+  bool found = false;
+  while (!in.empty()) {
+    const std::string_view at = in;
+    char type;
+    uint32_t cf;
+    std::string_view key, value;
+    const Parsed p = NextRecord(&in, &type, &cf, &key, &value);
+    if (p != Parsed::kRecord && p != Parsed::kLogData) {
+      *parsed = false;
+      return false;
+    }
+    if (p == Parsed::kLogData && key == kSyncedMarker) {
+      found = true;
+    } else {
+      kept.append(at.data(), at.size() - in.size());
+    }
+  }
+  if (!found) return false;
+  out->assign(batch.data(), 12);
+  out->append(kept);
   return true;
 }
 
@@ -232,6 +287,15 @@ class LogReaderImpl final : public LogReader {
           "the nearest batch starts at " + std::to_string(first));
       return false;
     }
+    // Without the synced markers: the batches replicas have always taken.
+    bool parsed = true;
+    if (StripSyncedMarkers(rep, &stripped_, &parsed)) rep = stripped_;
+    if (!parsed) {
+      status_ = Status::Corruption("a log record at sequence " +
+                                   std::to_string(first) +
+                                   " does not parse as fencedkv's");
+      return false;
+    }
     next_ = first + LogBatchCount(rep);
     *first_sequence = first;
     *data = rep;
@@ -244,10 +308,11 @@ class LogReaderImpl final : public LogReader {
   // On the batch last returned from the WAL, or past the end of the log
   // it had read; null while reading the tail.
   std::unique_ptr<rocksdb::TransactionLogIterator> iter_;
-  // The batch last returned (one of the three).
+  // The batch last returned (one of these).
   std::unique_ptr<rocksdb::WriteBatch> wal_batch_;
   std::shared_ptr<const std::string> tail_batch_;
   std::string cut_;
+  std::string stripped_;  // a WAL batch without its synced markers
   // The sequence the tail has had pending since pending_since_ (0: none; a
   // batch's sequence is at least 1).
   uint64_t pending_at_ = 0;
@@ -307,6 +372,15 @@ class LogBatchCheck {
       switch (NextRecord(&in, &type, &cf, &key, &value)) {
         case Parsed::kRecord:
           break;
+        case Parsed::kLogData:
+          // The synced marker a replica adds to a batch it applies with
+          // sync; a primary's readers strip theirs. Nothing else.
+          if (key != kSyncedMarker) {
+            return rocksdb::Status::Corruption(
+                "record " + std::to_string(found) +
+                " is log data fencedkv never writes");
+          }
+          continue;
         case Parsed::kBadColumnFamily:
           return rocksdb::Status::Corruption("record " + std::to_string(found) +
                                              ": a bad column family id");
@@ -438,7 +512,15 @@ Status DBImpl::ApplyLogBatch(const WriteOptions& options,
         first_sequence > expected ? "a gap: batches are missing"
                                   : "a repeat: already applied");
   }
-  rocksdb::WriteBatch batch{std::string(data)};
+  // Synced when asked, or when the WAL syncer says a sync is due
+  // (Options::wal_sync_interval_ms; a replica writes no record of its
+  // own). Applied with sync, it carries this replica's synced marker
+  // (synced_marker.h): its WAL is read by its own open's scan.
+  const bool sync =
+      options.sync || sync_due_.exchange(false, std::memory_order_acq_rel);
+  rocksdb::WriteBatch batch{sync && !LeadsWithSyncedMarker(data)
+                                ? WithSyncedMarker(data)
+                                : std::string(data)};
   LogBatchCheck check(data_cf_->GetID(), fence_cf_->GetID(), meta_cf_->GetID(),
                       spec_.ToString(), static_cast<char>(mode_),
                       spec_.is_per_key());
@@ -451,7 +533,7 @@ Status DBImpl::ApplyLogBatch(const WriteOptions& options,
                               checked.ToString());
   }
   rocksdb::WriteOptions wo;
-  wo.sync = options.sync;
+  wo.sync = sync;
   // The value cache's keys out before the batch is visible (a replica has
   // no other writer: nothing else writes these keys meanwhile). Their new
   // values are left to the next reads.
@@ -474,7 +556,14 @@ Status DBImpl::ApplyLogBatch(const WriteOptions& options,
       values_->EndWrite(key, /*keep=*/false, nullptr);
     }
   }
-  if (!rs.ok()) return FromRocksDB(rs);
+  if (!rs.ok()) {
+    // (A sync it owed is still due.)
+    if (sync && !options.sync) {
+      sync_due_.store(true, std::memory_order_release);
+    }
+    return FromRocksDB(rs);
+  }
+  if (sync) NoteSynced(batch);
   // (A concurrent writer would have broken the numbering: say so.)
   const uint64_t now = db_->GetLatestSequenceNumber();
   if (now != first_sequence + batch.Count() - 1) {

@@ -6,7 +6,9 @@
 // why the result is atomic and race-free.
 
 #include <algorithm>
+#include <chrono>
 #include <functional>
+#include <mutex>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -19,6 +21,8 @@
 #include "db/log_tail.h"
 #include "db/rocksdb_options.h"
 #include "db/sorted_flush_memtable.h"
+#include "db/synced_marker.h"
+#include "util/coding.h"
 #include "util/sync_point.h"
 
 namespace fencedkv {
@@ -96,6 +100,7 @@ struct DBImpl::Scratch {
   std::vector<uint32_t> index;
   bool indexed = false;  // index holds every state
   rocksdb::WriteBatch batch;
+  bool sync = false;  // the batch is written with sync (BuildBatch)
   std::string value;  // a data record being encoded
   // kGroup: domain states as they were before the current batch.
   struct Undo {
@@ -117,6 +122,7 @@ struct DBImpl::Scratch {
       indexed = false;
     }
     batch.Clear();
+    sync = false;
     undo.clear();
     accepted_groups = rejected_groups = 0;
     unfenced = false;
@@ -652,6 +658,13 @@ Status DBImpl::BuildBatch(const WriteRequest& req, Scratch* sc) {
   // dropped while its max is raised. (Validation caps sizes below those
   // limits, so this is a second line of defence.)
   rocksdb::Status rs;
+  // A synced write leads with the synced marker (synced_marker.h); it takes
+  // no sequence number, so a batch of nothing else counts 0 and is not
+  // written (Commit).
+  // Synced also when the WAL syncer says a sync is due
+  // (Options::wal_sync_interval_ms).
+  sc->sync = req.sync || sync_due_.load(std::memory_order_acquire);
+  if (sc->sync) rs = AddSyncedMarker(&batch);
   for (size_t i = 0; i < req.n && rs.ok(); ++i) {
     const PendingOp& op = req.ops[i];
     if (op.skip) continue;
@@ -738,9 +751,13 @@ Status DBImpl::Commit(const WriteRequest& req, Scratch* sc) {
   rocksdb::Status rs;
   if (sc->batch.Count() > 0) {
     rocksdb::WriteOptions wo;
-    wo.sync = req.sync;
+    wo.sync = sc->sync;
     TEST_SYNC_POINT_CALLBACK("DBImpl::Write:RocksDBWrite", &rs);  // may fail it
     if (rs.ok()) rs = recovery_->Write(db_.get(), wo, &sc->batch);
+    if (rs.ok() && sc->sync) {
+      NoteSynced(sc->batch);
+      if (!req.sync) sync_due_.store(false, std::memory_order_release);
+    }
   } else if (req.sync && req.kind == WriteRequest::Kind::kAdvance) {
     // The advance raised nothing, but the max it reports may be in a record
     // written without sync: make it durable before saying so.
@@ -748,6 +765,50 @@ Status DBImpl::Commit(const WriteRequest& req, Scratch* sc) {
     if (rs.ok()) rs = SyncWalBarrier();
   }
   return FromRocksDB(rs);
+}
+
+void DBImpl::NoteSynced(const rocksdb::WriteBatch& batch) {
+  if (batch.Count() == 0) return;
+  RaiseAtomicMax(&synced_sequence_,
+                 DecodeFixed64(batch.Data().data()) + batch.Count() - 1);
+}
+
+void DBImpl::StartWalSyncer() {
+  if (options_.wal_sync_interval_ms == 0) return;
+  synced_sequence_.store(db_->GetLatestSequenceNumber(),
+                         std::memory_order_relaxed);
+  wal_syncer_ = std::thread([this] { WalSyncerLoop(); });
+}
+
+void DBImpl::StopWalSyncer() {
+  if (!wal_syncer_.joinable()) return;
+  {
+    MutexLock lock(&syncer_mu_);
+    syncer_stop_ = true;
+  }
+  syncer_cv_.notify_all();
+  wal_syncer_.join();
+}
+
+void DBImpl::WalSyncerLoop() {
+  const std::chrono::milliseconds interval(options_.wal_sync_interval_ms);
+  for (;;) {
+    {
+      std::unique_lock<Mutex> lock(syncer_mu_);
+      // (True once stopped; the analysis does not follow unique_lock.)
+      if (syncer_cv_.wait_for(
+              lock, interval,
+              [this]() NO_THREAD_SAFETY_ANALYSIS { return syncer_stop_; })) {
+        return;
+      }
+    }
+    // Due once a write passed what the last synced write covered: the
+    // next write is synced (sync_due_).
+    if (db_->GetLatestSequenceNumber() >
+        synced_sequence_.load(std::memory_order_relaxed)) {
+      sync_due_.store(true, std::memory_order_release);
+    }
+  }
 }
 
 rocksdb::Status DBImpl::SyncWalBarrier() {
@@ -760,7 +821,8 @@ rocksdb::Status DBImpl::SyncWalBarrier() {
   // gets the background error.
   TEST_SYNC_POINT("DBImpl::SyncWalBarrier");
   rocksdb::WriteBatch marker;
-  rocksdb::Status rs = marker.Delete(meta_cf_, rocksdb::Slice());
+  rocksdb::Status rs = AddSyncedMarker(&marker);
+  if (rs.ok()) rs = marker.Delete(meta_cf_, rocksdb::Slice());
   rocksdb::WriteOptions wo;
   wo.sync = true;
   // A record of its own: not once the database follows a log (meta_mu_
@@ -771,6 +833,7 @@ rocksdb::Status DBImpl::SyncWalBarrier() {
         "this database follows a primary's log");
   }
   if (rs.ok()) rs = recovery_->Write(db_.get(), wo, &marker);
+  if (rs.ok()) NoteSynced(marker);
   return rs;
 }
 
@@ -813,9 +876,13 @@ Status DBImpl::SetFenceFloor(const WriteOptions& /*options*/, Token floor) {
     rocksdb::WriteOptions wo;
     wo.sync = true;  // always synced
     MutexLock meta_lock(&meta_mu_);
-    s = FromRocksDB(batch.Put(meta_cf_, ToSlice(format::kMetaFenceFloor),
-                              format::EncodeToken(floor)));
+    s = FromRocksDB(AddSyncedMarker(&batch));
+    if (s.ok()) {
+      s = FromRocksDB(batch.Put(meta_cf_, ToSlice(format::kMetaFenceFloor),
+                                format::EncodeToken(floor)));
+    }
     if (s.ok()) s = FromRocksDB(recovery_->Write(db_.get(), wo, &batch));
+    if (s.ok()) NoteSynced(batch);
     if (s.ok()) floor_.store(floor, std::memory_order_release);
   }
   table_->UnlockAll();

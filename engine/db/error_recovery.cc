@@ -11,6 +11,7 @@
 
 #include "db/info_logger.h"
 #include "db/log_tail.h"
+#include "db/synced_marker.h"
 #include "util/sync_point.h"
 #include "util/thread_name.h"
 
@@ -312,11 +313,22 @@ rocksdb::Status ErrorRecovery::Write(rocksdb::DB* db,
       return gate_error_;
     }
   }
+  if (options.sync && batch->Count() > 0 &&
+      !LeadsWithSyncedMarker(batch->Data())) {
+    // A synced write built without the marker (the hot paths add it as they
+    // build): a copy with it.
+    *batch = rocksdb::WriteBatch(WithSyncedMarker(batch->Data()));
+  }
   rocksdb::Status s = db->Write(options, batch);
   if (!s.ok()) Failed(s);
   if (tail_ != nullptr) {
     if (s.ok() && !options.disableWAL) {
-      tail_->Append(batch->Data());
+      // Log readers get the batch without the marker (synced_marker.h).
+      if (LeadsWithSyncedMarker(batch->Data())) {
+        tail_->Append(WithoutLeadingSyncedMarker(batch->Data()));
+      } else {
+        tail_->Append(batch->Data());
+      }
     } else {
       tail_->Reset();
     }

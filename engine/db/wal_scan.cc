@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -13,6 +14,7 @@
 #include <rocksdb/file_checksum.h>
 
 #include "db/rocksdb_options.h"
+#include "db/synced_marker.h"
 #include "util/coding.h"
 
 namespace fencedkv {
@@ -30,6 +32,9 @@ enum FragmentType : uint8_t {
   kLastType = 4,
 };
 constexpr size_t kBatchHeader = 12;  // sequence:fixed64 count:fixed32
+// What of a record the scan keeps: the batch header and the synced marker
+// a synced batch leads with.
+constexpr size_t kHeadBytes = kBatchHeader + kSyncedMarkerRecordSize;
 
 // RocksDB stores a crc32c "masked" (rotated and offset), since a crc of
 // data holding crcs is weak (util/crc32c.h).
@@ -95,6 +100,15 @@ class Scanner {
     ++scan_->files;
     name_ = &name;
     in_record_ = false;
+    // What the newest file is; so far, whatever came before it.
+    if (scan_->damaged_blocks > 0 || scan_->holes > 0) {
+      scan_->older_damage = true;
+    }
+    scan_->tail_file = name;
+    scan_->tail_damage_offset = WalScan::kNone;
+    scan_->tail_damage_what.clear();
+    scan_->tail_after_records = scan_->tail_after_synced = 0;
+    scan_->tail_after_first = scan_->tail_after_last = 0;
     std::string scratch(kBlockSize, '\0');
     for (uint64_t offset = 0;; offset += kBlockSize) {
       rocksdb::Slice block;
@@ -137,19 +151,34 @@ class Scanner {
   // it: a torn write leaves the rest of its declared payload unwritten or
   // stale, and a value a client wrote may itself look like a fragment. A
   // header whose length is not to be trusted (zeros, an unknown type, one
-  // past the block) is searched past byte by byte, except at the end of
-  // the file, where that is a torn tail.
+  // past the block) is searched past byte by byte, except in the file's
+  // last block, where that is a torn tail unless a synced record follows
+  // (a sync put everything before it on disk, so the damage is not a torn
+  // write; before the synced marker a flipped length byte there dropped
+  // the synced writes after it without a word, an adversarial review).
   size_t Resync(const char* p, size_t n, size_t at, size_t declared_end,
                 bool at_file_end) const {
     if (declared_end > at && declared_end < n && IntactAt(p, n, declared_end)) {
       return declared_end;
     }
     size_t q = declared_end > at ? declared_end : at + 1;
-    if (declared_end <= at && at_file_end) return n;
+    const bool torn_unless_synced = declared_end <= at && at_file_end;
     for (; q + kHeaderSize <= n; ++q) {
-      if (IntactAt(p, n, q)) return q;
+      if (IntactAt(p, n, q) && (!torn_unless_synced || SyncedStartAt(p, q))) {
+        return q;
+      }
     }
     return n;
+  }
+
+  // Whether the intact fragment at p[q] starts a record a synced write
+  // made (a full or first fragment whose batch leads with the marker).
+  static bool SyncedStartAt(const char* p, size_t q) {
+    const char* h = p + q;
+    const auto type = static_cast<uint8_t>(h[6]);
+    const size_t length = FragmentLength(h);
+    return (type == kFullType || type == kFirstType) && length >= kHeadBytes &&
+           LeadsWithSyncedMarker(std::string_view(h + kHeaderSize, kHeadBytes));
   }
 
   void Block(uint64_t offset, const char* p, size_t n) {
@@ -206,7 +235,7 @@ class Scanner {
           if (in_record_) Damage(record_offset_, "a record without its end");
           in_record_ = true;
           record_offset_ = at;
-          head_.assign(payload, std::min(length, kBatchHeader));
+          head_.assign(payload, std::min(length, kHeadBytes));
           break;
         case kMiddleType:
         case kLastType:
@@ -214,9 +243,8 @@ class Scanner {
             Damage(at, "a fragment without its record's start");
             continue;
           }
-          if (head_.size() < kBatchHeader) {
-            head_.append(payload,
-                         std::min(length, kBatchHeader - head_.size()));
+          if (head_.size() < kHeadBytes) {
+            head_.append(payload, std::min(length, kHeadBytes - head_.size()));
           }
           break;
       }
@@ -235,6 +263,21 @@ class Scanner {
     const uint64_t last = count == 0 ? first : first + count - 1;
     ++scan_->records;
     scan_->last_sequence = std::max(scan_->last_sequence, last);
+    if (!zeros_file_.empty()) {
+      // Zeros, then this record: in this file, the newest file's damage if
+      // it is the newest; before it, older damage.
+      if (zeros_file_ == *name_) {
+        TailDamage(zeros_offset_, "zeros where a record belongs");
+      } else {
+        scan_->older_damage = true;
+      }
+    }
+    if (scan_->tail_damage_offset != WalScan::kNone &&
+        record_offset_ > scan_->tail_damage_offset) {
+      if (scan_->tail_after_records++ == 0) scan_->tail_after_first = first;
+      scan_->tail_after_last = std::max(scan_->tail_after_last, last);
+      if (LeadsWithSyncedMarker(head_)) ++scan_->tail_after_synced;
+    }
     if (!zeros_file_.empty()) {
       if (scan_->holes++ == 0) {
         scan_->hole_file = zeros_file_;
@@ -265,6 +308,8 @@ class Scanner {
   // Damage at `offset` of the current file; an open record is lost with it.
   void Damage(uint64_t offset, std::string what) {
     ++scan_->damaged_blocks;
+    // A record it cuts is lost from its start.
+    TailDamage(in_record_ ? std::min(offset, record_offset_) : offset, what);
     in_record_ = false;
     // The first damage since the last record within `beyond_`: where
     // recovery stops.
@@ -272,6 +317,16 @@ class Scanner {
     damage_file_ = *name_;
     damage_offset_ = offset;
     damage_what_ = std::move(what);
+  }
+
+  // The first damage of the current file (as if it were the newest).
+  void TailDamage(uint64_t offset, const std::string& what) {
+    if (scan_->tail_damage_offset != WalScan::kNone &&
+        scan_->tail_damage_offset <= offset) {
+      return;
+    }
+    scan_->tail_damage_offset = offset;
+    scan_->tail_damage_what = what;
   }
 
   const std::shared_ptr<rocksdb::FileChecksumGenFactory> factory_;
@@ -312,8 +367,24 @@ Status ScanWal(rocksdb::Env* env, const std::string& dir, uint64_t beyond,
   return Status::OK();
 }
 
+bool TornUnsyncedTail(const WalScan& scan) {
+  return !scan.older_damage && scan.tail_damage_offset != WalScan::kNone &&
+         scan.tail_after_records > 0 && scan.tail_after_synced == 0;
+}
+
+namespace {
+constexpr const char* kTornTailHint =
+    "none of the records after it was written with sync, which is what a "
+    "power cut leaves when the disk wrote a later page of the log's "
+    "unsynced tail and not an earlier one. If the machine lost power, "
+    "those writes were never synced: start with --drop_wal_after_damage "
+    "(Options::drop_wal_after_damage) to open without them. Otherwise this "
+    "is damage: restore the store from a replica or a backup";
+}  // namespace
+
 Status CheckWalRecovery(rocksdb::Env* env, const std::string& dir,
                         const WalScan& before_open, uint64_t recovered) {
+  const bool torn = TornUnsyncedTail(before_open);
   if (before_open.holes > 0) {
     return Status::Corruption(
         "the write-ahead log has a hole: zeros where a record belongs in " +
@@ -323,11 +394,12 @@ Status CheckWalRecovery(rocksdb::Env* env, const std::string& dir,
             std::to_string(before_open.hole_next_sequence) + " in " +
             before_open.hole_next_file + " at offset " +
             std::to_string(before_open.hole_next_offset) + ")",
-        "recovering it would skip the writes the zeros stand for, fence "
-        "raises and lease grants among them, and keep the later ones. "
-        "Restore the store from a replica or a backup; to open it without "
-        "them, set Options::drop_wal_after_damage (fencedkv-server "
-        "--drop_wal_after_damage)");
+        torn ? kTornTailHint
+             : "recovering it would skip the writes the zeros stand for, "
+               "fence raises and lease grants among them, and keep the later "
+               "ones. Restore the store from a replica or a backup; to open "
+               "it without them, set Options::drop_wal_after_damage "
+               "(fencedkv-server --drop_wal_after_damage)");
   }
   if (before_open.last_sequence <= recovered) return Status::OK();
   // Only the sequences the scan before the open saw: a running server may
@@ -352,6 +424,7 @@ Status CheckWalRecovery(rocksdb::Env* env, const std::string& dir,
     what += ", after damage in " + scan.damage_file + " at offset " +
             std::to_string(scan.damage_offset) + " (" + scan.damage_what + ")";
   }
+  if (torn) return Status::Corruption(what, kTornTailHint);
   return Status::Corruption(
       what,
       "opening would drop those writes, with every fence raise and lease "

@@ -70,6 +70,23 @@ struct WalScan {
   std::string damage_file;  // empty: no damage before it
   uint64_t damage_offset = 0;
   std::string damage_what;
+
+  // The newest log file, the one a power cut may have torn: its first
+  // damage, or zeros with an intact record after them in the file
+  // (kNone: neither), where the record it cut starts if it cut one; and
+  // the intact records after that in the file: how many, how many were
+  // written with sync (led by the synced marker, synced_marker.h), and
+  // their sequences.
+  static constexpr uint64_t kNone = UINT64_MAX;
+  std::string tail_file;
+  uint64_t tail_damage_offset = kNone;
+  std::string tail_damage_what;
+  uint64_t tail_after_records = 0;
+  uint64_t tail_after_synced = 0;
+  uint64_t tail_after_first = 0;  // the first sequence of the first one
+  uint64_t tail_after_last = 0;   // the last sequence of the last one
+  // Damage or a hole before the newest file.
+  bool older_damage = false;
 };
 
 // Reads every "*.log" file directly in `dir` through `env`, in file-number
@@ -79,6 +96,16 @@ struct WalScan {
 // if the directory cannot be listed or a file cannot be read.
 Status ScanWal(rocksdb::Env* env, const std::string& dir, uint64_t beyond,
                WalScan* scan, uint64_t upto = UINT64_MAX);
+
+// Whether `scan` found what may be a tail a power cut tore: damage or
+// zeros in the newest log file with intact records after them, none of
+// which was written with sync, and nothing wrong before that file. A power
+// cut leaves this when the disk wrote a later page of the unsynced tail
+// and not an earlier one. (Damage followed by a synced record is not a
+// power cut's doing: the sync put everything before it on disk.) It cannot
+// tell that damage from damage that hit a synced record itself, so the
+// open still refuses it; CheckWalRecovery says which case it may be.
+bool TornUnsyncedTail(const WalScan& scan);
 
 // After an open that recovered up to sequence `recovered`, given a scan made
 // BEFORE that open (a running server may append records after it, never

@@ -172,6 +172,18 @@ struct Options {
   // persisted.
   size_t log_tail_bytes = size_t{32} << 20;
 
+  // Writes made without sync (WriteOptions::sync false) reach the disk when
+  // the OS writes them back: a power cut may lose any of them. With this
+  // set, once per interval in which something was written, the next write
+  // (on a replica, Options::log_replica, the next batch it applies) is
+  // written with sync, putting everything before it on disk: while writes
+  // come, a power cut loses at most about this many milliseconds of them.
+  // Damage in the log followed by a synced record is then told from a tail a
+  // power cut may have torn (docs/faults.md "Damage in the log"). 0 = never
+  // (the log is synced only by synced writes). Default: 0; fencedkv-server's
+  // --wal_sync_interval_ms: 1000. Not persisted.
+  uint32_t wal_sync_interval_ms = 0;
+
   // Open even though the write-ahead log holds intact writes after damage
   // (a flipped byte in the middle of the log, not a tail torn by a crash),
   // dropping them: what RocksDB's point-in-time recovery does. Without it
