@@ -133,8 +133,8 @@ bool DropLeadingRecords(std::string_view batch, uint64_t skip,
 
 // `batch` without the synced markers its records hold (synced_marker.h:
 // a log record RocksDB merged from several synced writers holds one per
-// writer) into *out: what log readers ship. False if there are none (*out
-// untouched) or a record does not parse (*parsed false).
+// writer) into *out: what log readers ship. False if there are none or a
+// record does not parse (*parsed false); *out is then not to be used.
 bool StripSyncedMarkers(std::string_view batch, std::string* out,
                         bool* parsed) {
   *parsed = true;
@@ -143,7 +143,7 @@ bool StripSyncedMarkers(std::string_view batch, std::string* out,
     return false;
   }
   std::string_view in = batch.substr(12);
-  std::string kept;
+  out->assign(batch.data(), 12);
   bool found = false;
   while (!in.empty()) {
     const std::string_view at = in;
@@ -158,13 +158,10 @@ bool StripSyncedMarkers(std::string_view batch, std::string* out,
     if (p == Parsed::kLogData && key == kSyncedMarker) {
       found = true;
     } else {
-      kept.append(at.data(), at.size() - in.size());
+      out->append(at.data(), at.size() - in.size());
     }
   }
-  if (!found) return false;
-  out->assign(batch.data(), 12);
-  out->append(kept);
-  return true;
+  return found;
 }
 
 // How long a reader waits for a batch the tail covers but does not hold

@@ -658,11 +658,10 @@ Status DBImpl::BuildBatch(const WriteRequest& req, Scratch* sc) {
   // dropped while its max is raised. (Validation caps sizes below those
   // limits, so this is a second line of defence.)
   rocksdb::Status rs;
-  // A synced write leads with the synced marker (synced_marker.h); it takes
-  // no sequence number, so a batch of nothing else counts 0 and is not
-  // written (Commit).
-  // Synced also when the WAL syncer says a sync is due
-  // (Options::wal_sync_interval_ms).
+  // A synced write (asked for, or due by Options::wal_sync_interval_ms)
+  // leads with the synced marker (synced_marker.h); it takes no sequence
+  // number, so a batch of nothing else counts 0 and is not written
+  // (Commit).
   sc->sync = req.sync || sync_due_.load(std::memory_order_acquire);
   if (sc->sync) rs = AddSyncedMarker(&batch);
   for (size_t i = 0; i < req.n && rs.ok(); ++i) {

@@ -104,11 +104,8 @@ class Scanner {
     if (scan_->damaged_blocks > 0 || scan_->holes > 0) {
       scan_->older_damage = true;
     }
-    scan_->tail_file = name;
     scan_->tail_damage_offset = WalScan::kNone;
-    scan_->tail_damage_what.clear();
     scan_->tail_after_records = scan_->tail_after_synced = 0;
-    scan_->tail_after_first = scan_->tail_after_last = 0;
     std::string scratch(kBlockSize, '\0');
     for (uint64_t offset = 0;; offset += kBlockSize) {
       rocksdb::Slice block;
@@ -267,15 +264,14 @@ class Scanner {
       // Zeros, then this record: in this file, the newest file's damage if
       // it is the newest; before it, older damage.
       if (zeros_file_ == *name_) {
-        TailDamage(zeros_offset_, "zeros where a record belongs");
+        TailDamage(zeros_offset_);
       } else {
         scan_->older_damage = true;
       }
     }
     if (scan_->tail_damage_offset != WalScan::kNone &&
         record_offset_ > scan_->tail_damage_offset) {
-      if (scan_->tail_after_records++ == 0) scan_->tail_after_first = first;
-      scan_->tail_after_last = std::max(scan_->tail_after_last, last);
+      ++scan_->tail_after_records;
       if (LeadsWithSyncedMarker(head_)) ++scan_->tail_after_synced;
     }
     if (!zeros_file_.empty()) {
@@ -309,7 +305,7 @@ class Scanner {
   void Damage(uint64_t offset, std::string what) {
     ++scan_->damaged_blocks;
     // A record it cuts is lost from its start.
-    TailDamage(in_record_ ? std::min(offset, record_offset_) : offset, what);
+    TailDamage(in_record_ ? std::min(offset, record_offset_) : offset);
     in_record_ = false;
     // The first damage since the last record within `beyond_`: where
     // recovery stops.
@@ -320,13 +316,8 @@ class Scanner {
   }
 
   // The first damage of the current file (as if it were the newest).
-  void TailDamage(uint64_t offset, const std::string& what) {
-    if (scan_->tail_damage_offset != WalScan::kNone &&
-        scan_->tail_damage_offset <= offset) {
-      return;
-    }
-    scan_->tail_damage_offset = offset;
-    scan_->tail_damage_what = what;
+  void TailDamage(uint64_t offset) {
+    scan_->tail_damage_offset = std::min(scan_->tail_damage_offset, offset);
   }
 
   const std::shared_ptr<rocksdb::FileChecksumGenFactory> factory_;

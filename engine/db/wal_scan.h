@@ -71,20 +71,16 @@ struct WalScan {
   uint64_t damage_offset = 0;
   std::string damage_what;
 
-  // The newest log file, the one a power cut may have torn: its first
-  // damage, or zeros with an intact record after them in the file
-  // (kNone: neither), where the record it cut starts if it cut one; and
-  // the intact records after that in the file: how many, how many were
-  // written with sync (led by the synced marker, synced_marker.h), and
-  // their sequences.
+  // The newest log file, the one a power cut may have torn: where its
+  // first damage is, or zeros with an intact record after them in the
+  // file (kNone: neither), from the start of the record it cut if it cut
+  // one; and the intact records after that in the file: how many, and how
+  // many were written with sync (led by the synced marker,
+  // synced_marker.h).
   static constexpr uint64_t kNone = UINT64_MAX;
-  std::string tail_file;
   uint64_t tail_damage_offset = kNone;
-  std::string tail_damage_what;
   uint64_t tail_after_records = 0;
   uint64_t tail_after_synced = 0;
-  uint64_t tail_after_first = 0;  // the first sequence of the first one
-  uint64_t tail_after_last = 0;   // the last sequence of the last one
   // Damage or a hole before the newest file.
   bool older_damage = false;
 };
