@@ -661,6 +661,22 @@ void CmdInfo(ServerState& server, ClientState&, const Args& args,
     if (server.db->GetProperty("rocksdb.cur-size-all-mem-tables", &v)) {
       line("rocksdb_memtable_bytes", v);
     }
+    // The log's sync state (--wal_sync_interval_ms): the newest sequence
+    // written, the newest a sync is known to cover, the idle syncs.
+    line("wal_latest_sequence",
+         std::to_string(server.db->GetLatestSequenceNumber()));
+    if (server.db->GetProperty("fencedkv.wal-sync", &v)) {
+      for (size_t at = 0; at < v.size();) {
+        size_t end = v.find('\n', at);
+        if (end == std::string::npos) end = v.size();
+        const size_t colon = v.find(": ", at);
+        if (colon != std::string::npos && colon < end) {
+          line("wal_" + v.substr(at, colon - at),
+               v.substr(colon + 2, end - colon - 2));
+        }
+        at = end + 1;
+      }
+    }
     info += "\r\n";
   }
   if (want("replication")) {

@@ -278,10 +278,11 @@ DEFINE_bool(drop_wal_after_damage, false,
             "a start fails naming them (docs/faults.md)");
 DEFINE_int32(wal_sync_interval_ms, 1000,
              "Without --sync: once per interval with writes, the next write "
-             "(a replica: the next batch it applies) is fsync'ed, so that "
-             "while writes come a power cut loses at most about this much "
-             "of them; 0: never (docs/faults.md). Unused with --sync "
-             "(every write is synced)");
+             "(a replica: the next batch it applies) is fsync'ed, and when "
+             "none comes for a whole interval the log is fsync'ed without "
+             "one, so that a power cut loses at most about this much of the "
+             "writes (twice it when they had just stopped); 0: never "
+             "(docs/faults.md). Unused with --sync (every write is synced)");
 DEFINE_int64(wal_retention_seconds, 0,
              "Seconds the write-ahead log is kept after it is flushed "
              "(0: by size only, --wal_retention_mb)");

@@ -219,6 +219,39 @@ TEST_F(ServerE2ETest, SyncWritesSurviveKill9) {
   EXPECT_EQ(0, server_.Stop());
 }
 
+// --wal_sync_interval_ms without --sync: a server that went quiet syncs
+// its log within two intervals, without a write to carry the sync
+// (INFO persistence says so; the engine's PowerLossIntervalTest cuts the
+// power). Before, its last writes waited for the OS's write-back.
+TEST_F(ServerE2ETest, AQuietServerSyncsItsLog) {
+  ASSERT_TRUE(StartServer({"--wal_sync_interval_ms=50"}));
+  Client c(server_.port());
+  auto field = [&](const std::string& name) -> uint64_t {
+    const std::string info = c.Call({"INFO", "persistence"});
+    const size_t at = info.find(name + ":");
+    return at == std::string::npos
+               ? UINT64_MAX
+               : std::stoull(info.substr(at + name.size() + 1));
+  };
+  EXPECT_EQ(50u, field("wal_interval_ms"));
+  for (int round = 1; round <= 2; ++round) {
+    for (int i = 0; i < 10; ++i) {
+      ASSERT_EQ("+OK", c.Call({"SET", "k" + std::to_string(i), "v", "FENCE",
+                               std::to_string(round)}));
+    }
+    const uint64_t written = field("wal_latest_sequence");
+    ASSERT_NE(UINT64_MAX, written);
+    uint64_t synced = 0;
+    for (int i = 0;
+         i < 200 && (synced = field("wal_synced_sequence")) < written; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    EXPECT_GE(synced, written) << "round " << round;
+  }
+  EXPECT_GE(field("wal_idle_syncs"), 1u);
+  EXPECT_EQ(0, server_.Stop());
+}
+
 TEST_F(ServerE2ETest, LeaseTokensStayIncreasingAcrossKill9) {
   ASSERT_TRUE(StartServer());
   std::string first;

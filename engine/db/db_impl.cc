@@ -425,6 +425,14 @@ bool DBImpl::GetProperty(std::string_view property, std::string* value) {
              "\nwaited: " + std::to_string(st.waited) + "\n";
     return true;
   }
+  if (property == "fencedkv.wal-sync") {
+    *value = "interval_ms: " + std::to_string(options_.wal_sync_interval_ms) +
+             "\nsynced_sequence: " +
+             std::to_string(synced_sequence_.load(std::memory_order_acquire)) +
+             "\nidle_syncs: " +
+             std::to_string(idle_syncs_.load(std::memory_order_relaxed)) + "\n";
+    return true;
+  }
   if (property == "fencedkv.value-cache-bytes") {
     *value = std::to_string(values_ == nullptr ? 0 : values_->Usage());
     return true;

@@ -265,6 +265,14 @@ class DBImpl final : public DB {
   // close).
   void StopWalSyncer();
   void WalSyncerLoop();
+  // The syncer's write when a sync stayed due for a whole interval (no
+  // write came to carry it): a batch of the synced marker alone, synced.
+  // It takes no sequence number (RocksDB counts Puts and Deletes, not
+  // LogData), so it is allowed on a replica, whose numbers are its
+  // primary's, and after a switchover parts no logs; log readers skip it
+  // (LogReaderImpl) and the scan counts it as a synced record
+  // (wal_scan.cc).
+  void IdleSync();
   // 6. Records the new maxima and marks in memory. REQUIRES: stripes locked.
   void Publish(const Scratch& sc);
 
@@ -307,10 +315,13 @@ class DBImpl final : public DB {
   std::atomic<uint64_t> synced_sequence_{0};
   // A sync is due (the WAL syncer found writes past synced_sequence_):
   // the next write, or on a replica the next applied batch, is written
-  // with sync. (Never a record of its own: one taking a sequence number
-  // after a switchover would part an old primary's log from the new one's,
-  // and a replica's numbers are its primary's.)
+  // with sync; if none came by the next tick, IdleSync. (Never a record
+  // taking a sequence number: after a switchover one would part an old
+  // primary's log from the new one's, and a replica's numbers are its
+  // primary's.)
   std::atomic<bool> sync_due_{false};
+  // Idle syncs written (fencedkv.wal-idle-syncs).
+  std::atomic<uint64_t> idle_syncs_{0};
   // A synced write of `batch` returned: raises synced_sequence_ to its
   // last sequence (RocksDB set its first in its header).
   void NoteSynced(const rocksdb::WriteBatch& batch);

@@ -233,70 +233,77 @@ class LogReaderImpl final : public LogReader {
   }
 
   bool FromWal(uint64_t* first_sequence, std::string_view* data) {
-    if (iter_ != nullptr) {
-      // On the batch last returned, or at the end of the log as it was when
-      // the reader caught up: either way Next() reads on, including what was
-      // appended since (a new iterator would first re-read the current WAL
-      // file from its start: milliseconds per call on a full file).
-      iter_->Next();
-      if (!iter_->Valid()) {
-        rocksdb::Status rs = iter_->status();
-        iter_.reset();  // TryAgain: the tail is in a newer WAL file
-        if (!rs.ok() && !rs.IsTryAgain()) {
-          status_ = FromRocksDB(rs);
+    // (A loop: it skips the records that ship nothing.)
+    for (;;) {
+      if (iter_ != nullptr) {
+        // On the batch last returned, or at the end of the log as it was when
+        // the reader caught up: either way Next() reads on, including what was
+        // appended since (a new iterator would first re-read the current WAL
+        // file from its start: milliseconds per call on a full file).
+        iter_->Next();
+        if (!iter_->Valid()) {
+          rocksdb::Status rs = iter_->status();
+          iter_.reset();  // TryAgain: the tail is in a newer WAL file
+          if (!rs.ok() && !rs.IsTryAgain()) {
+            status_ = FromRocksDB(rs);
+            return false;
+          }
+        }
+      }
+      if (iter_ == nullptr) {
+        rocksdb::Status rs = db_->GetUpdatesSince(next_, &iter_);
+        if (!rs.ok() || !iter_->Valid()) {
+          if (rs.ok()) rs = iter_->status();
+          iter_.reset();
+          status_ = Status::NotFound(
+              "the log no longer holds sequence " + std::to_string(next_),
+              rs.ToString());
           return false;
         }
       }
-    }
-    if (iter_ == nullptr) {
-      rocksdb::Status rs = db_->GetUpdatesSince(next_, &iter_);
-      if (!rs.ok() || !iter_->Valid()) {
-        if (rs.ok()) rs = iter_->status();
-        iter_.reset();
+      rocksdb::BatchResult batch = iter_->GetBatch();
+      wal_batch_ = std::move(batch.writeBatchPtr);
+      // A record of no sequence number (the WAL syncer's idle sync,
+      // DBImpl::IdleSync: the synced marker alone) ships nothing; the
+      // batch at next_ follows it.
+      if (wal_batch_->Count() == 0) continue;
+      std::string_view rep(wal_batch_->Data());
+      uint64_t first = batch.sequence;
+      if (first < next_ && next_ < first + wal_batch_->Count()) {
+        // Inside a record: several writers' batches RocksDB wrote as one,
+        // the first of which this reader had from the tail.
+        if (!DropLeadingRecords(rep, next_ - first, &cut_)) {
+          status_ = Status::Corruption("a log record at sequence " +
+                                       std::to_string(first) +
+                                       " does not parse as fencedkv's");
+          return false;
+        }
+        rep = cut_;
+        first = next_;
+      }
+      if (first != next_) {
+        // Later: the batches in between are gone (their WAL was deleted).
+        // Earlier: `next_` is inside a batch, not at a batch's first record.
         status_ = Status::NotFound(
-            "the log no longer holds sequence " + std::to_string(next_),
-            rs.ToString());
+            "the log does not hold a batch starting at sequence " +
+                std::to_string(next_),
+            "the nearest batch starts at " + std::to_string(first));
         return false;
       }
-    }
-    rocksdb::BatchResult batch = iter_->GetBatch();
-    wal_batch_ = std::move(batch.writeBatchPtr);
-    std::string_view rep(wal_batch_->Data());
-    uint64_t first = batch.sequence;
-    if (first < next_ && next_ < first + wal_batch_->Count()) {
-      // Inside a record: several writers' batches RocksDB wrote as one,
-      // the first of which this reader had from the tail.
-      if (!DropLeadingRecords(rep, next_ - first, &cut_)) {
+      // Without the synced markers: the batches replicas have always taken.
+      bool parsed = true;
+      if (StripSyncedMarkers(rep, &stripped_, &parsed)) rep = stripped_;
+      if (!parsed) {
         status_ = Status::Corruption("a log record at sequence " +
                                      std::to_string(first) +
                                      " does not parse as fencedkv's");
         return false;
       }
-      rep = cut_;
-      first = next_;
+      next_ = first + LogBatchCount(rep);
+      *first_sequence = first;
+      *data = rep;
+      return true;
     }
-    if (first != next_) {
-      // Later: the batches in between are gone (their WAL was deleted).
-      // Earlier: `next_` is inside a batch, not at a batch's first record.
-      status_ = Status::NotFound(
-          "the log does not hold a batch starting at sequence " +
-              std::to_string(next_),
-          "the nearest batch starts at " + std::to_string(first));
-      return false;
-    }
-    // Without the synced markers: the batches replicas have always taken.
-    bool parsed = true;
-    if (StripSyncedMarkers(rep, &stripped_, &parsed)) rep = stripped_;
-    if (!parsed) {
-      status_ = Status::Corruption("a log record at sequence " +
-                                   std::to_string(first) +
-                                   " does not parse as fencedkv's");
-      return false;
-    }
-    next_ = first + LogBatchCount(rep);
-    *first_sequence = first;
-    *data = rep;
-    return true;
   }
 
   rocksdb::DB* const db_;
@@ -511,8 +518,8 @@ Status DBImpl::ApplyLogBatch(const WriteOptions& options,
   }
   // Synced when asked, or when the WAL syncer says a sync is due
   // (Options::wal_sync_interval_ms; a replica writes no record of its
-  // own). Applied with sync, it carries this replica's synced marker
-  // (synced_marker.h): its WAL is read by its own open's scan.
+  // own while batches come). Applied with sync, it carries this replica's
+  // synced marker (synced_marker.h): its WAL is read by its own open's scan.
   const bool sync =
       options.sync || sync_due_.exchange(false, std::memory_order_acq_rel);
   rocksdb::WriteBatch batch{sync && !LeadsWithSyncedMarker(data)

@@ -803,11 +803,31 @@ void DBImpl::WalSyncerLoop() {
     }
     // Due once a write passed what the last synced write covered: the
     // next write is synced (sync_due_).
-    if (db_->GetLatestSequenceNumber() >
-        synced_sequence_.load(std::memory_order_relaxed)) {
-      sync_due_.store(true, std::memory_order_release);
-    }
+    const uint64_t latest = db_->GetLatestSequenceNumber();
+    if (latest <= synced_sequence_.load(std::memory_order_acquire)) continue;
+    if (!sync_due_.exchange(true, std::memory_order_acq_rel)) continue;
+    // Due since the last tick, and no write took it: the database went
+    // quiet with writes unsynced. Sync them with a record of no sequence.
+    IdleSync();
   }
+}
+
+void DBImpl::IdleSync() {
+  TEST_SYNC_POINT("DBImpl::IdleSync");
+  // Published before the write, so in the log before its record: the
+  // sync covers it.
+  const uint64_t covered = db_->GetLatestSequenceNumber();
+  rocksdb::WriteBatch marker;
+  rocksdb::Status rs = AddSyncedMarker(&marker);
+  rocksdb::WriteOptions wo;
+  wo.sync = true;
+  if (rs.ok()) rs = recovery_->Write(db_.get(), wo, &marker);
+  if (!rs.ok()) return;  // (still due: the next write or tick tries again)
+  RaiseAtomicMax(&synced_sequence_, covered);
+  idle_syncs_.fetch_add(1, std::memory_order_relaxed);
+  // (A write since `covered` is past synced_sequence_: the next tick makes
+  // it due again.)
+  sync_due_.store(false, std::memory_order_release);
 }
 
 rocksdb::Status DBImpl::SyncWalBarrier() {

@@ -257,7 +257,15 @@ class Scanner {
     }
     const uint64_t first = DecodeFixed64(head_.data());
     const uint32_t count = DecodeFixed32(head_.data() + 8);
-    const uint64_t last = count == 0 ? first : first + count - 1;
+    // A record of no sequence number (an idle sync, DBImpl::IdleSync: the
+    // synced marker alone) covers none, except right after damage: there
+    // it stands for the number it would take, so that a recovery that
+    // stopped at the damage is found to have missed it, as it would an
+    // intact batch (an intact synced record after damage says the damage
+    // is not a torn write).
+    uint64_t last = first + count - 1;
+    if (count == 0)
+      last = damage_file_.empty() && first > 0 ? first - 1 : first;
     ++scan_->records;
     scan_->last_sequence = std::max(scan_->last_sequence, last);
     if (!zeros_file_.empty()) {

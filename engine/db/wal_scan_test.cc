@@ -26,6 +26,7 @@
 
 #include "db/read_only_store.h"
 #include "db/synced_marker.h"
+#include "util/coding.h"
 #include "util/testutil.h"
 
 namespace fencedkv {
@@ -59,6 +60,30 @@ class WalScanTest : public testing::Test {
     ASSERT_GT(Size(log_), 100u << 10) << log_;
   }
 
+  // A database at `dir` with options o, and a replica of it at `copy` (a
+  // checkpoint opened as Options::log_replica).
+  static void OpenWithReplica(const Options& o, const std::string& dir,
+                              const std::string& copy, std::unique_ptr<DB>* db,
+                              std::unique_ptr<DB>* replica) {
+    ASSERT_FENCEDKV_OK(DB::Open(o, dir, db));
+    ASSERT_FENCEDKV_OK((*db)->Checkpoint(copy));
+    Options ro = o;
+    ro.log_replica = true;
+    ASSERT_FENCEDKV_OK(DB::Open(ro, copy, replica));
+  }
+  // log_'s bytes (one block at most) and its fragments' offsets.
+  void ReadSmallLog(std::string* bytes, std::vector<size_t>* at) {
+    ASSERT_TRUE(
+        rocksdb::ReadFileToString(rocksdb::Env::Default(), log_, bytes).ok());
+    ASSERT_LT(bytes->size(), 32768u);
+    const std::string& b = *bytes;
+    for (size_t pos = 0; pos + 7 <= b.size();) {
+      at->push_back(pos);
+      pos += 7 + (static_cast<unsigned char>(b[pos + 4]) |
+                  (static_cast<size_t>(static_cast<unsigned char>(b[pos + 5]))
+                   << 8));
+    }
+  }
   std::string NewestLog() { return NewestLogIn(dir_.path()); }
   // The names of the *.log files in `dir`.
   static std::vector<std::string> LogsIn(const std::string& dir) {
@@ -282,8 +307,10 @@ TEST_P(WalScanHoleTest, AZeroedPageMidLogRefusesTheOpenSayingWhatItMayBe) {
 INSTANTIATE_TEST_SUITE_P(SyncedAfterOrNot, WalScanHoleTest, testing::Bool());
 
 // Options::wal_sync_interval_ms: the first write after each interval is
-// synced, so damage older than the interval is followed by a synced
-// record, and the error does not offer it as a power cut's doing.
+// synced, and a database that went quiet syncs with a record of its own
+// (here, during the sleep), so damage older than the interval is followed
+// by a synced record, and the error does not offer it as a power cut's
+// doing.
 TEST_F(WalScanTest, TheIntervalSyncLeavesOnlyItsLastIntervalUnsynced) {
   for (uint32_t interval : {0u, 20u}) {
     SCOPED_TRACE("wal_sync_interval_ms=" + std::to_string(interval));
@@ -321,19 +348,11 @@ TEST_F(WalScanTest, TheIntervalSyncLeavesOnlyItsLastIntervalUnsynced) {
 // synced record after such damage now refuses the open.
 TEST_F(WalScanTest, ABadLengthBeforeASyncedRecordInTheLastBlockRefuses) {
   WriteSmallLogThenAdvance();
+  // The fragments: the last is the advance, the one before it an unsynced
+  // write.
   std::string bytes;
-  ASSERT_TRUE(
-      rocksdb::ReadFileToString(rocksdb::Env::Default(), log_, &bytes).ok());
-  ASSERT_LT(bytes.size(), 32768u);
-  // The fragments' offsets: the last is the advance, the one before it an
-  // unsynced write.
   std::vector<size_t> at;
-  for (size_t pos = 0; pos + 7 <= bytes.size();) {
-    at.push_back(pos);
-    pos += 7 + (static_cast<unsigned char>(bytes[pos + 4]) |
-                (static_cast<size_t>(static_cast<unsigned char>(bytes[pos + 5]))
-                 << 8));
-  }
+  ReadSmallLog(&bytes, &at);
   ASSERT_GE(at.size(), 3u);
   Flip(log_, at[at.size() - 2] + 5);  // its length's high byte
   std::unique_ptr<DB> db;
@@ -406,46 +425,180 @@ TEST_F(WalScanTest, LogReadersGetBatchesWithoutTheSyncedMarker) {
   }
 }
 
-// A replica writes no record of its own, so the WAL syncer has its next
-// applied batch synced instead: its log too is synced while batches come.
-TEST_F(WalScanTest, AReplicaSyncsAnAppliedBatchEachInterval) {
+// The batches a small log's bytes hold that a synced write made: a marker
+// right after a batch header (12 bytes) and its record's type and length
+// (2), in a batch of at least one entry (an idle sync has none).
+size_t SyncedBatchesIn(const std::string& wal) {
+  size_t n = 0;
+  for (size_t at = wal.find(kSyncedMarker); at != std::string::npos;
+       at = wal.find(kSyncedMarker, at + 1)) {
+    if (at >= 14 && DecodeFixed32(wal.data() + at - 14 + 8) > 0) ++n;
+  }
+  return n;
+}
+
+// While writes come, the WAL syncer has the next write after each tick
+// synced (on a replica, the next batch it applies: a replica writes no
+// record of its own while batches come); the idle sync is only for a
+// database that went quiet.
+TEST_F(WalScanTest, WhileWritesComeTheNextWriteAfterEachTickIsSynced) {
   for (uint32_t interval : {0u, 20u}) {
     SCOPED_TRACE("wal_sync_interval_ms=" + std::to_string(interval));
     test::TempDir dir, copy_dir;
     const std::string copy = copy_dir.Sub("copy");
-    std::unique_ptr<DB> db;
-    ASSERT_FENCEDKV_OK(DB::Open(options_, dir.path(), &db));
-    ASSERT_FENCEDKV_OK(db->Checkpoint(copy));
-    Options ro = options_;
-    ro.log_replica = true;
-    ro.wal_sync_interval_ms = interval;
-    std::unique_ptr<DB> replica;
-    ASSERT_FENCEDKV_OK(DB::Open(ro, copy, &replica));
+    Options o = options_;
+    o.wal_sync_interval_ms = interval;
+    std::unique_ptr<DB> db, replica;
+    OpenWithReplica(o, dir.path(), copy, &db, &replica);
     std::unique_ptr<LogReader> reader;
     ASSERT_FENCEDKV_OK(
         db->NewLogReader(replica->GetLatestSequenceNumber(), &reader));
-    for (int round = 0; round < 3; ++round) {
-      for (int i = 0; i < 20; ++i) {
-        ASSERT_FENCEDKV_OK(
-            db->Put(WriteOptions(), "k" + std::to_string(i), "v", 1));
-      }
+    // A write a millisecond, each applied at once, for a few intervals.
+    const auto end =
+        std::chrono::steady_clock::now() + std::chrono::milliseconds(150);
+    for (int i = 0; std::chrono::steady_clock::now() < end; ++i) {
+      ASSERT_FENCEDKV_OK(
+          db->Put(WriteOptions(), "k" + std::to_string(i % 50), "v", 1));
       uint64_t first = 0;
       std::string_view data;
       while (reader->Next(&first, &data)) {
         ASSERT_FENCEDKV_OK(replica->ApplyLogBatch(WriteOptions(), first, data));
       }
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      ASSERT_FENCEDKV_OK(reader->status());
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
-    std::string wal;
-    ASSERT_TRUE(rocksdb::ReadFileToString(rocksdb::Env::Default(),
-                                          NewestLogIn(copy), &wal)
-                    .ok());
-    EXPECT_EQ(wal.find(kSyncedMarker) != std::string::npos, interval > 0);
+    for (const std::string& d : {dir.path(), copy}) {
+      std::string wal;
+      ASSERT_TRUE(rocksdb::ReadFileToString(rocksdb::Env::Default(),
+                                            NewestLogIn(d), &wal)
+                      .ok());
+      ASSERT_LT(wal.size(), 32768u) << d;  // one block: no fragment headers
+      EXPECT_EQ(SyncedBatchesIn(wal) > 0, interval > 0) << d;
+    }
     std::string a, b;
     ASSERT_TRUE(db->GetProperty("fencedkv.digest", &a));
     ASSERT_TRUE(replica->GetProperty("fencedkv.digest", &b));
     EXPECT_EQ(a, b);
   }
+}
+
+// Waits (at most 5 s) until db's WAL syncer has written more than `than`
+// idle syncs; returns how many it has.
+uint64_t WaitForIdleSyncs(DB* db, uint64_t than) {
+  uint64_t n = 0;
+  for (int i = 0; i < 500; ++i) {
+    std::string v;
+    EXPECT_TRUE(db->GetProperty("fencedkv.wal-sync", &v));
+    const size_t at = v.find("idle_syncs: ");
+    if (at == std::string::npos) return 0;
+    n = std::stoull(v.substr(at + 12));
+    if (n > than) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return n;
+}
+
+// A database that goes quiet with writes unsynced: the syncer writes a
+// record of the synced marker alone, which takes no sequence number. Log
+// readers reading the WAL skip it (a replica refused such a batch: "not a
+// log batch"), and the open's scan counts no sequence for it (it claimed
+// one past the last, and the open refused the store: "intact write
+// batch(es) past sequence").
+TEST_F(WalScanTest, AnIdleSyncShipsNothingAndReopens) {
+  test::TempDir dir, copy_dir;
+  const std::string copy = copy_dir.Sub("copy");
+  Options o = options_;
+  o.log_tail_bytes = 0;  // readers read the WAL
+  o.wal_sync_interval_ms = 20;
+  std::unique_ptr<DB> db, replica;
+  OpenWithReplica(o, dir.path(), copy, &db, &replica);
+  const uint64_t start = replica->GetLatestSequenceNumber();
+  std::unique_ptr<LogReader> reader;
+  ASSERT_FENCEDKV_OK(db->NewLogReader(start, &reader));
+  uint64_t idle = 0, replica_idle = 0;
+  int batches = 0;
+  for (int round = 0; round < 3; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    for (int i = 0; i < 5; ++i) {
+      ASSERT_FENCEDKV_OK(db->Put(WriteOptions(), "k" + std::to_string(i),
+                                 "v" + std::to_string(round),
+                                 Token(round + 1)));
+    }
+    uint64_t first = 0;
+    std::string_view data;
+    while (reader->Next(&first, &data)) {
+      ++batches;
+      ASSERT_FENCEDKV_OK(replica->ApplyLogBatch(WriteOptions(), first, data));
+    }
+    ASSERT_FENCEDKV_OK(reader->status());
+    // Both go quiet: each writes an idle sync into its own WAL (unless a
+    // tick made the round's last write a synced one: rare).
+    idle = WaitForIdleSyncs(db.get(), idle);
+    replica_idle = WaitForIdleSyncs(replica.get(), replica_idle);
+  }
+  EXPECT_GE(batches, 15);  // (and the checkpoint's record)
+  // So at least one was read past by the reader above.
+  EXPECT_GE(idle, 2u);
+  EXPECT_GE(replica_idle, 2u);
+  // A new reader from the start seeks past them too.
+  std::unique_ptr<LogReader> again;
+  ASSERT_FENCEDKV_OK(db->NewLogReader(start, &again));
+  uint64_t first = 0, next = 0;
+  std::string_view data;
+  while (again->Next(&first, &data)) {
+    if (next != 0) {
+      EXPECT_EQ(first, next);
+    }
+    next = first + DecodeFixed32(data.data() + 8);
+  }
+  EXPECT_FENCEDKV_OK(again->status());
+  EXPECT_EQ(next, db->GetLatestSequenceNumber() + 1);
+  std::string a, b;
+  ASSERT_TRUE(db->GetProperty("fencedkv.digest", &a));
+  ASSERT_TRUE(replica->GetProperty("fencedkv.digest", &b));
+  EXPECT_EQ(a, b);
+  const uint64_t sequence = db->GetLatestSequenceNumber();
+  // Closed with an idle sync the last record of each log.
+  again.reset();
+  reader.reset();
+  db.reset();
+  replica.reset();
+  ASSERT_FENCEDKV_OK(DB::Open(o, dir.path(), &db));
+  EXPECT_GE(db->GetLatestSequenceNumber(), sequence);  // (and the open's)
+  Options ro = o;
+  ro.log_replica = true;
+  ASSERT_FENCEDKV_OK(DB::Open(ro, copy, &replica));
+  EXPECT_EQ(replica->GetLatestSequenceNumber(), sequence);
+  ASSERT_TRUE(replica->GetProperty("fencedkv.digest", &b));
+  EXPECT_EQ(a, b);
+}
+
+// Damage in the last write before an idle sync: the sync put that write
+// on disk, so the damage is no torn write, and opening would drop an
+// acknowledged write. The idle sync takes no sequence number, so only its
+// place right after the damage tells the open it missed something.
+TEST_F(WalScanTest, DamageRightBeforeAnIdleSyncRefusesTheOpen) {
+  Options o = options_;
+  o.wal_sync_interval_ms = 20;
+  {
+    std::unique_ptr<DB> db;
+    ASSERT_FENCEDKV_OK(DB::Open(o, dir_.path(), &db));
+    WriteSmallLog(db.get());
+    ASSERT_EQ(WaitForIdleSyncs(db.get(), 0), 1u);
+  }
+  log_ = NewestLog();
+  std::string bytes;
+  std::vector<size_t> at;
+  ReadSmallLog(&bytes, &at);
+  ASSERT_GE(at.size(), 3u);
+  // The last fragment is the idle sync: a batch of no entry.
+  ASSERT_EQ(DecodeFixed32(bytes.data() + at.back() + 7 + 8), 0u);
+  Flip(log_, at[at.size() - 2] + 7 + 13);  // a byte of the last write
+  std::unique_ptr<DB> db;
+  Status s = DB::Open(o, dir_.path(), &db);
+  ASSERT_TRUE(s.IsCorruption()) << s.ToString();
+  EXPECT_EQ(s.ToString().find("what a power cut leaves"), std::string::npos)
+      << s.ToString();
 }
 
 // Damage inside the log's last 32 KiB block: the scan skipped the rest of

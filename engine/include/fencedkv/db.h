@@ -219,6 +219,9 @@ class DB {
   // Options::log_tail_bytes: held bytes and batches, capacity, and counts
   // of batches appended, resets, reads answered from it, reads sent to the
   // WAL, reads that waited; "name: value" per line),
+  // "fencedkv.wal-sync" (Options::wal_sync_interval_ms, the newest
+  // sequence a synced write is known to cover, and how many idle syncs the
+  // syncer wrote; "name: value" per line),
   // "fencedkv.tickers" (every RocksDB statistics ticker, "name value" per
   // line; only with Options::statistics),
   // "fencedkv.aggregated.<rocksdb int property>" (summed over every column

@@ -176,8 +176,11 @@ struct Options {
   // the OS writes them back: a power cut may lose any of them. With this
   // set, once per interval in which something was written, the next write
   // (on a replica, Options::log_replica, the next batch it applies) is
-  // written with sync, putting everything before it on disk: while writes
-  // come, a power cut loses at most about this many milliseconds of them.
+  // written with sync, putting everything before it on disk; if no write
+  // comes for a whole interval, the engine syncs the log itself with a
+  // record of no sequence number (the synced marker alone). So a power cut
+  // loses at most about this many milliseconds of writes, twice it when the
+  // writes had just stopped.
   // Damage in the log followed by a synced record is then told from a tail a
   // power cut may have torn (docs/faults.md "Damage in the log"). 0 = never
   // (the log is synced only by synced writes). Default: 0; fencedkv-server's
@@ -195,7 +198,8 @@ struct Options {
   // Set on a replica, a database fed only by DB::ApplyLogBatch: it opens
   // following (DB::SetFollowing(true)), so that from the open on the
   // engine writes nothing of its own (not even the I/O-error recovery's
-  // empty-memtable sentinel, docs/faults.md) and the replica's sequence
+  // empty-memtable sentinel, docs/faults.md; only the WAL syncer's idle
+  // sync, which takes no sequence number) and the replica's sequence
   // numbers stay exactly the primary's. SetFollowing(false) promotes it.
   // Default: false. Not persisted.
   bool log_replica = false;
