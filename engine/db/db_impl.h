@@ -320,7 +320,7 @@ class DBImpl final : public DB {
   // primary's log from the new one's, and a replica's numbers are its
   // primary's.)
   std::atomic<bool> sync_due_{false};
-  // Idle syncs written (fencedkv.wal-idle-syncs).
+  // Idle syncs written (the "fencedkv.wal-sync" property).
   std::atomic<uint64_t> idle_syncs_{0};
   // A synced write of `batch` returned: raises synced_sequence_ to its
   // last sequence (RocksDB set its first in its header).

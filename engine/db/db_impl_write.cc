@@ -807,8 +807,10 @@ void DBImpl::WalSyncerLoop() {
     if (latest <= synced_sequence_.load(std::memory_order_acquire)) continue;
     if (!sync_due_.exchange(true, std::memory_order_acq_rel)) continue;
     // Due since the last tick, and no write took it: the database went
-    // quiet with writes unsynced. Sync them with a record of no sequence.
-    IdleSync();
+    // quiet with writes unsynced. Sync them with a record of no sequence;
+    // not while the recovery of an I/O error runs (a write refused then
+    // would fail its Resume; the sync stays due).
+    if (recovery_->GetStats().idle) IdleSync();
   }
 }
 
@@ -821,8 +823,11 @@ void DBImpl::IdleSync() {
   rocksdb::Status rs = AddSyncedMarker(&marker);
   rocksdb::WriteOptions wo;
   wo.sync = true;
+  // Refused rather than waiting in a write stall (the close waits for this
+  // thread); still due, the next tick tries again.
+  wo.no_slowdown = true;
   if (rs.ok()) rs = recovery_->Write(db_.get(), wo, &marker);
-  if (!rs.ok()) return;  // (still due: the next write or tick tries again)
+  if (!rs.ok()) return;
   RaiseAtomicMax(&synced_sequence_, covered);
   idle_syncs_.fetch_add(1, std::memory_order_relaxed);
   // (A write since `covered` is past synced_sequence_: the next tick makes

@@ -320,7 +320,9 @@ rocksdb::Status ErrorRecovery::Write(rocksdb::DB* db,
     *batch = rocksdb::WriteBatch(WithSyncedMarker(batch->Data()));
   }
   rocksdb::Status s = db->Write(options, batch);
-  if (!s.ok()) Failed(s);
+  // (A write that asked not to wait in a stall is refused with Incomplete:
+  // not a failure.)
+  if (!s.ok() && !(options.no_slowdown && s.IsIncomplete())) Failed(s);
   if (tail_ != nullptr) {
     if (s.ok() && !options.disableWAL) {
       // Log readers get the batch without the marker (synced_marker.h).

@@ -451,5 +451,67 @@ TEST_F(ReplicationTest, FollowingWaitsForAWriteAlreadyPastItsCheck) {
   EXPECT_EQ(at, db->GetLatestSequenceNumber());
 }
 
+// A reader whose next number is no longer in the log (its WAL flushed and
+// deleted), when the log's only record past it is an idle sync (the WAL
+// syncer's record of no sequence, DBImpl::IdleSync) and nothing follows:
+// the seek landed on the idle sync, the reader skipped it and sought
+// again, for ever, a core busy until another batch came (a review: still
+// running after 3 s). It is a gap: NotFound, as for any record past it.
+TEST_F(ReplicationTest, AReaderBeforeALogOfAnIdleSyncAloneFindsTheGap) {
+  std::unique_ptr<DB> primary;
+  ASSERT_FENCEDKV_OK(DB::Open(PrimaryOptions("key", FenceMode::kMonotonic),
+                              dir_.Sub("p"), &primary));
+  ASSERT_FENCEDKV_OK(primary->Checkpoint(dir_.Sub("r")));
+  Options ro;
+  ro.adopt_stored_fence_config = true;
+  ro.log_replica = true;
+  ro.wal_sync_interval_ms = 20;
+  std::unique_ptr<DB> replica;
+  ASSERT_FENCEDKV_OK(DB::Open(ro, dir_.Sub("r"), &replica));
+  const uint64_t start = replica->GetLatestSequenceNumber();
+  auto idle_syncs = [&] {
+    std::string v;
+    EXPECT_TRUE(replica->GetProperty("fencedkv.wal-sync", &v));
+    const size_t at = v.find("idle_syncs: ");
+    return at == std::string::npos ? uint64_t{0}
+                                   : std::stoull(v.substr(at + 12));
+  };
+  // Batches applied, the memtable flushed (its WAL deleted), then the idle
+  // sync alone in the new WAL. (A tick may make the last batch synced, and
+  // no idle sync come: then again.)
+  bool armed = false;
+  for (int round = 0; round < 20 && !armed; ++round) {
+    for (int i = 0; i < 10; ++i) {
+      ASSERT_FENCEDKV_OK(primary->Put(WriteOptions(), "k" + std::to_string(i),
+                                      "v", Token(5 + round)));
+    }
+    CatchUp(primary.get(), replica.get());
+    const uint64_t before = idle_syncs();
+    ASSERT_FENCEDKV_OK(replica->Flush());
+    for (int i = 0; i < 200 && idle_syncs() == before; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    armed = idle_syncs() > before;
+  }
+  ASSERT_TRUE(armed);
+  std::unique_ptr<LogReader> reader;
+  ASSERT_FENCEDKV_OK(replica->NewLogReader(start, &reader));
+  auto next = std::async(std::launch::async, [&] {
+    uint64_t first = 0;
+    std::string_view data;
+    return reader->Next(&first, &data);
+  });
+  const bool returned =
+      next.wait_for(std::chrono::seconds(3)) == std::future_status::ready;
+  EXPECT_TRUE(returned) << "LogReader::Next() still running after 3 s";
+  if (!returned) {
+    // Unblocks it: one more batch in the replica's log.
+    ASSERT_FENCEDKV_OK(primary->Put(WriteOptions(), "late", "v", 100));
+    CatchUp(primary.get(), replica.get());
+  }
+  EXPECT_FALSE(next.get());
+  EXPECT_TRUE(reader->status().IsNotFound()) << reader->status().ToString();
+}
+
 }  // namespace
 }  // namespace fencedkv
