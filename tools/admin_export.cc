@@ -452,8 +452,8 @@ class ImportCommand : public AdminCommand {
 
   ExecResult Apply(DB* db, const std::vector<Command>& commands,
                    Token lease_counter, FILE* out) {
-    uint64_t sets = 0, advances = 0, refused = 0;
-    Status first_refusal;
+    uint64_t sets = 0, advances = 0, floors = 0, stale = 0, failed = 0;
+    Status first_stale, first_failure;
     std::vector<WriteBatch> batches;
     std::vector<const WriteBatch*> ptrs;
     std::vector<Status> statuses;
@@ -469,8 +469,10 @@ class ImportCommand : public AdminCommand {
       for (const Status& st : statuses) {
         if (st.ok()) {
           ++sets;
-        } else {
-          if (refused++ == 0) first_refusal = st;
+        } else if (st.IsStaleToken()) {
+          if (stale++ == 0) first_stale = st;
+        } else if (failed++ == 0) {
+          first_failure = st;
         }
       }
       batches.clear();
@@ -488,9 +490,10 @@ class ImportCommand : public AdminCommand {
         synced.sync = true;
         if (s.ok() && c.kind == Command::kAdvance) {
           s = db->AdvanceFence(synced, c.key, c.token, nullptr);
-          ++advances;
+          if (s.ok()) ++advances;
         } else if (s.ok()) {
           s = db->SetFenceFloor(synced, c.token);
+          if (s.ok()) ++floors;
         }
       }
       if (!s.ok()) break;
@@ -498,17 +501,35 @@ class ImportCommand : public AdminCommand {
     if (s.ok()) s = write_group();
     if (s.ok() && lease_counter > 0) s = RaiseLeaseCounter(db, lease_counter);
     if (s.ok()) s = db->Flush();
-    if (!s.ok()) return ExecResult::FromStatus(s);
-    Print(out, "imported " + std::to_string(sets) + " values, " +
-                   std::to_string(advances) + " advances, floor " +
-                   std::to_string(db->GetFenceFloor()) + " into " + FLAGS_db +
+    const std::string counts = std::to_string(sets) + " values, " +
+                               std::to_string(advances) + " advances, " +
+                               std::to_string(floors) + " floors";
+    if (!s.ok()) {
+      // Exit 1 says nothing was changed: true only if nothing was applied.
+      if (sets + advances + floors == 0) return ExecResult::FromStatus(s);
+      return {kExitPartial,
+              "stopped by an error after applying part of the stream (" +
+                  counts + " applied, kept in " + FLAGS_db +
+                  "): " + s.ToString()};
+    }
+    Print(out, "imported " + counts + " (floor now " +
+                   std::to_string(db->GetFenceFloor()) + ") into " + FLAGS_db +
                    "\n");
-    if (refused > 0) {
+    if (stale + failed > 0) {
       // The rest is in: not exit 1, which says nothing was changed.
-      return {kExitPartial, std::to_string(refused) +
-                                " value(s) refused (the database held newer "
-                                "tokens), the first: " +
-                                first_refusal.ToString()};
+      std::string what;
+      if (stale > 0) {
+        what = std::to_string(stale) +
+               " value(s) refused (the database held newer tokens), the "
+               "first: " +
+               first_stale.ToString();
+      }
+      if (failed > 0) {
+        if (!what.empty()) what += "; ";
+        what += std::to_string(failed) +
+                " value(s) failed, the first: " + first_failure.ToString();
+      }
+      return {kExitPartial, what};
     }
     return ExecResult::Ok();
   }

@@ -122,8 +122,9 @@ const char kUsageTail[] =
     "Exit codes: 0 ok; 1 error (bad flags, cannot open, refused: nothing was "
     "changed; with --server,\na --timeout_ms that ran out: the server's job "
     "goes on); 2 damage found (check, backups --verify); 3 get: key not "
-    "found;\n4 import: applied, but values older than the store's tokens "
-    "for their keys were refused.\n";
+    "found;\n4 import: the store changed, but not with all of the stream "
+    "(values older than its tokens\nrefused, values that failed, or an "
+    "error midway: the message says which).\n";
 
 std::vector<std::unique_ptr<AdminCommand>> AllCommands() {
   std::vector<CommandFactory> factories;

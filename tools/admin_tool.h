@@ -63,7 +63,8 @@ constexpr int kExitOk = 0;
 constexpr int kExitError = 1;     // bad flags, cannot open, refused, I/O
 constexpr int kExitDamaged = 2;   // check / backups --verify found damage
 constexpr int kExitNotFound = 3;  // get: no such key
-// import: the store changed, but values older than its tokens were refused.
+// import: the store changed, but not with all of the stream (values older
+// than its tokens refused, values that failed, or an error midway).
 constexpr int kExitPartial = 4;
 
 // What a verb's DoCommand produced: an exit code and, unless kExitOk, the
