@@ -1160,12 +1160,7 @@ TEST_F(AdminTest, AnImportStoppedMidwayByAFullDiskSaysWhatItApplied) {
   if (mount("tmpfs", mnt.c_str(), "tmpfs", 0, "size=16m,mode=0700") != 0) {
     GTEST_SKIP() << "cannot mount a tmpfs here: " << std::strerror(errno);
   }
-  struct Unmount {
-    std::string at;
-    ~Unmount() {
-      if (umount(at.c_str()) != 0) umount2(at.c_str(), MNT_DETACH);
-    }
-  } unmount{mnt};
+  test::ScopedUnmount unmount{mnt};
   const std::string src = tmp_.Sub("src"), dst = mnt + "/dst";
   // 40 MiB of values, ten groups of the import's, past the 16 MiB disk.
   std::vector<std::tuple<std::string, std::string, Token>> big;

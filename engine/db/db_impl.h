@@ -326,9 +326,9 @@ class DBImpl final : public DB {
   // last sequence (RocksDB set its first in its header).
   void NoteSynced(const rocksdb::WriteBatch& batch);
   // path_'s directory as this process's registry of open databases knows
-  // it (db_impl_open.cc); empty until OpenImpl claimed it. Released after
-  // db_ is closed.
-  std::string open_key_;
+  // it (db_impl_open.cc: its path and its inode); empty until OpenImpl
+  // claimed them. Released after db_ is closed.
+  std::vector<std::string> open_keys_;
   // The fence configuration in force: from the options at creation, else
   // the stored one. Set once by OpenImpl before the DB is published.
   FenceDomainSpec spec_;

@@ -12,9 +12,11 @@
 #include <map>
 #include <set>
 #include <system_error>
+#include <vector>
 
 #include <rocksdb/env.h>
 #include <rocksdb/write_batch.h>
+#include <sys/stat.h>
 
 #include "db/db_impl.h"
 #include "db/error_recovery.h"
@@ -97,18 +99,35 @@ class OpenDirectories {
     while (key.size() > 1 && key.back() == '/') key.pop_back();
     return key;
   }
-  // Busy if `key` is open already (the message names how it was opened).
-  static Status Claim(const std::string& key, const std::string& path) {
-    MutexLock lock(&mu_);
-    auto [it, inserted] = open().emplace(key, path);
-    if (inserted) return Status::OK();
-    return Status::Busy(
-        path + " is already open in this process (as " + it->second + ")",
-        "one directory takes one DB at a time");
+  // The directory `path` names by its device and inode, which no spelling
+  // changes, a bind mount included (a path key cannot see one: the same
+  // directory under /data/db and a bind mount of it were two DBs); empty
+  // if it does not exist (yet) on the local file system.
+  static std::string InodeKeyOf(const std::string& path) {
+    struct stat st;
+    if (stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return "";
+    return "inode " + std::to_string(st.st_dev) + ":" +
+           std::to_string(st.st_ino);
   }
-  static void Release(const std::string& key) {
+  // Claims every one of `keys` for `path`, or none: Busy if one is open
+  // already (the message names how it was opened).
+  static Status Claim(const std::vector<std::string>& keys,
+                      const std::string& path) {
     MutexLock lock(&mu_);
-    open().erase(key);
+    for (const std::string& key : keys) {
+      auto it = open().find(key);
+      if (it != open().end()) {
+        return Status::Busy(
+            path + " is already open in this process (as " + it->second + ")",
+            "one directory takes one DB at a time");
+      }
+    }
+    for (const std::string& key : keys) open().emplace(key, path);
+    return Status::OK();
+  }
+  static void Release(const std::vector<std::string>& keys) {
+    MutexLock lock(&mu_);
+    for (const std::string& key : keys) open().erase(key);
   }
 
  private:
@@ -160,7 +179,7 @@ DBImpl::~DBImpl() {
     db_->Close();
     db_.reset();
   }
-  if (!open_key_.empty()) OpenDirectories::Release(open_key_);
+  OpenDirectories::Release(open_keys_);
 }
 
 Status DBImpl::ValidateOptions(const Options& o) {
@@ -251,10 +270,12 @@ Status DBImpl::OpenImpl() {
   if (!s.ok()) return s;
   // Before anything is read: another DB of this process on the directory
   // under another spelling would not be seen by RocksDB's lock.
-  const std::string key = OpenDirectories::KeyOf(path_);
-  s = OpenDirectories::Claim(key, path_);
+  std::vector<std::string> keys{OpenDirectories::KeyOf(path_)};
+  const std::string inode = OpenDirectories::InodeKeyOf(path_);
+  if (!inode.empty()) keys.push_back(inode);
+  s = OpenDirectories::Claim(keys, path_);
   if (!s.ok()) return s;
-  open_key_ = key;
+  open_keys_ = keys;
   rocksdb::Env* env = db_options.env;
 
   // What is there: nothing, an empty directory, a RocksDB database, or
@@ -388,6 +409,16 @@ Status DBImpl::OpenImpl() {
   data_cf_ = handles[0];
   fence_cf_ = handles[1];
   meta_cf_ = handles[2];
+  if (inode.empty()) {
+    // Created by this open: its inode is claimed now. (Another open of it
+    // under another path in the moment between is not seen.)
+    const std::string created = OpenDirectories::InodeKeyOf(path_);
+    if (!created.empty()) {
+      s = OpenDirectories::Claim({created}, path_);
+      if (!s.ok()) return s;
+      open_keys_.push_back(created);
+    }
+  }
   memtable_factory_ = db_->GetOptions(data_cf_).memtable_factory;
   data_buckets_ =
       GetMemtableBuckets(memtable_factory_.get(), data_cf_->GetID());

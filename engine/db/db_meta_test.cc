@@ -4,7 +4,9 @@
 // directories that are not fencedkv databases. Each refusal is a clear
 // Status and changes nothing.
 
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -13,6 +15,8 @@
 #include <rocksdb/db.h>
 #include <rocksdb/statistics.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
+#include <unistd.h>
 
 #include "fencedkv/db.h"
 
@@ -365,6 +369,45 @@ TEST(DBMetaTest, SecondOpenUnderAnotherSpellingIsBusy) {
   EXPECT_EQ("v", v);
   db.reset();
   ASSERT_FENCEDKV_OK(DB::Open(CreateOptions(), path, &db));
+}
+
+// A bind mount of the directory is another path no spelling rule sees
+// through: the second open was a second DB on the same files (RocksDB's
+// lock is per path in a process). The registry keys a directory by its
+// inode too.
+TEST(DBMetaTest, SecondOpenThroughABindMountIsBusy) {
+  if (geteuid() != 0) GTEST_SKIP() << "a bind mount needs root";
+  test::TempDir dir;
+  const std::string path = dir.Sub("db"), mnt = dir.Sub("mnt");
+  std::unique_ptr<DB> db;
+  ASSERT_FENCEDKV_OK(DB::Open(CreateOptions(), path, &db));
+  ASSERT_FENCEDKV_OK(db->Put(WriteOptions(), "k", "v", 10));
+  fs::create_directory(mnt);
+  if (mount(path.c_str(), mnt.c_str(), nullptr, MS_BIND, nullptr) != 0) {
+    GTEST_SKIP() << "cannot bind-mount here: " << std::strerror(errno);
+  }
+  test::ScopedUnmount unmount{mnt};
+  std::unique_ptr<DB> db2;
+  Status s = DB::Open(CreateOptions(), mnt, &db2);
+  EXPECT_TRUE(s.IsBusy()) << s.ToString();
+  db2.reset();
+  EXPECT_TRUE(db->Put(WriteOptions(), "k", "stale", 5).IsStaleToken());
+  db.reset();
+  // Closed, it opens through the mount.
+  ASSERT_FENCEDKV_OK(DB::Open(CreateOptions(), mnt, &db));
+  std::string v;
+  ASSERT_FENCEDKV_OK(db->Get(ReadOptions(), "k", &v));
+  EXPECT_EQ("v", v);
+  // And one created by an open is claimed once it exists.
+  const std::string fresh = dir.Sub("fresh"), mnt2 = dir.Sub("mnt2");
+  std::unique_ptr<DB> created;
+  ASSERT_FENCEDKV_OK(DB::Open(CreateOptions(), fresh, &created));
+  fs::create_directory(mnt2);
+  ASSERT_EQ(0, mount(fresh.c_str(), mnt2.c_str(), nullptr, MS_BIND, nullptr))
+      << std::strerror(errno);
+  test::ScopedUnmount unmount2{mnt2};
+  s = DB::Open(CreateOptions(), mnt2, &db2);
+  EXPECT_TRUE(s.IsBusy()) << s.ToString();
 }
 
 // A refused reopen must not touch the directory: before, RocksDB had

@@ -9,6 +9,8 @@
 #include <stdexcept>
 #include <string_view>
 
+#include <sys/mount.h>
+
 namespace fencedkv {
 namespace test {
 
@@ -25,6 +27,10 @@ TempDir::TempDir() {
 TempDir::~TempDir() {
   std::error_code ec;
   std::filesystem::remove_all(path_, ec);
+}
+
+ScopedUnmount::~ScopedUnmount() {
+  if (umount(at.c_str()) != 0) umount2(at.c_str(), MNT_DETACH);
 }
 
 std::string StatusString(const Status& s) {

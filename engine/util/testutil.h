@@ -47,6 +47,13 @@ class TempDir {
   std::string path_;
 };
 
+// For tests that mount (a tmpfs, a bind mount; they need root): unmounts
+// `at` when it goes, lazily if it is busy.
+struct ScopedUnmount {
+  std::string at;
+  ~ScopedUnmount();
+};
+
 // "OK", "NOT_FOUND", "STALE(7<8)", "STALE(8<=8)", "STALE(3<floor5)",
 // "INVALID", "CORRUPTION", ... (the first word of other codes).
 std::string StatusString(const Status& s);
