@@ -80,7 +80,8 @@ class DB {
   //    the directory is not a fencedkv database (an ordinary RocksDB database,
   //    a non-empty directory of other files); the stored fence domain or mode
   //    differs from the options'.
-  //  - Busy / IOError: another process has it open, or I/O failed.
+  //  - Busy / IOError: another process has it open, or this one under any
+  //    path (another spelling, a symlink, a bind mount), or I/O failed.
   //  - Corruption: the files are damaged.
   static Status Open(const Options& options, const std::string& path,
                      std::unique_ptr<DB>* db);
