@@ -305,9 +305,10 @@ class ImportCommand : public AdminCommand {
         "  import [--input=FILE]\n"
         "      apply an export stream to --db offline (created with the "
         "stream's domain\n      function and mode if missing; refused if in "
-        "use). The whole stream is checked first;\n      a value older than "
-        "the store's token for its key is refused, the rest applied: exit "
-        "4\n";
+        "use). The whole stream is parsed first;\n      a value older than "
+        "the store's token for its key, or one the store refuses, is\n      "
+        "skipped and the rest applied: exit 4 (also if an error stops it "
+        "midway)\n";
   }
   std::vector<const char*> Flags() const override { return {"input"}; }
   ExecResult DoCommand(const std::vector<std::string>& args,
@@ -478,8 +479,15 @@ class ImportCommand : public AdminCommand {
       batches.clear();
       return Status::OK();
     };
+    // The lease counter first: values carrying the source's tokens may land
+    // before an error stops the import, and a lease service on the target
+    // must then still issue above them.
+    std::string step = "raising the lease counter";
     Status s;
+    if (lease_counter > 0) s = RaiseLeaseCounter(db, lease_counter);
+    if (s.ok()) step = "applying the stream";
     for (const Command& c : commands) {
+      if (!s.ok()) break;
       if (c.kind == Command::kSet) {
         batches.emplace_back();
         batches.back().Put(c.key, c.value, c.token);
@@ -490,39 +498,49 @@ class ImportCommand : public AdminCommand {
         synced.sync = true;
         if (s.ok() && c.kind == Command::kAdvance) {
           s = db->AdvanceFence(synced, c.key, c.token, nullptr);
-          if (s.ok()) ++advances;
-        } else if (s.ok()) {
+          if (s.ok()) {
+            ++advances;
+          } else if (s.IsInvalidArgument()) {  // (a key the store refuses)
+            if (failed++ == 0) first_failure = s;
+            s = Status::OK();
+          }
+        } else if (s.ok() && c.token > db->GetFenceFloor()) {
+          // (A floor at or below the target's own is there already.)
           s = db->SetFenceFloor(synced, c.token);
           if (s.ok()) ++floors;
         }
       }
-      if (!s.ok()) break;
     }
     if (s.ok()) s = write_group();
-    if (s.ok() && lease_counter > 0) s = RaiseLeaseCounter(db, lease_counter);
+    if (s.ok()) step = "flushing";
     if (s.ok()) s = db->Flush();
     const std::string counts = std::to_string(sets) + " values, " +
                                std::to_string(advances) + " advances, " +
                                std::to_string(floors) + " floors";
+    // Stale and failed values, if any.
+    std::string what;
     if (!s.ok()) {
       // Exit 1 says nothing was changed: true only if nothing was applied.
       if (sets + advances + floors == 0) return ExecResult::FromStatus(s);
-      return {kExitPartial,
-              "stopped by an error after applying part of the stream (" +
-                  counts + " applied, kept in " + FLAGS_db +
-                  "): " + s.ToString()};
+      what = "stopped by an error while " + step + " (" + counts +
+             " applied, kept in " + FLAGS_db +
+             (lease_counter > 0 ? ", the "
+                                  "lease counter raised"
+                                : "") +
+             "): " + s.ToString();
+    } else {
+      Print(out, "imported " + counts + " (floor now " +
+                     std::to_string(db->GetFenceFloor()) + ") into " +
+                     FLAGS_db + "\n");
     }
-    Print(out, "imported " + counts + " (floor now " +
-                   std::to_string(db->GetFenceFloor()) + ") into " + FLAGS_db +
-                   "\n");
-    if (stale + failed > 0) {
+    if (stale + failed > 0 || !what.empty()) {
       // The rest is in: not exit 1, which says nothing was changed.
-      std::string what;
       if (stale > 0) {
-        what = std::to_string(stale) +
-               " value(s) refused (the database held newer tokens), the "
-               "first: " +
-               first_stale.ToString();
+        if (!what.empty()) what += "; ";
+        what += std::to_string(stale) +
+                " value(s) refused (the database held newer tokens), the "
+                "first: " +
+                first_stale.ToString();
       }
       if (failed > 0) {
         if (!what.empty()) what += "; ";

@@ -1151,6 +1151,31 @@ TEST_F(AdminTest, AnImportSaysWhichValuesFailedAndWhy) {
   EXPECT_NE(std::string::npos, OnDb(dst, {"get", "a"}).out.find("va"));
 }
 
+// The stream ends with the source's floor; into a store whose own floor is
+// higher, setting it failed ("fence floor cannot decrease") after every
+// value was in, and the import stopped before its flush (a review).
+TEST_F(AdminTest, AnImportIntoAStoreWithAHigherFloorKeepsThatFloor) {
+  const std::string src = tmp_.Sub("src"), dst = tmp_.Sub("dst");
+  for (const auto& [dir, floor] : {std::pair<std::string, Token>{src, 3},
+                                   std::pair<std::string, Token>{dst, 10}}) {
+    NewStore(
+        dir,
+        dir == src
+            ? std::vector<std::tuple<std::string, std::string, Token>>{{"a",
+                                                                        "va",
+                                                                        20}}
+            : std::vector<std::tuple<std::string, std::string, Token>>{});
+    std::unique_ptr<DB> db;
+    ASSERT_FENCEDKV_OK(DB::Open(Options(), dir, &db));
+    ASSERT_FENCEDKV_OK(db->SetFenceFloor(WriteOptions(), floor));
+  }
+  Result r = Admin({"--db=" + dst, "import"}, OnDb(src, {"export"}).out);
+  EXPECT_EQ(0, r.code) << r.out << r.err;
+  EXPECT_NE(std::string::npos, OnDb(dst, {"get", "a"}).out.find("va"));
+  EXPECT_NE(std::string::npos,
+            OnDb(dst, {"stats"}).out.find("fence_floor: 10\n"));
+}
+
 // A full disk midway: the groups before it stay in the store, so exit 1
 // ("nothing was changed") was a lie; exit 4 says how much was applied.
 TEST_F(AdminTest, AnImportStoppedMidwayByAFullDiskSaysWhatItApplied) {
@@ -1171,16 +1196,19 @@ TEST_F(AdminTest, AnImportStoppedMidwayByAFullDiskSaysWhatItApplied) {
   NewStore(src, big);
   Result r = Admin({"--db=" + dst, "import"}, OnDb(src, {"export"}).out);
   EXPECT_EQ(4, r.code) << r.out << r.err;
-  EXPECT_NE(std::string::npos, r.err.find("stopped by an error after "
-                                          "applying part of the stream"))
+  EXPECT_NE(std::string::npos,
+            r.err.find("stopped by an error while applying the stream"))
       << r.err;
   // What it says was applied is there.
-  const std::string applied = "part of the stream (";
+  const std::string applied = "applying the stream (";
   const size_t at = r.err.find(applied);
   ASSERT_NE(std::string::npos, at);
   const uint64_t values = std::stoull(r.err.substr(at + applied.size()));
   EXPECT_GT(values, 0u);
   EXPECT_LT(values, 10000u);
+  // The first group's values are there (read on the full disk).
+  EXPECT_NE(std::string::npos,
+            OnDb(dst, {"get", "k0"}).out.find(std::string(64, 'v')));
 }
 
 // ---- the fixes of the adversarial review of fencedkv-admin ----

@@ -271,7 +271,12 @@ Status DBImpl::OpenImpl() {
   // Before anything is read: another DB of this process on the directory
   // under another spelling would not be seen by RocksDB's lock.
   std::vector<std::string> keys{OpenDirectories::KeyOf(path_)};
-  const std::string inode = OpenDirectories::InodeKeyOf(path_);
+  // (The inode only through the local file system: another Env's path
+  // names something else.)
+  const bool local =
+      options_.env == nullptr || options_.env == rocksdb::Env::Default();
+  const std::string inode =
+      local ? OpenDirectories::InodeKeyOf(path_) : std::string();
   if (!inode.empty()) keys.push_back(inode);
   s = OpenDirectories::Claim(keys, path_);
   if (!s.ok()) return s;
@@ -324,6 +329,19 @@ Status DBImpl::OpenImpl() {
   if (!has_current && !options_.create_if_missing) {
     return Status::InvalidArgument(
         path_, "database does not exist (create_if_missing is false)");
+  }
+  if (local && inode.empty()) {
+    // A directory this open creates: made here (RocksDB would make it) and
+    // claimed by its inode before RocksDB touches it, so that an open of it
+    // under another path meanwhile (a bind mount) is one of two Busy.
+    rocksdb::Status rs = env->CreateDirIfMissing(path_);
+    if (!rs.ok()) return FromRocksDB(rs);
+    const std::string created = OpenDirectories::InodeKeyOf(path_);
+    if (!created.empty()) {
+      s = OpenDirectories::Claim({created}, path_);
+      if (!s.ok()) return s;
+      open_keys_.push_back(created);
+    }
   }
 
   data_options.compaction_filter = data_gc_.get();
@@ -409,16 +427,6 @@ Status DBImpl::OpenImpl() {
   data_cf_ = handles[0];
   fence_cf_ = handles[1];
   meta_cf_ = handles[2];
-  if (inode.empty()) {
-    // Created by this open: its inode is claimed now. (Another open of it
-    // under another path in the moment between is not seen.)
-    const std::string created = OpenDirectories::InodeKeyOf(path_);
-    if (!created.empty()) {
-      s = OpenDirectories::Claim({created}, path_);
-      if (!s.ok()) return s;
-      open_keys_.push_back(created);
-    }
-  }
   memtable_factory_ = db_->GetOptions(data_cf_).memtable_factory;
   data_buckets_ =
       GetMemtableBuckets(memtable_factory_.get(), data_cf_->GetID());

@@ -379,14 +379,15 @@ TEST(DBMetaTest, SecondOpenThroughABindMountIsBusy) {
   if (geteuid() != 0) GTEST_SKIP() << "a bind mount needs root";
   test::TempDir dir;
   const std::string path = dir.Sub("db"), mnt = dir.Sub("mnt");
-  std::unique_ptr<DB> db;
-  ASSERT_FENCEDKV_OK(DB::Open(CreateOptions(), path, &db));
-  ASSERT_FENCEDKV_OK(db->Put(WriteOptions(), "k", "v", 10));
+  fs::create_directory(path);
   fs::create_directory(mnt);
   if (mount(path.c_str(), mnt.c_str(), nullptr, MS_BIND, nullptr) != 0) {
     GTEST_SKIP() << "cannot bind-mount here: " << std::strerror(errno);
   }
-  test::ScopedUnmount unmount{mnt};
+  test::ScopedUnmount unmount{mnt};  // (after every DB below is closed)
+  std::unique_ptr<DB> db;
+  ASSERT_FENCEDKV_OK(DB::Open(CreateOptions(), path, &db));
+  ASSERT_FENCEDKV_OK(db->Put(WriteOptions(), "k", "v", 10));
   std::unique_ptr<DB> db2;
   Status s = DB::Open(CreateOptions(), mnt, &db2);
   EXPECT_TRUE(s.IsBusy()) << s.ToString();
@@ -398,16 +399,20 @@ TEST(DBMetaTest, SecondOpenThroughABindMountIsBusy) {
   std::string v;
   ASSERT_FENCEDKV_OK(db->Get(ReadOptions(), "k", &v));
   EXPECT_EQ("v", v);
-  // And one created by an open is claimed once it exists.
+  db.reset();
+  // One created by an open is claimed by its inode too, and released.
   const std::string fresh = dir.Sub("fresh"), mnt2 = dir.Sub("mnt2");
+  fs::create_directory(mnt2);
   std::unique_ptr<DB> created;
   ASSERT_FENCEDKV_OK(DB::Open(CreateOptions(), fresh, &created));
-  fs::create_directory(mnt2);
   ASSERT_EQ(0, mount(fresh.c_str(), mnt2.c_str(), nullptr, MS_BIND, nullptr))
       << std::strerror(errno);
   test::ScopedUnmount unmount2{mnt2};
   s = DB::Open(CreateOptions(), mnt2, &db2);
   EXPECT_TRUE(s.IsBusy()) << s.ToString();
+  created.reset();
+  ASSERT_FENCEDKV_OK(DB::Open(CreateOptions(), mnt2, &db2));
+  db2.reset();
 }
 
 // A refused reopen must not touch the directory: before, RocksDB had
