@@ -689,10 +689,7 @@ TEST(PowerLossAdvanceTest, NoOpAdvanceFenceIsDurable) {
 
 // The synced sequence the "fencedkv.wal-sync" property reports.
 uint64_t SyncedSequence(DB* db) {
-  std::string v;
-  EXPECT_TRUE(db->GetProperty("fencedkv.wal-sync", &v));
-  const size_t at = v.find("synced_sequence: ");
-  return at == std::string::npos ? 0 : std::stoull(v.substr(at + 17));
+  return test::PropertyNumber(db, "fencedkv.wal-sync", "synced_sequence");
 }
 
 // Waits (at most 5 s) until the syncer says everything db wrote is synced.

@@ -470,11 +470,8 @@ TEST_F(ReplicationTest, AReaderBeforeALogOfAnIdleSyncAloneFindsTheGap) {
   ASSERT_FENCEDKV_OK(DB::Open(ro, dir_.Sub("r"), &replica));
   const uint64_t start = replica->GetLatestSequenceNumber();
   auto idle_syncs = [&] {
-    std::string v;
-    EXPECT_TRUE(replica->GetProperty("fencedkv.wal-sync", &v));
-    const size_t at = v.find("idle_syncs: ");
-    return at == std::string::npos ? uint64_t{0}
-                                   : std::stoull(v.substr(at + 12));
+    return test::PropertyNumber(replica.get(), "fencedkv.wal-sync",
+                                "idle_syncs");
   };
   // Batches applied, the memtable flushed (its WAL deleted), then the idle
   // sync alone in the new WAL. (A tick may make the last batch synced, and

@@ -487,11 +487,7 @@ TEST_F(WalScanTest, WhileWritesComeTheNextWriteAfterEachTickIsSynced) {
 uint64_t WaitForIdleSyncs(DB* db, uint64_t than) {
   uint64_t n = 0;
   for (int i = 0; i < 500; ++i) {
-    std::string v;
-    EXPECT_TRUE(db->GetProperty("fencedkv.wal-sync", &v));
-    const size_t at = v.find("idle_syncs: ");
-    if (at == std::string::npos) return 0;
-    n = std::stoull(v.substr(at + 12));
+    n = test::PropertyNumber(db, "fencedkv.wal-sync", "idle_syncs");
     if (n > than) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }

@@ -29,6 +29,16 @@ TempDir::~TempDir() {
   std::filesystem::remove_all(path_, ec);
 }
 
+uint64_t PropertyNumber(DB* db, const std::string& property,
+                        const std::string& name) {
+  std::string v;
+  if (!db->GetProperty(property, &v)) return 0;
+  const std::string lines = "\n" + v;
+  const size_t at = lines.find("\n" + name + ": ");
+  if (at == std::string::npos) return 0;
+  return std::strtoull(lines.c_str() + at + name.size() + 3, nullptr, 10);
+}
+
 ScopedUnmount::~ScopedUnmount() {
   if (umount(at.c_str()) != 0) umount2(at.c_str(), MNT_DETACH);
 }

@@ -47,6 +47,11 @@ class TempDir {
   std::string path_;
 };
 
+// The number a "name: value" line of db's `property` holds (the
+// "fencedkv.wal-sync" and "fencedkv.stats" properties); 0 if none.
+uint64_t PropertyNumber(DB* db, const std::string& property,
+                        const std::string& name);
+
 // For tests that mount (a tmpfs, a bind mount; they need root): unmounts
 // `at` when it goes, lazily if it is busy.
 struct ScopedUnmount {
