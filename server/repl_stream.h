@@ -56,7 +56,8 @@ class ReplSocket {
   Status SendAll(std::string_view data, std::chrono::milliseconds timeout);
   // Waits up to `timeout` for bytes and appends what is there (at most
   // `max`) to *buf. OK with nothing appended on a timeout, or when
-  // `wake_fd` (an eventfd, if >= 0) was written (it is drained); IOError
+  // `wake_fd` (an eventfd, if >= 0) was written (it is drained; with a
+  // zero timeout it is neither polled nor drained); IOError
   // when the peer closed ("closed by peer") or on an error.
   Status ReadSome(std::string* buf, std::chrono::milliseconds timeout,
                   size_t max = 1 << 20, int wake_fd = -1);

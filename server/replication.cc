@@ -172,17 +172,27 @@ Replication::Link::~Link() {
 
 void Replication::NotifyLinks(uint64_t seq) {
   // A caller that finds `seq` notified already returns at once: whoever
-  // raised notified_seq_ to it or past it writes the eventfds after doing
-  // so, and a link woken then reads every batch the log holds by then.
+  // raised notified_seq_ to it or past it wakes the links after doing so,
+  // and a link woken then reads every batch the log holds by then.
   uint64_t notified = notified_seq_.load(std::memory_order_relaxed);
   do {
     if (notified >= seq) return;
   } while (!notified_seq_.compare_exchange_weak(notified, seq,
                                                 std::memory_order_relaxed));
+  // Pairs with the fence in StreamTo: the batch is published (the
+  // database's latest sequence) before `sleeping` is read here, and a link
+  // sets `sleeping` before it reads the latest sequence; so either the link
+  // sees the batch and does not wait, or this sees it sleeping and wakes
+  // it. (Were a wake-up ever missed, the link still polls every 1 ms.)
+  std::atomic_thread_fence(std::memory_order_seq_cst);
   MutexLock lock(&wake_mu_);
   const uint64_t one = 1;
-  for (int fd : wake_fds_) {
-    if (write(fd, &one, sizeof(one)) < 0) {
+  for (Link* link : wake_links_) {
+    if (!link->sleeping.load(std::memory_order_relaxed) ||
+        !link->sleeping.exchange(false, std::memory_order_relaxed)) {
+      continue;  // busy: it reads the new batches on its next pass
+    }
+    if (write(link->wake_fd, &one, sizeof(one)) < 0) {
       // EAGAIN: already woken
     }
   }
@@ -1007,18 +1017,18 @@ void Replication::StreamTo(ReplSocket* socket, const std::string& addr,
                            std::unique_ptr<LogReader> reader, Link* link) {
   if (link->wake_fd >= 0) {
     MutexLock lock(&wake_mu_);
-    wake_fds_.push_back(link->wake_fd);
+    wake_links_.push_back(link);
   }
   struct Unregister {
     Replication* r;
-    int fd;
+    Link* link;
     ~Unregister() {
       MutexLock lock(&r->wake_mu_);
-      r->wake_fds_.erase(
-          std::remove(r->wake_fds_.begin(), r->wake_fds_.end(), fd),
-          r->wake_fds_.end());
+      r->wake_links_.erase(
+          std::remove(r->wake_links_.begin(), r->wake_links_.end(), link),
+          r->wake_links_.end());
     }
-  } unregister{this, link->wake_fd};
+  } unregister{this, link};
   tracker_.SetLinkState(addr, id, "online");
   tracker_.OnAck(addr, id, after, 0);  // it has what it asked to follow
   const milliseconds timeout(options_.timeout_ms);
@@ -1085,9 +1095,17 @@ void Replication::StreamTo(ReplSocket* socket, const std::string& addr,
       last_send = ReplNowMs();
     }
     // Acknowledgements; when idle, wait a little for one (or new batches).
+    bool wait = out.empty();
+    if (wait && link->wake_fd >= 0) {
+      // About to sleep: say so, then look once more (NotifyLinks).
+      link->sleeping.store(true, std::memory_order_relaxed);
+      std::atomic_thread_fence(std::memory_order_seq_cst);
+      if (db_->GetLatestSequenceNumber() > sent) wait = false;
+    }
     const size_t before = in.buffered();
-    s = socket->ReadSome(in.buffer(), milliseconds(out.empty() ? 1 : 0),
-                         kMaxAckFrame, link->wake_fd);
+    s = socket->ReadSome(in.buffer(), milliseconds(wait ? 1 : 0), kMaxAckFrame,
+                         link->wake_fd);
+    link->sleeping.store(false, std::memory_order_relaxed);
     if (!s.ok()) break;
     if (in.buffered() != before) last_heard = ReplNowMs();
     while (in.Next(&words)) {

@@ -167,7 +167,9 @@ class Replication {
   // first to ask past the last one notified wakes the links (one eventfd
   // write per link and group, not per connection: under redis-benchmark
   // -P 16 the loop made 24 times more writes to the links' eventfds than
-  // to the WAL, each a wake-up of a link thread).
+  // to the WAL, each a wake-up of a link thread). And only a link that is
+  // about to wait is written to: a busy one reads the new batches on its
+  // next pass (Link::sleeping).
   void NotifyLinks(uint64_t seq) LOCKS_EXCLUDED(wake_mu_);
   // The error a write gets here while read-only: Redis's words on a
   // replica, else why (not yet told its role by etcd, stepped down).
@@ -190,6 +192,10 @@ class Replication {
     std::shared_ptr<ReplSocket> socket;
     std::atomic<bool> done{false};
     int wake_fd = -1;  // an eventfd: NotifyLinks wakes the link with it
+    // Set by the link just before it waits on wake_fd; NotifyLinks writes
+    // the eventfd only if it takes this (an eventcount: a busy link finds
+    // the new batches on its own, so most notifications cost no syscall).
+    std::atomic<bool> sleeping{false};
     std::string node;  // the replica's node id, from its handshake ("": none)
   };
 
@@ -336,9 +342,9 @@ class Replication {
   // for each), kept by UpdateIsr.
   std::vector<std::string> isr_ GUARDED_BY(mu_);
   std::thread ticker_;  // Tick()s the tracker (WAIT timeouts), UpdateIsr
-  // The links' eventfds (NotifyLinks).
+  // The links NotifyLinks wakes (through their eventfds).
   Mutex wake_mu_;
-  std::vector<int> wake_fds_ GUARDED_BY(wake_mu_);
+  std::vector<Link*> wake_links_ GUARDED_BY(wake_mu_);
   // The highest sequence NotifyLinks woke the links for. (Should the
   // sequence ever go back, a link still finds the batches at its next
   // poll, within 1 ms.)
