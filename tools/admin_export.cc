@@ -303,12 +303,13 @@ class ImportCommand : public AdminCommand {
   void Help(std::string* out) const override {
     *out +=
         "  import [--input=FILE]\n"
-        "      apply an export stream to --db offline (created with the "
-        "stream's domain\n      function and mode if missing; refused if in "
-        "use). The whole stream is parsed first;\n      a value older than "
-        "the store's token for its key, or one the store refuses, is\n      "
-        "skipped and the rest applied: exit 4 (also if an error stops it "
-        "midway)\n";
+        "      apply an export stream to --db offline (created with the\n"
+        "      stream's domain function and mode if missing; refused if in\n"
+        "      use). The whole stream is parsed first. A value older than the\n"
+        "      store's token for its key (one without a token: than any), or\n"
+        "      one the store refuses, is skipped and the rest applied: exit 4\n"
+        "      (also if an error stops it midway); exit 1 if nothing was\n"
+        "      applied (a store it created is removed again)\n";
   }
   std::vector<const char*> Flags() const override { return {"input"}; }
   ExecResult DoCommand(const std::vector<std::string>& args,
@@ -334,10 +335,53 @@ class ImportCommand : public AdminCommand {
       return ExecResult::Error("bad fence_mode \"" + mode + "\" in the header");
     }
     s = CheckNotInUse(FLAGS_db);
+    // A store this import creates (no directory, or an empty one) is
+    // removed again if nothing could be applied: exit 1 says nothing was
+    // changed.
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    const fs::file_status st = fs::status(FLAGS_db, ec);
+    const bool new_dir = st.type() == fs::file_type::not_found;
+    const bool creates = new_dir || (!ec && fs::is_directory(st) &&
+                                     fs::is_empty(FLAGS_db, ec) && !ec);
+    // (Opened so, it is this import's: one made meanwhile by another
+    // process fails the open, and is never removed here.)
+    options.error_if_exists = creates;
     std::unique_ptr<DB> db;
-    if (s.ok()) s = DB::Open(options, FLAGS_db, &db);
     if (!s.ok()) return ExecResult::FromStatus(s);
-    return Apply(db.get(), commands, lease_counter, out);
+    s = DB::Open(options, FLAGS_db, &db);
+    if (s.ok()) {
+      r = Apply(db.get(), commands, lease_counter, creates, out);
+    } else {
+      r = ExecResult::FromStatus(s);
+      // An open that failed while it created the store (a full disk) may
+      // have left files (LOCK, LOG); one that found a store another
+      // process made meanwhile (CURRENT) removes nothing.
+      std::error_code e;
+      if (fs::exists(FLAGS_db + "/CURRENT", e) || e) return r;
+    }
+    if (r.code == kExitError && creates) {
+      db.reset();
+      std::string left;
+      if (new_dir) {
+        fs::remove_all(FLAGS_db, ec);
+        if (ec) left = ec.message();
+      } else {
+        for (const auto& e : fs::directory_iterator(FLAGS_db, ec)) {
+          std::error_code e2;
+          fs::remove_all(e.path(), e2);
+          if (e2 && left.empty()) left = e2.message();
+        }
+        if (ec && left.empty()) left = ec.message();
+      }
+      r.message += left.empty()
+                       ? "; nothing was written (the store it began was "
+                         "removed)"
+                       : "; the store it created, empty, could not be "
+                         "removed: " +
+                             left;
+    }
+    return r;
   }
 
  private:
@@ -432,14 +476,17 @@ class ImportCommand : public AdminCommand {
 
   // Raises the target's lease counter to at least `counter` (synced; no
   // lease service is open on it: import holds the database alone).
-  static Status RaiseLeaseCounter(DB* db, Token counter) {
+  // *raised: it was below and written.
+  static Status RaiseLeaseCounter(DB* db, Token counter, bool* raised) {
     auto* impl = static_cast<DBImpl*>(db);
     Token current = 0;
     Status s = impl->ReadLeaseCounter(&current);
     if (!s.ok()) return s;
     if (current >= counter) return Status::OK();
-    return impl->PutMetaSynced({{std::string(format::kMetaLeaseCounter),
-                                 format::EncodeToken(counter)}});
+    s = impl->PutMetaSynced({{std::string(format::kMetaLeaseCounter),
+                              format::EncodeToken(counter)}});
+    *raised = s.ok();
+    return s;
   }
 
   // A token, or 0 (a source that never granted a lease).
@@ -451,8 +498,9 @@ class ImportCommand : public AdminCommand {
     return ParseToken(text, token);
   }
 
+  // `created`: the store is new (the caller removes it again on exit 1).
   ExecResult Apply(DB* db, const std::vector<Command>& commands,
-                   Token lease_counter, FILE* out) {
+                   Token lease_counter, bool created, FILE* out) {
     uint64_t sets = 0, advances = 0, floors = 0, stale = 0, failed = 0;
     Status first_stale, first_failure;
     std::vector<WriteBatch> batches;
@@ -484,14 +532,47 @@ class ImportCommand : public AdminCommand {
     // must then still issue above them.
     std::string step = "raising the lease counter";
     Status s;
-    if (lease_counter > 0) s = RaiseLeaseCounter(db, lease_counter);
+    bool raised = false;
+    if (lease_counter > 0) s = RaiseLeaseCounter(db, lease_counter, &raised);
     if (s.ok()) step = "applying the stream";
+    // Whether the group being built holds a fenced value (which may raise a
+    // domain an unfenced value is checked against).
+    bool group_fenced = false;
     for (const Command& c : commands) {
       if (!s.ok()) break;
       if (c.kind == Command::kSet) {
+        if (c.token == 0) {
+          // A value without a token (its source allowed unfenced writes)
+          // is older than any token: it lands only where no token was
+          // accepted for its domain (no max, no tombstone, no floor).
+          // Written unchecked, it would undo fenced writes and deletes.
+          if (group_fenced) s = write_group();
+          group_fenced = false;
+          Token max = 0;
+          if (s.ok()) s = db->GetFence(c.key, &max);
+          if (s.IsInvalidArgument()) {  // (a key the store refuses)
+            if (failed++ == 0) first_failure = s;
+            s = Status::OK();
+            continue;
+          }
+          if (!s.ok()) break;
+          if (max > 0) {
+            if (stale++ == 0) {
+              first_stale =
+                  Status::StaleToken({0, max, EscapeBytes(c.key.substr(0, 64)),
+                                      StaleReason::kBelowMax, -1});
+            }
+            continue;
+          }
+        } else {
+          group_fenced = true;
+        }
         batches.emplace_back();
         batches.back().Put(c.key, c.value, c.token);
-        if (batches.size() >= 1000) s = write_group();
+        if (batches.size() >= 1000) {
+          s = write_group();
+          group_fenced = false;
+        }
       } else {
         s = write_group();
         WriteOptions synced;
@@ -520,13 +601,17 @@ class ImportCommand : public AdminCommand {
     // Stale and failed values, if any.
     std::string what;
     if (!s.ok()) {
-      // Exit 1 says nothing was changed: true only if nothing was applied.
-      if (sets + advances + floors == 0) return ExecResult::FromStatus(s);
+      // Exit 1 says nothing was changed: true only if nothing was applied
+      // (a raised lease counter is a change, unless the store is new and
+      // goes again).
+      if (sets + advances + floors == 0 && (created || !raised)) {
+        return ExecResult::FromStatus(s);
+      }
       what = "stopped by an error while " + step + " (" + counts +
              " applied, kept in " + FLAGS_db +
-             (lease_counter > 0 ? ", the "
-                                  "lease counter raised"
-                                : "") +
+             (raised ? ", the lease counter raised to " +
+                           std::to_string(lease_counter)
+                     : "") +
              "): " + s.ToString();
     } else {
       Print(out, "imported " + counts + " (floor now " +

@@ -174,6 +174,17 @@ class AdminTest : public testing::Test {
       ASSERT_FENCEDKV_OK(db->Put(WriteOptions(), k, v, t));
     }
   }
+  // Mounts a 16 MiB tmpfs at *mnt (the caller unmounts it); "" if it did,
+  // else why not (then skip).
+  std::string MountSmallDisk(std::string* mnt) {
+    if (geteuid() != 0) return "mounting a tmpfs needs root";
+    *mnt = tmp_.Sub("mnt");
+    fs::create_directories(*mnt);
+    if (mount("tmpfs", mnt->c_str(), "tmpfs", 0, "size=16m,mode=0700") != 0) {
+      return std::string("cannot mount a tmpfs here: ") + std::strerror(errno);
+    }
+    return "";
+  }
   Result OnDb(const std::string& dir, std::vector<std::string> args) {
     args.insert(args.begin(), "--db=" + dir);
     return Admin(args);
@@ -1179,12 +1190,9 @@ TEST_F(AdminTest, AnImportIntoAStoreWithAHigherFloorKeepsThatFloor) {
 // A full disk midway: the groups before it stay in the store, so exit 1
 // ("nothing was changed") was a lie; exit 4 says how much was applied.
 TEST_F(AdminTest, AnImportStoppedMidwayByAFullDiskSaysWhatItApplied) {
-  if (geteuid() != 0) GTEST_SKIP() << "mounting a tmpfs needs root";
-  const std::string mnt = tmp_.Sub("mnt");
-  fs::create_directories(mnt);
-  if (mount("tmpfs", mnt.c_str(), "tmpfs", 0, "size=16m,mode=0700") != 0) {
-    GTEST_SKIP() << "cannot mount a tmpfs here: " << std::strerror(errno);
-  }
+  std::string mnt;
+  const std::string no_disk = MountSmallDisk(&mnt);
+  if (!no_disk.empty()) GTEST_SKIP() << no_disk;
   test::ScopedUnmount unmount{mnt};
   const std::string src = tmp_.Sub("src"), dst = mnt + "/dst";
   // 40 MiB of values, ten groups of the import's, past the 16 MiB disk.
@@ -1209,6 +1217,113 @@ TEST_F(AdminTest, AnImportStoppedMidwayByAFullDiskSaysWhatItApplied) {
   // The first group's values are there (read on the full disk).
   EXPECT_NE(std::string::npos,
             OnDb(dst, {"get", "k0"}).out.find(std::string(64, 'v')));
+}
+
+// An import that applies nothing (its first value does not fit on the disk)
+// exits 1, which says nothing was changed: so a store it created is removed
+// again (a new directory, or the files it made in an empty one), and into
+// an existing store a raised lease counter is a change (exit 4, said).
+TEST_F(AdminTest, AnImportThatAppliesNothingLeavesNothingBehind) {
+  std::string mnt;
+  const std::string no_disk = MountSmallDisk(&mnt);
+  if (!no_disk.empty()) GTEST_SKIP() << no_disk;
+  test::ScopedUnmount unmount{mnt};
+  const std::string src = tmp_.Sub("src");
+  NewStore(src, {{"huge", std::string(20 << 20, 'v'), 5}});
+  std::string stream = OnDb(src, {"export"}).out;
+  // The source's lease counter, 0, made 7 (the same length: a bulk string).
+  const size_t at = stream.find("lease_counter=0");
+  ASSERT_NE(std::string::npos, at);
+  stream[at + std::strlen("lease_counter=")] = '7';
+
+  const std::string fresh = mnt + "/fresh";
+  Result r = Admin({"--db=" + fresh, "import"}, stream);
+  EXPECT_EQ(1, r.code) << r.out << r.err;
+  EXPECT_NE(std::string::npos, r.err.find("the store it began was removed"))
+      << r.err;
+  EXPECT_FALSE(fs::exists(fresh));
+
+  const std::string empty = mnt + "/empty";
+  fs::create_directories(empty);
+  r = Admin({"--db=" + empty, "import"}, stream);
+  EXPECT_EQ(1, r.code) << r.out << r.err;
+  EXPECT_TRUE(fs::is_directory(empty));
+  EXPECT_TRUE(fs::is_empty(empty));
+
+  const std::string old = mnt + "/old";
+  NewStore(old, {{"a", "x", 3}});
+  r = Admin({"--db=" + old, "import"}, stream);
+  EXPECT_EQ(4, r.code) << r.out << r.err;
+  EXPECT_NE(std::string::npos,
+            r.err.find("(0 values, 0 advances, 0 floors applied, kept in " +
+                       old + ", the lease counter raised to 7)"))
+      << r.err;
+  EXPECT_NE(std::string::npos, OnDb(old, {"get", "a"}).out.find('x'));
+
+  // A disk too full for the store to be created: the open fails after it
+  // made some files (LOCK, LOG), which go again.
+  {
+    std::ofstream filler(mnt + "/filler");
+    const std::string mib(1 << 20, 'f');
+    for (int i = 0; i < 32 && filler.write(mib.data(), mib.size()); ++i) {
+    }
+  }
+  const std::string full = mnt + "/full";
+  r = Admin({"--db=" + full, "import"}, stream);
+  EXPECT_EQ(1, r.code) << r.out << r.err;
+  EXPECT_NE(std::string::npos, r.err.find("the store it began was removed"))
+      << r.err;
+  EXPECT_FALSE(fs::exists(full)) << r.err;
+}
+
+// A value without a token (its source allowed unfenced writes) lands only
+// where no token was accepted for its domain. Written unchecked, it undid a
+// fenced value, a fenced delete and the floor of the store it went into.
+TEST_F(AdminTest, AnUnfencedValueInAnImportOverridesNoFence) {
+  const std::string src = tmp_.Sub("src");
+  {
+    std::unique_ptr<DB> db;
+    Options o;
+    o.create_if_missing = true;
+    o.allow_unfenced = true;
+    ASSERT_FENCEDKV_OK(DB::Open(o, src, &db));
+    ASSERT_FENCEDKV_OK(db->Put(WriteOptions(), "k", "old-unfenced", 0));
+    ASSERT_FENCEDKV_OK(db->Put(WriteOptions(), "j", "j5", 5));
+  }
+  const std::string stream = OnDb(src, {"export"}).out;
+  ASSERT_NE(std::string::npos, stream.find("old-unfenced")) << stream;
+
+  const std::string fenced = tmp_.Sub("fenced"), deleted = tmp_.Sub("deleted"),
+                    floored = tmp_.Sub("floored");
+  NewStore(fenced, {{"k", "secret", 100}});
+  NewStore(deleted, {{"k", "secret", 100}});
+  NewStore(floored, {{"other", "x", 7}});
+  {
+    std::unique_ptr<DB> db;
+    ASSERT_FENCEDKV_OK(DB::Open(Options(), deleted, &db));
+    ASSERT_FENCEDKV_OK(db->Delete(WriteOptions(), "k", 200));
+  }
+  {
+    std::unique_ptr<DB> db;
+    ASSERT_FENCEDKV_OK(DB::Open(Options(), floored, &db));
+    ASSERT_FENCEDKV_OK(db->SetFenceFloor(WriteOptions(), 1000));
+  }
+  for (const std::string& dir : {fenced, deleted, floored}) {
+    SCOPED_TRACE(dir);
+    const Result r = Admin({"--db=" + dir, "import"}, stream);
+    EXPECT_EQ(4, r.code) << r.out << r.err;
+    EXPECT_NE(std::string::npos, r.err.find("value(s) refused")) << r.err;
+    const std::string got = OnDb(dir, {"get", "k"}).out;
+    EXPECT_EQ(std::string::npos, got.find("old-unfenced")) << got;
+  }
+  EXPECT_NE(std::string::npos, OnDb(fenced, {"get", "k"}).out.find("secret"));
+
+  // Where nothing fenced its domain, it lands, as in the source.
+  const std::string fresh = tmp_.Sub("fresh");
+  const Result r = Admin({"--db=" + fresh, "import"}, stream);
+  EXPECT_EQ(0, r.code) << r.out << r.err;
+  EXPECT_NE(std::string::npos,
+            OnDb(fresh, {"get", "k"}).out.find("old-unfenced"));
 }
 
 // ---- the fixes of the adversarial review of fencedkv-admin ----
