@@ -139,9 +139,12 @@ class ExportCommand : public AdminCommand {
                                      "fence_mode=" + FenceModeName(c.mode) +
                                      " fence_domain=" + c.spec.ToString()});
     uint64_t sets = 0, advances = 0;
+    int write_errno = 0;  // the first write that failed: the rest is moot
     auto flush = [&](bool force) {
       if (force || buf.size() > (1 << 20)) {
-        Print(file, buf);
+        if (write_errno == 0 && !Print(file, buf)) {
+          write_errno = errno != 0 ? errno : EIO;
+        }
         buf.clear();
       }
     };
@@ -167,7 +170,7 @@ class ExportCommand : public AdminCommand {
     };
     auto data = store.NewIterator(store.data());
     std::vector<std::pair<Token, std::string>> order;  // non-key domains
-    for (data->SeekToFirst(); data->Valid(); data->Next()) {
+    for (data->SeekToFirst(); data->Valid() && write_errno == 0; data->Next()) {
       const std::string_view key(data->key().data(), data->key().size());
       format::DataRecord rec;
       Status s = format::DecodeDataRecordOf(
@@ -198,6 +201,7 @@ class ExportCommand : public AdminCommand {
     }
     std::sort(order.begin(), order.end());
     for (const auto& [token, key] : order) {
+      if (write_errno != 0) break;
       std::string raw;
       rocksdb::Status rs =
           store.db()->Get(rocksdb::ReadOptions(), store.data(), key, &raw);
@@ -208,7 +212,8 @@ class ExportCommand : public AdminCommand {
       set(key, rec.value, token);
     }
     auto fence = store.NewIterator(store.fence());
-    for (fence->SeekToFirst(); fence->Valid(); fence->Next()) {
+    for (fence->SeekToFirst(); fence->Valid() && write_errno == 0;
+         fence->Next()) {
       const std::string domain = fence->key().ToString();
       Token max = 0, t = 0;
       std::string key;
@@ -238,6 +243,14 @@ class ExportCommand : public AdminCommand {
         " lease_counter=" + std::to_string(c.lease_counter);
     AppendCommand(&buf, {"ECHO", std::string(kTrailer) + summary});
     flush(true);
+    if (write_errno == 0 && std::fflush(file) != 0) {
+      write_errno = errno != 0 ? errno : EIO;
+    }
+    if (write_errno != 0) {
+      return ExecResult::Error(
+          "writing " + (FLAGS_output == "-" ? "to stdout" : FLAGS_output) +
+          ": " + std::strerror(write_errno) + ": the export is incomplete");
+    }
     std::fprintf(stderr, "fencedkv-admin export: %s\n", summary.c_str());
     return ExecResult::Ok();
   }

@@ -2,6 +2,7 @@
 
 #include "admin_tool.h"
 
+#include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <set>
@@ -158,8 +159,8 @@ int HexDigit(char c) {
 
 }  // namespace
 
-void Print(FILE* out, std::string_view s) {
-  std::fwrite(s.data(), 1, s.size(), out);
+bool Print(FILE* out, std::string_view s) {
+  return std::fwrite(s.data(), 1, s.size(), out) == s.size();
 }
 
 ExecResult ExpectArgs(const std::vector<std::string>& args, size_t n,
@@ -333,8 +334,14 @@ int RunAdminTool(int argc, char** argv) {
       FLAGS_backup_dir = AbsolutePath(FLAGS_backup_dir);
   }
   args.erase(args.begin(), args.begin() + static_cast<long>(words));
-  const ExecResult r = command->DoCommand(args, stdout);
-  std::fflush(stdout);
+  ExecResult r = command->DoCommand(args, stdout);
+  // Output that did not all reach stdout (a full disk, /dev/full, a closed
+  // pipe) is not a success: a truncated dump or export read as complete.
+  if ((std::fflush(stdout) != 0 || std::ferror(stdout)) && r.code == kExitOk) {
+    r = ExecResult::Error(std::string("writing to stdout: ") +
+                          std::strerror(errno ? errno : EIO) +
+                          ": the output is incomplete");
+  }
   if (r.code != kExitOk && !r.message.empty()) {
     std::fprintf(stderr, "fencedkv-admin %s: %s\n", command->Name(),
                  r.message.c_str());

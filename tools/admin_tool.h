@@ -142,7 +142,9 @@ std::string QuoteBytes(std::string_view bytes);
 // False (and *error) for bad hex.
 bool ParseKeyArg(const std::string& text, std::string* key, std::string* error);
 // Writes all of `s` to `out`.
-void Print(FILE* out, std::string_view s);
+// False if not all of it was written (errno says why; the error sticks to
+// `out`: main checks ferror(stdout) before it exits 0).
+bool Print(FILE* out, std::string_view s);
 // How many times a reading verb opens a fresh view of a store in use when
 // the running server deleted a file under the last one (a flush or a
 // compaction), and whether `error` (a failure's text) says so: a file gone

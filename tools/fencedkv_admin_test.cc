@@ -1326,6 +1326,41 @@ TEST_F(AdminTest, AnUnfencedValueInAnImportOverridesNoFence) {
             OnDb(fresh, {"get", "k"}).out.find("old-unfenced"));
 }
 
+// Output that cannot be written is a failure, not a truncated success: an
+// export to a full disk exited 0 with a part of the stream in its file
+// (which redis-cli --pipe would replay), and dump, scan and export to a
+// full stdout exited 0.
+TEST_F(AdminTest, OutputThatCannotBeWrittenFails) {
+  const std::string src = tmp_.Sub("src");
+  std::vector<std::tuple<std::string, std::string, Token>> big;
+  big.reserve(5000);
+  for (int i = 0; i < 5000; ++i) {
+    big.emplace_back("k" + std::to_string(i), std::string(4096, 'v'), 5);
+  }
+  NewStore(src, big);  // a 20 MiB export
+  for (const char* verb : {"export", "dump", "scan"}) {
+    SCOPED_TRACE(verb);
+    const std::string err = tmp_.Sub("err");
+    const std::string cmd = std::string(FENCEDKV_ADMIN_BIN) +
+                            " --db=" + ShellQuote(src) + " " + verb +
+                            " >/dev/full 2>" + err;
+    const int rc = std::system(cmd.c_str());
+    ASSERT_TRUE(WIFEXITED(rc));
+    EXPECT_EQ(1, WEXITSTATUS(rc)) << ReadFile(err);
+    EXPECT_NE(std::string::npos, ReadFile(err).find("No space left on device"))
+        << ReadFile(err);
+  }
+  std::string mnt;
+  const std::string no_disk = MountSmallDisk(&mnt);
+  if (!no_disk.empty()) GTEST_SKIP() << no_disk;
+  test::ScopedUnmount unmount{mnt};
+  const std::string file = mnt + "/x.exp";
+  const Result r = OnDb(src, {"export", "--output=" + file});
+  EXPECT_EQ(1, r.code) << r.err;
+  EXPECT_NE(std::string::npos, r.err.find("the export is incomplete")) << r.err;
+  EXPECT_FALSE(fs::exists(file));
+}
+
 // ---- the fixes of the adversarial review of fencedkv-admin ----
 
 // The hidden entries (names starting with '.') directly in `dir`.
