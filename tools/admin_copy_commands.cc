@@ -363,6 +363,10 @@ class RestoreCommand : public AdminCommand {
         "\n" + "now: fence_floor " + std::to_string(result.fence_floor) +
         ", lease_counter " + std::to_string(result.lease_counter) + ", " +
         std::to_string(result.leases_dropped) + " lease record(s) dropped\n";
+    if (!result.swap_finished.empty()) {
+      text += "finished the swap of a killed restore of " + FLAGS_db +
+              ": the database it replaced is at " + result.swap_finished + "\n";
+    }
     if (result.unfinished_removed > 0) {
       text += "removed " + std::to_string(result.unfinished_removed) +
               " unfinished restore(s) of " + FLAGS_db +

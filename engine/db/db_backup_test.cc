@@ -5,15 +5,20 @@
 // fencing-safe restore's refusals and guarantees.
 
 #include <atomic>
+#include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <thread>
 
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "fencedkv/db.h"
 #include "fencedkv/lease.h"
 
 #include "db/db_impl.h"
+#include "util/sync_point.h"
 #include "util/testutil.h"
 
 namespace fencedkv {
@@ -129,6 +134,70 @@ TEST(DBBackupTest, ABackupCanBeStopped) {
   s = DB::RestoreFromBackup(dir.Sub("bk"), dir.Sub("r"), ro, nullptr);
   EXPECT_TRUE(s.IsNotFound()) << s.ToString();  // no backup was recorded
   EXPECT_FALSE(fs::exists(dir.Sub("r")));
+}
+
+// Runs `body` in a child process; its exit code (-1 if it did not exit).
+// The children use RocksDB, the parent only after they ended: a fork never
+// copies a process whose RocksDB threads exist.
+int InChild(const std::function<int()>& body) {
+  const pid_t pid = fork();
+  if (pid == 0) _exit(body());
+  int status = 0;
+  if (pid < 0 || waitpid(pid, &status, 0) != pid) return -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+// A restore killed while it swaps its copy in: the path always holds a
+// database. Before, the old database was renamed aside and then the copy
+// renamed in; killed between the two, the path held nothing, and a server
+// started there created an empty store that took token 1. Now the two are
+// exchanged in one step; killed before the old one is moved aside, the
+// next restore to the path moves it aside (a dead copy's name, which the
+// cleanup would otherwise have deleted).
+TEST(DBBackupTest, ARestoreKilledWhileItSwapsLeavesADatabaseInPlace) {
+  test::TempDir dir;
+  const std::string db_path = dir.Sub("db"), bk = dir.Sub("bk");
+  ASSERT_EQ(0, InChild([&] {
+              std::unique_ptr<DB> db;
+              if (!DB::Open(Create(), db_path, &db).ok() ||
+                  !db->Put(WriteOptions(), "aa", "old", 120).ok() ||
+                  !db->Backup(bk, BackupOptions(), nullptr).ok() ||
+                  !db->Put(WriteOptions(), "aa", "newer", 200).ok()) {
+                return 1;
+              }
+              return 0;
+            }));
+  RestoreOptions ro;
+  ro.fence_floor = 300;
+  ASSERT_EQ(7, InChild([&] {
+              SyncPoint::Get()->SetCallback("RestoreFromBackup:Exchanged",
+                                            [](void*) { _exit(7); });
+              SyncPoint::Get()->EnableProcessing();
+              RestoreResult r;
+              DB::RestoreFromBackup(bk, db_path, ro, &r);
+              return 1;  // not killed
+            }));
+  {
+    // The path holds the fenced copy.
+    Options o;
+    o.fence_domain = "prefix:2";
+    std::unique_ptr<DB> db;
+    ASSERT_FENCEDKV_OK(DB::Open(o, db_path, &db));
+    EXPECT_EQ(300u, db->GetFenceFloor());
+    Status s = db->Put(WriteOptions(), "aa", "stale", 1);
+    EXPECT_TRUE(s.IsStaleToken()) << s.ToString();
+  }
+  RestoreResult result;
+  ASSERT_FENCEDKV_OK(DB::RestoreFromBackup(bk, db_path, ro, &result));
+  ASSERT_FALSE(result.swap_finished.empty());
+  EXPECT_EQ(0u, result.unfinished_removed);
+  std::unique_ptr<DB> old;
+  Options o;
+  o.fence_domain = "prefix:2";
+  ASSERT_FENCEDKV_OK(DB::Open(o, result.swap_finished, &old));
+  std::string v;
+  ASSERT_FENCEDKV_OK(old->Get(ReadOptions(), "aa", &v));
+  EXPECT_EQ("newer", v);
 }
 
 TEST(DBBackupTest, RestoreRefusesWithoutAGoodFloorAndWritesNothing) {

@@ -21,6 +21,7 @@
 #include <rocksdb/utilities/backup_engine.h>
 #include <rocksdb/utilities/checkpoint.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "db/backup_lock.h"
@@ -28,6 +29,7 @@
 #include "db/fence_format.h"
 #include "db/read_only_store.h"
 #include "db/rocksdb_options.h"
+#include "util/sync_point.h"
 
 namespace fencedkv {
 
@@ -340,13 +342,14 @@ bool IsRestoringName(const std::string& name, const std::string& base) {
 // caller holds `parent`'s flock (so no restore is between creating its
 // directory and locking it). Returns how many were removed.
 size_t RemoveUnfinishedRestores(const std::string& parent,
-                                const std::string& base) {
+                                const std::string& base,
+                                const std::string& keep) {
   size_t removed = 0;
   std::error_code ec;
   for (fs::directory_iterator it(parent, ec), end; !ec && it != end;
        it.increment(ec)) {
     const std::string name = it->path().filename().string();
-    if (!IsRestoringName(name, base)) continue;
+    if (!IsRestoringName(name, base) || it->path() == keep) continue;
     std::error_code ec2;
     if (!fs::is_directory(fs::symlink_status(it->path(), ec2))) continue;
     const int fd = open(it->path().c_str(),
@@ -359,6 +362,132 @@ size_t RemoveUnfinishedRestores(const std::string& parent,
     close(fd);
   }
   return removed;
+}
+
+// The swap of a restored copy into place (SwapIn) is recorded beside the
+// target while it runs, in "<parent>/.<base>.restore-swap": the restoring
+// directory's name and the device and inode of the database it replaces.
+// A restore killed between the exchange and the move aside leaves the
+// replaced database under the restoring name, where
+// RemoveUnfinishedRestores would take it for a dead copy;
+// FinishInterruptedSwap, run first, moves it aside instead.
+std::string SwapRecordPath(const std::string& parent, const std::string& base) {
+  return parent + "/." + base + ".restore-swap";
+}
+
+// Finishes the swap a killed restore to `parent`/`base` left (see above):
+// returns where it moved the replaced database ("" if there was none to
+// move). *keep: the restoring directory that holds a replaced database it
+// could not move (RemoveUnfinishedRestores must leave it). REQUIRES: the
+// caller holds `parent`'s flock.
+std::string FinishInterruptedSwap(rocksdb::Env* env, const std::string& parent,
+                                  const std::string& base, std::string* keep) {
+  const std::string record_path = SwapRecordPath(parent, base);
+  std::string record;
+  if (!rocksdb::ReadFileToString(env, record_path, &record).ok()) return "";
+  const size_t nl = record.find('\n');
+  unsigned long long dev = 0, ino = 0;  // NOLINT(runtime/int): sscanf's
+  if (nl == std::string::npos ||
+      std::sscanf(record.c_str() + nl + 1, "%llu %llu", &dev, &ino) != 2 ||
+      !IsRestoringName(record.substr(0, nl), base)) {
+    return "";  // not one of ours: left as it is
+  }
+  const std::string held = parent + "/" + record.substr(0, nl);
+  struct stat st;
+  if (lstat(held.c_str(), &st) == 0 && S_ISDIR(st.st_mode) &&
+      st.st_dev == dev && st.st_ino == ino) {
+    // The replaced database, under the restoring name. (A restore still
+    // swapping holds its LOCK until it has moved it.)
+    *keep = held;
+    rocksdb::FileLock* lock = nullptr;
+    if (!env->LockFile(held + "/LOCK", &lock).ok()) return "";
+    std::string aside = AsideName(parent + "/" + base);
+    const bool moved = std::rename(held.c_str(), aside.c_str()) == 0;
+    env->UnlockFile(lock);
+    if (!moved) return "";
+    keep->clear();
+    SyncDirectory(parent);
+    std::remove(record_path.c_str());
+    return aside;
+  }
+  // The exchange never happened (the restoring directory is the copy,
+  // which RemoveUnfinishedRestores removes; the target is as it was), or
+  // the replaced database was moved aside already.
+  std::remove(record_path.c_str());
+  return "";
+}
+
+// Puts the restored copy `tmp` in the place of the database at `target`,
+// which goes to `aside`: one atomic exchange (renameat2 RENAME_EXCHANGE),
+// so that `target` always holds a database (the old or the fenced copy).
+// Before, the old database was renamed aside first: a restore killed
+// between the two renames left no database at `target`, and a server
+// started there created an empty one that took any token. Where the file
+// system cannot exchange, the two renames are all there is.
+// *untouched: it failed having moved nothing.
+Status SwapIn(const std::string& parent, const std::string& base,
+              const std::string& tmp, const std::string& target,
+              const std::string& aside, bool* untouched) {
+  *untouched = true;
+  struct stat st;
+  if (stat(target.c_str(), &st) != 0) {
+    return Status::IOError("cannot stat " + target, std::strerror(errno));
+  }
+  const std::string record_path = SwapRecordPath(parent, base);
+  const std::string record = fs::path(tmp).filename().string() + "\n" +
+                             std::to_string(st.st_dev) + " " +
+                             std::to_string(st.st_ino) + "\n" +
+                             fs::path(aside).filename().string() + "\n";
+  const int fd =
+      open(record_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0 ||
+      write(fd, record.data(), record.size()) !=
+          static_cast<ssize_t>(record.size()) ||
+      fsync(fd) != 0) {
+    const std::string err = std::strerror(errno);
+    if (fd >= 0) close(fd);
+    std::remove(record_path.c_str());
+    return Status::IOError("cannot write " + record_path, err);
+  }
+  close(fd);
+  SyncDirectory(parent);
+  if (renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, target.c_str(),
+                RENAME_EXCHANGE) == 0) {
+    *untouched = false;
+    SyncDirectory(parent);
+    TEST_SYNC_POINT("RestoreFromBackup:Exchanged");
+    if (std::rename(tmp.c_str(), aside.c_str()) != 0) {
+      const std::string err = std::strerror(errno);
+      // (The record stays: the next restore moves it aside.)
+      return Status::IOError("the restored copy is at " + target +
+                                 ", but the database it replaced could not be "
+                                 "moved from " +
+                                 tmp + " to " + aside,
+                             err);
+    }
+  } else if (errno == EINVAL || errno == ENOSYS || errno == ENOTSUP) {
+    if (std::rename(target.c_str(), aside.c_str()) != 0) {
+      const std::string err = std::strerror(errno);
+      std::remove(record_path.c_str());
+      return Status::IOError("cannot move " + target + " aside", err);
+    }
+    *untouched = false;
+    if (std::rename(tmp.c_str(), target.c_str()) != 0) {
+      const std::string err = std::strerror(errno);
+      std::remove(record_path.c_str());
+      return Status::IOError(
+          "cannot rename the restored copy " + tmp + " to " + target,
+          err + "; the old database is at " + aside +
+              "; the restored copy (floor in force) stays at " + tmp);
+    }
+  } else {
+    const std::string err = std::strerror(errno);
+    std::remove(record_path.c_str());
+    return Status::IOError("cannot exchange " + tmp + " and " + target, err);
+  }
+  SyncDirectory(parent);
+  std::remove(record_path.c_str());
+  return Status::OK();
 }
 
 // Puts the floor in force in the restored copy at `dir` (opened by this
@@ -645,7 +774,9 @@ Status DB::RestoreFromBackup(const std::string& backup_dir_arg,
       if (!parent_locked) usleep(10000);
     }
     if (parent_locked) {
-      result->unfinished_removed = RemoveUnfinishedRestores(parent, base);
+      std::string keep;
+      result->swap_finished = FinishInterruptedSwap(env, parent, base, &keep);
+      result->unfinished_removed = RemoveUnfinishedRestores(parent, base, keep);
     }
     const bool made = mkdtemp(tmp.data()) != nullptr;
     const int err = errno;
@@ -697,24 +828,25 @@ Status DB::RestoreFromBackup(const std::string& backup_dir_arg,
 
   if (kind == Target::kDatabase) {
     result->moved_aside = AsideName(target);
-    if (std::rename(target.c_str(), result->moved_aside.c_str()) != 0) {
-      const std::string err = std::strerror(errno);
+    // The old database's LOCK is held through the swap: a restore to the
+    // same path meanwhile cannot take the replaced database, under the
+    // restoring name, for a dead copy (FinishInterruptedSwap).
+    bool untouched = false;
+    s = SwapIn(parent, base, tmp, target, result->moved_aside, &untouched);
+    lock_guard.reset();
+    if (!s.ok() && untouched) {
       result->moved_aside.clear();
-      return fail(Status::IOError("cannot move " + target + " aside", err));
+      return fail(s);
     }
-  } else if (kind == Target::kEmpty) {
-    fs::remove(target, ec);
+    return s;
   }
+  if (kind == Target::kEmpty) fs::remove(target, ec);
   lock_guard.reset();
   if (std::rename(tmp.c_str(), target.c_str()) != 0) {
     const std::string err = std::strerror(errno);
     return Status::IOError(
         "cannot rename the restored copy " + tmp + " to " + target,
-        err +
-            (result->moved_aside.empty()
-                 ? std::string()
-                 : "; the old database is at " + result->moved_aside) +
-            "; the restored copy (floor in force) stays at " + tmp);
+        err + "; the restored copy (floor in force) stays at " + tmp);
   }
   SyncDirectory(parent);
   return Status::OK();

@@ -77,6 +77,10 @@ struct RestoreResult {
   // Directories that restores to the same path, killed halfway, had left
   // beside it (".NAME.restoring-XXXXXX"), removed before this one began.
   size_t unfinished_removed = 0;
+  // A restore to the same path killed while it swapped its copy in had
+  // left the database it replaced under its restoring name: moved here
+  // ("<path>.before-restore-<time>") before this one began ("" if none).
+  std::string swap_finished;
 };
 
 }  // namespace fencedkv

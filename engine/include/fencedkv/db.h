@@ -266,7 +266,8 @@ class DB {
   //     every lease record is dropped (the leases are no longer known to be
   //     held): all synced;
   //  3. only then is it renamed to `path`. A database already at `path` is
-  //     first moved aside (result->moved_aside), never deleted.
+  //     exchanged with the copy in one step (`path` always holds a
+  //     database), then moved aside (result->moved_aside), never deleted.
   // Directories left beside `path` by restores to it that were killed are
   // removed first (result->unfinished_removed).
   // Errors, each leaving `path` and `backup_dir` as they were:
