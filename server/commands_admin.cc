@@ -596,7 +596,7 @@ void CmdInfo(ServerState& server, ClientState&, const Args& args,
     info += "# Clients\r\n";
     line("connected_clients", std::to_string(st.connected.load()));
     line("maxclients", std::to_string(server.options->maxclients));
-    line("blocked_clients", "0");  // no blocking commands
+    line("blocked_clients", std::to_string(st.blocked.load()));  // WAIT
     info += "\r\n";
   }
   if (want("memory")) {

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include <poll.h>
+
 #include "command_table.h"
 #include "error_mapping.h"
 #include "fast_path.h"
@@ -109,6 +111,7 @@ void Connection::Start() {
 }
 
 void Connection::Close() {
+  gone_.store(true, std::memory_order_relaxed);
   auto self = shared_from_this();
   asio::post(loop_->io, [self] { self->CloseNow(/*flush=*/true); });
 }
@@ -233,6 +236,10 @@ void Connection::OnJobDone(const Status* statuses) {
 void Connection::CloseNow(bool flush) {
   if (closed_) return;
   closed_ = true;
+  gone_.store(true, std::memory_order_relaxed);
+  // A WAIT ends with its client (its answer goes nowhere): its callback
+  // holds this connection, and with it a client slot.
+  if (wait_id_ != 0) server_->state_.repl->CancelWait(wait_id_);
   asio::error_code ec;
   if (flush && !writing_ && !out_.empty()) {
     socket_.write_some(asio::buffer(out_), ec);
@@ -549,9 +556,11 @@ bool Connection::OffloadCommand(const Admission& admission, bool to_scans,
   auto self = shared_from_this();
   auto job = [self, admission] {
     // Off the loop; this connection waits (reads_pending_).
-    const Args args(self->offload_args_.begin(), self->offload_args_.end());
-    Execute(self->server_->state_, self->client_, args, admission,
-            &self->offload_out_);
+    if (!self->gone_.load(std::memory_order_relaxed)) {
+      const Args args(self->offload_args_.begin(), self->offload_args_.end());
+      Execute(self->server_->state_, self->client_, args, admission,
+              &self->offload_out_);
+    }
     asio::post(self->loop_->io, [self] { self->OnOffloadDone(); });
   };
   const bool queued = to_scans ? server_->state_.scans.Submit(job)
@@ -567,6 +576,10 @@ bool Connection::OffloadCommand(const Admission& admission, bool to_scans,
 
 void Connection::OnOffloadDone() {
   reads_pending_ = false;
+  if (wait_id_ != 0) {
+    wait_id_ = 0;
+    server_->stats_.blocked.fetch_sub(1);
+  }
   Replication* const repl = server_->state_.repl;
   // A long EXEC's reply is the commit tracker's to decide (HoldReplies).
   const bool hold =
@@ -704,7 +717,13 @@ bool Connection::StartWait(const Admission& admission) {
   offload_admission_ = admission;
   offload_start_ = std::chrono::steady_clock::now();
   auto self = shared_from_this();
-  repl->WaitReplicas(
+  server_->stats_.blocked.fetch_add(1);
+  loop_->waiting.push_back(self);
+  if (!loop_->hangups_armed) {
+    loop_->hangups_armed = true;
+    WatchHangups(loop_);
+  }
+  wait_id_ = repl->WaitReplicas(
       n, timeout_ms, [self](size_t count, const std::string* error) {
         std::string line = error != nullptr ? *error : "";
         asio::post(self->loop_->io, [self, count, line = std::move(line)] {
@@ -720,6 +739,39 @@ bool Connection::StartWait(const Admission& admission) {
         });
       });
   return true;
+}
+
+void Connection::WatchHangups(Loop* loop) {
+  loop->hangups->expires_after(std::chrono::milliseconds(200));
+  loop->hangups->async_wait([loop](const asio::error_code& ec) {
+    if (ec) {
+      loop->hangups_armed = false;
+      return;
+    }
+    auto& waiting = loop->waiting;
+    size_t kept = 0;
+    for (size_t i = 0; i < waiting.size(); ++i) {
+      auto c = waiting[i].lock();
+      if (c == nullptr || c->closed_ || c->wait_id_ == 0) continue;
+      if (c->PeerHungUp()) {
+        c->CloseNow(/*flush=*/false);
+        continue;
+      }
+      if (kept != i) waiting[kept] = std::move(waiting[i]);
+      ++kept;
+    }
+    waiting.resize(kept);
+    if (waiting.empty()) {
+      loop->hangups_armed = false;
+    } else {
+      WatchHangups(loop);
+    }
+  });
+}
+
+bool Connection::PeerHungUp() {
+  pollfd p{socket_.native_handle(), POLLRDHUP, 0};
+  return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
 }
 
 void Connection::HandOff() {

@@ -131,6 +131,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // loop (the answer comes as an offloaded command's). False if it cannot
   // wait (a replica, bad arguments): then its handler answers.
   bool StartWait(const Admission& admission);
+  // Closes the connections of `loop` blocked in WAIT whose peer closed
+  // (a WAIT whose client went would otherwise hold its slot for ever: the
+  // socket is not read while it waits); runs again while any waits.
+  static void WatchHangups(Loop* loop);
+  // Whether the peer closed its side or the socket failed (POLLRDHUP).
+  bool PeerHungUp();
   // After FENCEDKV.SYNC: what replies are waiting are written, then the
   // socket goes to the replication (a link thread) and this connection
   // ends.
@@ -172,6 +178,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
   Loop* const loop_;  // every handler of this connection runs on its thread
   asio::ip::tcp::socket socket_;
   bool closed_ = false;
+  // Set by Close (any thread) and CloseNow: a command queued for the scan
+  // or database thread is then skipped, not run (its reply goes nowhere).
+  // Before, a killed client's KEYS still ran, and at shutdown every queued
+  // command ran past the deadline (a helper's review: 9980 queued KEYS
+  // kept a SIGTERMed server up for minutes).
+  std::atomic<bool> gone_{false};
   bool writing_ = false;  // an asynchronous write of out_ is under way
   ClientState client_;
   RespParser parser_;
@@ -207,6 +219,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::vector<Status> get_statuses_;
   // A MultiGet or command of ours is on the scan or database thread.
   bool reads_pending_ = false;
+  // The WAIT this connection is blocked in (Replication::CancelWait), 0 if
+  // none.
+  uint64_t wait_id_ = 0;
   // Process stopped with input left because its pass ran out of time
   // (kPassBudget): Continue posts itself rather than read.
   bool yielded_ = false;

@@ -74,6 +74,12 @@ struct Loop {
   std::optional<asio::steady_timer> timeouts;
   // Loop 0 only: releases SCAN iterators parked too long.
   std::optional<asio::steady_timer> sweep;
+  // Connections blocked in WAIT, whose sockets the loop does not read:
+  // checked every few hundred ms for a peer that closed
+  // (Connection::WatchHangups), while any is listed.
+  std::vector<std::weak_ptr<Connection>> waiting;
+  std::optional<asio::steady_timer> hangups;
+  bool hangups_armed = false;
 };
 
 }  // namespace server

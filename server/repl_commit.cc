@@ -225,13 +225,32 @@ CommitTracker::Verdict CommitTracker::Release(uint64_t seq, Done done,
   return v;
 }
 
-void CommitTracker::WaitReplicas(uint64_t seq, size_t n, int64_t deadline_ms,
-                                 CountDone done) {
+uint64_t CommitTracker::WaitReplicas(uint64_t seq, size_t n,
+                                     int64_t deadline_ms, CountDone done) {
+  Fired fired;
+  uint64_t id;
+  {
+    MutexLock lock(&mu_);
+    id = next_wait_id_++;
+    replica_waiters_.push_back({id, seq, n, deadline_ms, std::move(done)});
+    CollectLocked(ReplNowMs(), &fired);
+  }
+  fired.Run();
+  return id;
+}
+
+void CommitTracker::CancelWait(uint64_t id) {
   Fired fired;
   {
     MutexLock lock(&mu_);
-    replica_waiters_.push_back({seq, n, deadline_ms, std::move(done)});
-    CollectLocked(ReplNowMs(), &fired);
+    for (auto it = replica_waiters_.begin(); it != replica_waiters_.end();
+         ++it) {
+      if (it->id != id) continue;
+      fired.counted.emplace_back(std::move(it->done),
+                                 AckedCountLocked(it->seq));
+      replica_waiters_.erase(it);
+      break;
+    }
   }
   fired.Run();
 }

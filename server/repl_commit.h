@@ -117,9 +117,12 @@ class CommitTracker {
   // WAIT numreplicas timeout: calls done(count, nullptr) once `n` replicas
   // (in the ISR or not) acknowledged `seq`, or at `deadline_ms` (0: none)
   // with how many did; done(count, &error) if this server stops being the
-  // primary first (or is not).
-  void WaitReplicas(uint64_t seq, size_t n, int64_t deadline_ms, CountDone done)
-      LOCKS_EXCLUDED(mu_);
+  // primary first (or is not). Returns the wait's id for CancelWait.
+  uint64_t WaitReplicas(uint64_t seq, size_t n, int64_t deadline_ms,
+                        CountDone done) LOCKS_EXCLUDED(mu_);
+  // Answers that WAIT now, with the count so far, if it still waits (its
+  // client went: killed, or its peer closed).
+  void CancelWait(uint64_t id) LOCKS_EXCLUDED(mu_);
   // Answers every WAIT now, with the count so far (shutting down).
   void FinishWaits() LOCKS_EXCLUDED(mu_);
   // Sequences at or below it are committed (UINT64_MAX when no replica is
@@ -178,6 +181,7 @@ class CommitTracker {
   static bool OtherNodeConnected(const Progress& p, const std::string& node,
                                  std::string* holder);
   struct ReplicaWaiter {
+    uint64_t id;
     uint64_t seq;
     size_t n;
     int64_t deadline_ms;
@@ -224,6 +228,7 @@ class CommitTracker {
   std::map<std::string, Progress> replicas_ GUARDED_BY(mu_);
   std::multimap<uint64_t, Done> waiters_ GUARDED_BY(mu_);
   std::vector<ReplicaWaiter> replica_waiters_ GUARDED_BY(mu_);
+  uint64_t next_wait_id_ GUARDED_BY(mu_) = 1;
 };
 
 }  // namespace server

@@ -1667,8 +1667,8 @@ Status Replication::ReceiveFullSync(ReplSocket* socket, FrameReader* in,
 
 // ---------------------------------------------------------------- clients
 
-void Replication::WaitReplicas(size_t n, int64_t timeout_ms,
-                               CommitTracker::CountDone done) {
+uint64_t Replication::WaitReplicas(size_t n, int64_t timeout_ms,
+                                   CommitTracker::CountDone done) {
   const uint64_t seq = db_->GetLatestSequenceNumber();
   bool stopped;
   {
@@ -1683,7 +1683,7 @@ void Replication::WaitReplicas(size_t n, int64_t timeout_ms,
       : timeout_ms > 0 && timeout_ms < std::numeric_limits<int64_t>::max() - now
           ? now + timeout_ms
           : 0;
-  tracker_.WaitReplicas(seq, n, deadline, std::move(done));
+  return tracker_.WaitReplicas(seq, n, deadline, std::move(done));
 }
 
 void Replication::AppendInfo(std::string* out) {

@@ -151,9 +151,11 @@ class Replication {
   // number of replicas that acknowledged everything written before the
   // call, once `n` did or at the timeout; done(count, &error) at once if
   // this server stops being the primary (-UNBLOCKED, as Redis). done runs
-  // on another thread.
-  void WaitReplicas(size_t n, int64_t timeout_ms,
-                    CommitTracker::CountDone done);
+  // on another thread. Returns the wait's id for CancelWait.
+  uint64_t WaitReplicas(size_t n, int64_t timeout_ms,
+                        CommitTracker::CountDone done);
+  // Ends that WAIT now (done runs with the count so far): its client went.
+  void CancelWait(uint64_t id) { tracker_.CancelWait(id); }
 
   // INFO replication's lines; ROLE's reply.
   void AppendInfo(std::string* out) LOCKS_EXCLUDED(mu_);

@@ -280,6 +280,7 @@ Status Server::Impl::Start(DB* db, LeaseService* leases, Replication* repl) {
   for (size_t i = 0; i < loops_.size(); i++) {
     Loop* l = loops_[i].get();
     l->timeouts.emplace(l->io);
+    l->hangups.emplace(l->io);
     ScheduleTimeouts(l);
     l->work.emplace(l->io.get_executor());
     l->thread = std::thread([l, i] {
@@ -567,7 +568,8 @@ void Server::Impl::Stop(std::chrono::milliseconds deadline) {
   for (auto& loop : loops_) {
     if (loop->thread.joinable()) loop->thread.join();
   }
-  // Jobs still queued run now; their replies go nowhere.
+  // Jobs still queued end now: their connections are closed (Close), so
+  // each skips its command.
   if (worker_) worker_->Stop();
   state_.scans.Stop();
   // Parked SCAN iterators go before the database closes.

@@ -122,6 +122,7 @@ struct ServerStats {
   std::atomic<uint64_t> protocol_errors{0};
   std::atomic<uint64_t> accept_errors{0};  // accept() failed (e.g. EMFILE)
   std::atomic<uint64_t> timeouts{0};  // closed by idle_timeout/auth_timeout
+  std::atomic<int64_t> blocked{0};    // connections blocked in WAIT
 
   static constexpr size_t kShards = 16;
   struct alignas(64) Shard {

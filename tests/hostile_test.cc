@@ -907,6 +907,151 @@ TEST_F(HostileTest, LowOpenFilesLimit) {
   EXPECT_EQ(0, server_.Stop());
 }
 
+// The INFO clients field `name` (a number).
+long ClientsField(RespTestClient* c, const std::string& name) {
+  const std::string info = c->Call({"INFO", "clients"});
+  const size_t at = info.find(name + ":");
+  return at == std::string::npos ? -1
+                                 : std::stol(info.substr(at + name.size() + 1));
+}
+
+// A client blocked in WAIT is not read (its reply comes first), so one that
+// closed was never noticed, and CLIENT KILL closed its socket but not its
+// wait: WAIT 1 0 (no timeout) on a server without replicas held the client
+// slot for ever. `--maxclients` such clients locked everyone out until a
+// restart (a helper's adversarial review). Now a WAIT ends with its
+// client: the slot is free again within a few hundred ms.
+TEST_F(HostileTest, AClientThatLeavesAWaitFreesItsSlot) {
+  std::ofstream(dir_.Sub("users.acl"))
+      << "user default on nopass ~* &* +@all\n";
+  ASSERT_TRUE(
+      StartServer({"--maxclients=6", "--aclfile=" + dir_.Sub("users.acl")}));
+  {
+    std::vector<std::unique_ptr<RespTestClient>> waiters;
+    for (int i = 0; i < 5; ++i) {
+      waiters.push_back(std::make_unique<RespTestClient>(server_.port()));
+      waiters.back()->Send({"WAIT", "1", "0"});
+    }
+    RespTestClient probe(server_.port());
+    bool blocked = false;
+    for (int i = 0; i < 100 && !blocked; ++i) {
+      blocked = ClientsField(&probe, "blocked_clients") == 5;
+      if (!blocked) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    EXPECT_TRUE(blocked) << probe.Call({"INFO", "clients"});
+    RespTestClient seventh(server_.port());
+    EXPECT_EQ("-ERR max number of clients reached", seventh.Call({"PING"}));
+  }  // the waiters and the probe close
+  bool freed = false;
+  for (int i = 0; i < 100 && !freed; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    RespTestClient c(server_.port(), 2000);
+    freed = c.Call({"PING"}) == "+PONG" &&
+            ClientsField(&c, "connected_clients") == 1 &&
+            ClientsField(&c, "blocked_clients") == 0;
+  }
+  EXPECT_TRUE(freed) << "the slots of the clients that left a WAIT stay taken";
+
+  // CLIENT KILL ends a WAIT too.
+  RespTestClient waiter(server_.port());
+  waiter.Send({"CLIENT", "SETNAME", "w"});
+  EXPECT_EQ("+OK", waiter.Read());
+  waiter.Send({"WAIT", "1", "0"});
+  RespTestClient admin(server_.port());
+  bool killed = false;
+  for (int i = 0; i < 100 && !killed; ++i) {
+    killed = ClientsField(&admin, "blocked_clients") == 1 &&
+             admin.Call(
+                 {"CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes"}) == ":1";
+    if (!killed) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_TRUE(killed) << admin.Call({"INFO", "clients"});
+  bool gone = false;
+  for (int i = 0; i < 100 && !gone; ++i) {
+    gone = ClientsField(&admin, "connected_clients") == 1 &&
+           ClientsField(&admin, "blocked_clients") == 0;
+    if (!gone) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_TRUE(gone) << admin.Call({"INFO", "clients"});
+  EXPECT_EQ(0, server_.Stop());
+}
+
+// Each of `n` clients queues three KEYS * (the scan thread runs them one
+// at a time) and closes at once.
+void QueueKeysAndLeave(int port, int n) {
+  std::vector<std::unique_ptr<RespTestClient>> clients;
+  for (int i = 0; i < n; ++i) {
+    clients.push_back(std::make_unique<RespTestClient>(port));
+    for (int j = 0; j < 3; ++j) clients.back()->Send({"KEYS", "*"});
+  }
+}
+
+// Commands queued for the scan thread by clients that are gone still ran,
+// each a full walk: CLIENT KILL freed no slot until they had, and a
+// SIGTERMed server ran every one of them past its shutdown deadline
+// (minutes, a helper's adversarial review). A killed or closed
+// connection's queued command is now skipped.
+TEST_F(HostileTest, CommandsQueuedByClientsThatWentAreSkipped) {
+  std::ofstream(dir_.Sub("users.acl"))
+      << "user default on nopass ~* &* +@all\n";
+  ASSERT_TRUE(StartServer({"--maxclients=1000", "--shutdown_timeout_ms=500",
+                           "--aclfile=" + dir_.Sub("users.acl")}));
+  RespTestClient admin(server_.port());
+  // 200,000 keys in the memtable: each KEYS * a walk of some tens of ms.
+  for (int b = 0; b < 200; ++b) {
+    std::vector<std::string> mset{"MSET"};
+    for (int i = 0; i < 1000; ++i) {
+      mset.push_back("key:" + std::to_string(b * 1000 + i));
+      mset.push_back("v");
+    }
+    mset.push_back("FENCE");
+    mset.push_back("1");
+    admin.Send(mset);
+  }
+  for (int b = 0; b < 200; ++b) ASSERT_EQ("+OK", admin.Read());
+  // Every client connected and queued before the kill.
+  auto wait_connected = [&](long n) {
+    for (int i = 0; i < 500; ++i) {
+      if (ClientsField(&admin, "connected_clients") == n) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return false;
+  };
+
+  QueueKeysAndLeave(server_.port(), 200);
+  ASSERT_TRUE(wait_connected(201));
+  auto seconds_since = [](std::chrono::steady_clock::time_point t) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t)
+        .count();
+  };
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(":200",
+            admin.Call({"CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes"}));
+  bool freed = false;
+  while (!freed && seconds_since(t0) < 20) {
+    freed = ClientsField(&admin, "connected_clients") == 1;
+    if (!freed) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  const double kill_s = seconds_since(t0);
+  std::printf(
+      "[ figures  ] 200 killed clients' 600 queued KEYS: slots free "
+      "after %.2f s\n",
+      kill_s);
+  EXPECT_TRUE(freed);
+  EXPECT_LT(kill_s, 3.0);
+
+  QueueKeysAndLeave(server_.port(), 200);
+  ASSERT_TRUE(wait_connected(201));
+  const auto t1 = std::chrono::steady_clock::now();
+  EXPECT_EQ(0, server_.Stop());
+  const double stop_s = seconds_since(t1);
+  std::printf(
+      "[ figures  ] SIGTERM with 600 KEYS queued by clients that "
+      "left (shutdown_timeout_ms 500): exited after %.2f s\n",
+      stop_s);
+  EXPECT_LT(stop_s, 4.0);
+}
+
 std::string Base64(const std::string& in) {
   static const char kTable[] =
       "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
