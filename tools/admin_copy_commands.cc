@@ -300,7 +300,8 @@ class BackupsCommand : public AdminCommand {
     }
     for (auto id : corrupt) {
       Print(out, "backup " + std::to_string(id) +
-                     " CORRUPT: its meta file does not read\n");
+                     " CORRUPT: it does not load (its meta file, or a file "
+                     "it lists, is missing, damaged or of the wrong size)\n");
     }
     if (bad > 0) {
       return {kExitDamaged, std::to_string(bad) + " corrupt backup(s) in " +

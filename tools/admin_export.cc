@@ -633,11 +633,14 @@ class ImportCommand : public AdminCommand {
     }
     if (stale + failed > 0 || !what.empty()) {
       // The rest is in: not exit 1, which says nothing was changed.
+      if (what.empty() && sets + advances + floors == 0 && !raised) {
+        what = "nothing was applied";  // (the store is as it was)
+      }
       if (stale > 0) {
         if (!what.empty()) what += "; ";
         what += std::to_string(stale) +
-                " value(s) refused (the database held newer tokens), the "
-                "first: " +
+                " value(s) refused as stale by the store's fences (tokens "
+                "it had accepted for their keys, or its floor), the first: " +
                 first_stale.ToString();
       }
       if (failed > 0) {

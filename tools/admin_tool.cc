@@ -33,7 +33,9 @@ DEFINE_string(password, "",
 DEFINE_string(backup_dir, "",
               "backup/backups/restore: the backup directory (a directory of "
               "its own; one fencedkv-admin at a time, see --help)");
-DEFINE_int64(backup_id, 0, "restore: the backup to restore; 0 = the latest");
+DEFINE_int64(backup_id, 0,
+             "restore: the backup to restore; 0 = the latest (refused if "
+             "that one is damaged)");
 DEFINE_string(fence_floor, "",
               "restore: the fence floor N put in force in the restored copy "
               "(required; see --help)");
@@ -123,9 +125,9 @@ const char kUsageTail[] =
     "Exit codes: 0 ok; 1 error (bad flags, cannot open, refused: nothing was "
     "changed; with --server,\na --timeout_ms that ran out: the server's job "
     "goes on); 2 damage found (check, backups --verify); 3 get: key not "
-    "found;\n4 import: the store changed, but not with all of the stream "
-    "(values older than its tokens\nrefused, values that failed, or an "
-    "error midway: the message says which).\n";
+    "found;\n4 import: not all of the stream was applied (values older "
+    "than the store's tokens\nrefused, values that failed, or an error "
+    "midway: the message says which, and how much\nwas applied).\n";
 
 std::vector<std::unique_ptr<AdminCommand>> AllCommands() {
   std::vector<CommandFactory> factories;

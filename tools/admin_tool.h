@@ -63,8 +63,9 @@ constexpr int kExitOk = 0;
 constexpr int kExitError = 1;     // bad flags, cannot open, refused, I/O
 constexpr int kExitDamaged = 2;   // check / backups --verify found damage
 constexpr int kExitNotFound = 3;  // get: no such key
-// import: the store changed, but not with all of the stream (values older
-// than its tokens refused, values that failed, or an error midway).
+// import: not all of the stream was applied (values older than the store's
+// tokens refused, values that failed, or an error midway); what was applied
+// stays, and the message says how much (or "nothing was applied").
 constexpr int kExitPartial = 4;
 
 // What a verb's DoCommand produced: an exit code and, unless kExitOk, the

@@ -1361,6 +1361,57 @@ TEST_F(AdminTest, OutputThatCannotBeWrittenFails) {
   EXPECT_FALSE(fs::exists(file));
 }
 
+// restore without --backup_id restores the latest backup: when that one is
+// damaged (it does not load), it restored the one before it and said
+// nothing but "restored backup 1". Now it refuses, naming both.
+TEST_F(AdminTest, RestoreOfTheLatestRefusesADamagedLatest) {
+  const std::string db = tmp_.Sub("db"), bk = tmp_.Sub("bk");
+  Build(db, "key", FenceMode::kMonotonic);
+  ASSERT_EQ(0, OnDb(db, {"backup", "--backup_dir=" + bk}).code);
+  ASSERT_EQ(0, OnDb(db, {"backup", "--backup_dir=" + bk}).code);
+  {
+    std::fstream meta(bk + "/meta/2",
+                      std::ios::in | std::ios::out | std::ios::binary);
+    ASSERT_TRUE(meta.is_open());
+    meta.seekp(40);
+    meta.put('X');
+  }
+  const std::string target = tmp_.Sub("r");
+  Result r = Admin(
+      {"restore", "--backup_dir=" + bk, "--db=" + target, "--fence_floor=100"});
+  EXPECT_EQ(1, r.code) << r.out << r.err;
+  EXPECT_NE(std::string::npos, r.err.find(", 2, is damaged")) << r.err;
+  EXPECT_NE(std::string::npos, r.err.find("the latest one that loads is 1"))
+      << r.err;
+  EXPECT_FALSE(fs::exists(target));
+  r = Admin({"restore", "--backup_dir=" + bk, "--db=" + target,
+             "--fence_floor=100", "--backup_id=1"});
+  EXPECT_EQ(0, r.code) << r.out << r.err;
+  EXPECT_NE(std::string::npos, r.out.find("restored backup 1")) << r.out;
+}
+
+// Importing a stream a second time into a strict store: every value ties
+// the store's max (stale in strict mode) and nothing changes. It said "the
+// database held newer tokens", and nothing that nothing was applied.
+TEST_F(AdminTest, ARepeatedStrictImportSaysNothingWasApplied) {
+  const std::string src = tmp_.Sub("src"), dst = tmp_.Sub("dst");
+  {
+    Options o;
+    o.create_if_missing = true;
+    o.fence_mode = FenceMode::kStrict;
+    std::unique_ptr<DB> db;
+    ASSERT_FENCEDKV_OK(DB::Open(o, src, &db));
+    ASSERT_FENCEDKV_OK(db->Put(WriteOptions(), "a", "va", 5));
+  }
+  const std::string stream = OnDb(src, {"export"}).out;
+  ASSERT_EQ(0, Admin({"--db=" + dst, "import"}, stream).code);
+  const Result r = Admin({"--db=" + dst, "import"}, stream);
+  EXPECT_EQ(4, r.code) << r.out << r.err;
+  EXPECT_NE(std::string::npos,
+            r.err.find("nothing was applied; 1 value(s) refused as stale"))
+      << r.err;
+}
+
 // ---- the fixes of the adversarial review of fencedkv-admin ----
 
 // The hidden entries (names starting with '.') directly in `dir`.

@@ -732,6 +732,23 @@ Status DB::RestoreFromBackup(const std::string& backup_dir_arg,
                                       " in " + backup_dir,
                             detail);
   }
+  if (options.backup_id == 0) {
+    // "The latest" is the newest backup: when that one does not load,
+    // BackupEngine's latest is an older one, and restoring it silently
+    // would hand the operator older data than they asked for.
+    std::vector<rocksdb::BackupID> corrupt;
+    engine->GetCorruptedBackups(&corrupt);
+    rocksdb::BackupID newest = 0;
+    for (auto id : corrupt) newest = std::max(newest, id);
+    if (newest > info.backup_id) {
+      return Status::Corruption(
+          "the latest backup in " + backup_dir + ", " + std::to_string(newest) +
+              ", is damaged (it does not load)",
+          "nothing restored; the latest one that loads is " +
+              std::to_string(info.backup_id) +
+              ": name it (backup_id) to restore it");
+    }
+  }
   result->backup_id = info.backup_id;
   if (options.verify) {
     io = engine->VerifyBackup(info.backup_id, /*verify_with_checksum=*/true);

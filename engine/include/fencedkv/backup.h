@@ -58,7 +58,8 @@ struct RestoreOptions {
   // either (strict mode: it must be above the mark, which that database
   // refused too): the floor stands for the maxima that go with it.
   Token fence_floor = 0;
-  // The backup to restore; 0 = the latest.
+  // The backup to restore; 0 = the latest (Corruption if the newest backup
+  // does not load: an older one is restored only by its id).
   uint32_t backup_id = 0;
   // Verify every file of the backup against its checksum first. (Restore
   // checks each copied file's checksum anyway.)
