@@ -21,6 +21,8 @@ bool ParseLineInt(const char* p, const char* end, long long* out) {
     ++p;
   }
   if (p == end || end - p > 18) return false;
+  // As Redis's string2ll: no leading zero, no "-0".
+  if (*p == '0' && (end - p > 1 || neg)) return false;
   long long v = 0;
   for (; p < end; ++p) {
     if (*p < '0' || *p > '9') return false;

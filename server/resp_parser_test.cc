@@ -59,6 +59,7 @@ TEST(RespParserTest, EverySplitPointNeedsMoreThenParses) {
               p.Parse(cmd.data(), cut, &args, &consumed))
         << "cut at " << cut;
     // The rest arrives (the buffer may move: use a copy).
+    // NOLINTNEXTLINE(performance-unnecessary-copy-initialization)
     const std::string full = cmd;
     ASSERT_EQ(RespParser::Result::kCommand,
               p.Parse(full.data(), full.size(), &args, &consumed));
@@ -142,6 +143,20 @@ TEST(RespParserTest, MalformedFramesAreErrors) {
             ParseAll("*1\r\n$4\r\nPINGxx"));
   EXPECT_EQ("ERROR: Protocol error: invalid multibulk length",
             ParseAll("*99999999999999999999\r\n"));
+  // Lengths as Redis reads them (string2ll): "-0" and leading zeros are
+  // refused; they were read as 0 and 3.
+  const std::pair<const char*, const char*> refused[] = {
+      {"*1\r\n$-0\r\n\r\n", "bulk"},
+      {"*1\r\n$03\r\nabc\r\n", "bulk"},
+      {"*01\r\n$4\r\nPING\r\n", "multibulk"},
+      {"*-0\r\n", "multibulk"}};
+  for (const auto& [frame, what] : refused) {
+    EXPECT_EQ(std::string("ERROR: Protocol error: invalid ") + what + " length",
+              ParseAll(frame))
+        << frame;
+  }
+  EXPECT_EQ("x|", ParseAll("*1\r\n$1\r\nx\r\n"));
+  EXPECT_EQ("|", ParseAll("*1\r\n$0\r\n\r\n"));
 }
 
 TEST(RespParserTest, SizeLimits) {
