@@ -556,7 +556,9 @@ bool Connection::OffloadCommand(const Admission& admission, bool to_scans,
   auto self = shared_from_this();
   auto job = [self, admission] {
     // Off the loop; this connection waits (reads_pending_).
-    if (!self->gone_.load(std::memory_order_relaxed)) {
+    if (self->gone_.load(std::memory_order_relaxed)) {
+      self->offload_skipped_ = true;
+    } else {
       const Args args(self->offload_args_.begin(), self->offload_args_.end());
       Execute(self->server_->state_, self->client_, args, admission,
               &self->offload_out_);
@@ -579,6 +581,16 @@ void Connection::OnOffloadDone() {
   if (wait_id_ != 0) {
     wait_id_ = 0;
     server_->stats_.blocked.fetch_sub(1);
+  }
+  if (offload_skipped_) {
+    // Its client is gone: no reply, no call counted (commandstats, the
+    // slow log), nothing for the commit tracker (nothing was written).
+    offload_skipped_ = false;
+    offload_write_ = false;
+    offload_args_.clear();
+    offload_out_.clear();
+    server_->EndCommand();
+    return;
   }
   Replication* const repl = server_->state_.repl;
   // A long EXEC's reply is the commit tracker's to decide (HoldReplies).
@@ -718,7 +730,10 @@ bool Connection::StartWait(const Admission& admission) {
   offload_start_ = std::chrono::steady_clock::now();
   auto self = shared_from_this();
   server_->stats_.blocked.fetch_add(1);
-  loop_->waiting.push_back(self);
+  if (!in_waiting_list_) {
+    in_waiting_list_ = true;
+    loop_->waiting.push_back(self);
+  }
   if (!loop_->hangups_armed) {
     loop_->hangups_armed = true;
     WatchHangups(loop_);
@@ -752,9 +767,16 @@ void Connection::WatchHangups(Loop* loop) {
     size_t kept = 0;
     for (size_t i = 0; i < waiting.size(); ++i) {
       auto c = waiting[i].lock();
-      if (c == nullptr || c->closed_ || c->wait_id_ == 0) continue;
+      if (c == nullptr) continue;
+      if (c->closed_ || c->wait_id_ == 0) {
+        c->in_waiting_list_ = false;
+        continue;
+      }
       if (c->PeerHungUp()) {
-        c->CloseNow(/*flush=*/false);
+        // (What it was sent before the WAIT goes out first: a client that
+        // only shut down its side reads it.)
+        c->in_waiting_list_ = false;
+        c->CloseNow(/*flush=*/true);
         continue;
       }
       if (kept != i) waiting[kept] = std::move(waiting[i]);

@@ -222,6 +222,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // The WAIT this connection is blocked in (Replication::CancelWait), 0 if
   // none.
   uint64_t wait_id_ = 0;
+  // Listed in loop_->waiting (once: a pipeline of WAITs, each answered
+  // within one handler, would otherwise add an entry per WAIT that the
+  // hang-up check never drops).
+  bool in_waiting_list_ = false;
   // Process stopped with input left because its pass ran out of time
   // (kPassBudget): Continue posts itself rather than read.
   bool yielded_ = false;
@@ -235,6 +239,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // parse to their reply).
   std::chrono::steady_clock::time_point gets_start_, job_start_, offload_start_;
   bool offload_write_ = false;  // the offloaded command is a long EXEC
+  // The offloaded command was skipped (gone_): nothing ran, nothing is
+  // counted. Set by the job before it posts OnOffloadDone.
+  bool offload_skipped_ = false;
   // Replies held for the commit tracker (HoldReplies), and what counts
   // their calls once decided: the grouped writes' commands, or the one
   // command's admission (its words in args_, or in offload_args_ if

@@ -170,6 +170,7 @@ class CopyCommand : public AdminCommand {
 class CheckpointCommand : public CopyCommand {
  public:
   const char* Name() const override { return "checkpoint"; }
+  bool Changes() const override { return true; }
   void Help(std::string* out) const override {
     *out +=
         "  checkpoint DIR [--server=HOST:PORT]\n"
@@ -198,6 +199,7 @@ class CheckpointCommand : public CopyCommand {
 class BackupCommand : public CopyCommand {
  public:
   const char* Name() const override { return "backup"; }
+  bool Changes() const override { return true; }
   void Help(std::string* out) const override {
     *out +=
         "  backup --backup_dir=D [--verify] [--server=HOST:PORT]\n"
@@ -314,6 +316,7 @@ class BackupsCommand : public AdminCommand {
 class RestoreCommand : public AdminCommand {
  public:
   const char* Name() const override { return "restore"; }
+  bool Changes() const override { return true; }
   void Help(std::string* out) const override {
     *out +=
         "  restore --backup_dir=D --db=DIR --fence_floor=N [--backup_id=ID] "

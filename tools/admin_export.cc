@@ -38,6 +38,7 @@
 #include <filesystem>
 
 #include <fcntl.h>
+#include <rocksdb/env.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -313,6 +314,7 @@ struct Command {
 class ImportCommand : public AdminCommand {
  public:
   const char* Name() const override { return "import"; }
+  bool Changes() const override { return true; }
   void Help(std::string* out) const override {
     *out +=
         "  import [--input=FILE]\n"
@@ -321,8 +323,9 @@ class ImportCommand : public AdminCommand {
         "      use). The whole stream is parsed first. A value older than the\n"
         "      store's token for its key (one without a token: than any), or\n"
         "      one the store refuses, is skipped and the rest applied: exit 4\n"
-        "      (also if an error stops it midway); exit 1 if nothing was\n"
-        "      applied (a store it created is removed again)\n";
+        "      (also if an error stops it midway); exit 1 if an error stopped\n"
+        "      it before anything was applied (a store it created is removed\n"
+        "      again)\n";
   }
   std::vector<const char*> Flags() const override { return {"input"}; }
   ExecResult DoCommand(const std::vector<std::string>& args,
@@ -375,29 +378,49 @@ class ImportCommand : public AdminCommand {
     }
     if (r.code == kExitError && creates) {
       db.reset();
-      std::string left;
-      if (new_dir) {
-        fs::remove_all(FLAGS_db, ec);
-        if (ec) left = ec.message();
-      } else {
-        for (const auto& e : fs::directory_iterator(FLAGS_db, ec)) {
-          std::error_code e2;
-          fs::remove_all(e.path(), e2);
-          if (e2 && left.empty()) left = e2.message();
-        }
-        if (ec && left.empty()) left = ec.message();
-      }
-      r.message += left.empty()
-                       ? "; nothing was written (the store it began was "
-                         "removed)"
-                       : "; the store it created, empty, could not be "
-                         "removed: " +
-                             left;
+      r.message += RemoveBegunStore(new_dir, s.ok());
     }
     return r;
   }
 
  private:
+  // Removes the store this import began at --db (the directory if it made
+  // it, else what it put in it), holding the store's LOCK so that nothing
+  // another process opened meanwhile is touched: if it cannot be locked,
+  // nothing is removed. Returns what to add to the error.
+  // (`opened`: the import's open succeeded; else a store it cannot lock is
+  // another process's, and nothing is said.)
+  static std::string RemoveBegunStore(bool new_dir, bool opened) {
+    namespace fs = std::filesystem;
+    rocksdb::Env* env = rocksdb::Env::Default();
+    const std::string lock_path = FLAGS_db + "/LOCK";
+    rocksdb::FileLock* lock = nullptr;
+    if (!env->LockFile(lock_path, &lock).ok()) {
+      return opened ? "; the store it began at " + FLAGS_db +
+                          " is left (it could not be locked: in use?)"
+                    : "";
+    }
+    std::string left;
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(FLAGS_db, ec)) {
+      if (e.path() == lock_path) continue;
+      std::error_code e2;
+      fs::remove_all(e.path(), e2);
+      if (e2 && left.empty()) left = e2.message();
+    }
+    if (ec && left.empty()) left = ec.message();
+    env->UnlockFile(lock);
+    // (The LOCK last, and the directory only if nothing came into it.)
+    if (left.empty()) {
+      fs::remove(lock_path, ec);
+      if (new_dir) fs::remove(FLAGS_db, ec);
+    }
+    return left.empty()
+               ? "; nothing was written (the store it began was "
+                 "removed)"
+               : "; the store it began, empty, could not be removed: " + left;
+  }
+
   static bool Parse(std::string_view in, std::string* domain, std::string* mode,
                     std::vector<Command>* commands, Token* lease_counter,
                     std::string* error) {

@@ -23,6 +23,7 @@ std::string OrDash(const std::string& s) { return s.empty() ? "-" : s; }
 class ReplicationCommand : public ReadCommand {
  public:
   const char* Name() const override { return "replication"; }
+  bool Changes() const override { return !FLAGS_set_node_id.empty(); }
   void Help(std::string* out) const override {
     *out +=
         "  replication [--set_node_id=ID]\n"

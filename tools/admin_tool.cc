@@ -3,6 +3,8 @@
 #include "admin_tool.h"
 
 #include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <set>
@@ -336,13 +338,38 @@ int RunAdminTool(int argc, char** argv) {
       FLAGS_backup_dir = AbsolutePath(FLAGS_backup_dir);
   }
   args.erase(args.begin(), args.begin() + static_cast<long>(words));
-  ExecResult r = command->DoCommand(args, stdout);
-  // Output that did not all reach stdout (a full disk, /dev/full, a closed
-  // pipe) is not a success: a truncated dump or export read as complete.
-  if ((std::fflush(stdout) != 0 || std::ferror(stdout)) && r.code == kExitOk) {
-    r = ExecResult::Error(std::string("writing to stdout: ") +
-                          std::strerror(errno ? errno : EIO) +
-                          ": the output is incomplete");
+  ExecResult r;
+  if (command->Changes()) {
+    char* report = nullptr;
+    size_t report_size = 0;
+    FILE* mem = open_memstream(&report, &report_size);
+    r = command->DoCommand(args, mem != nullptr ? mem : stdout);
+    if (mem != nullptr) {
+      std::fclose(mem);
+      const bool written =
+          std::fwrite(report, 1, report_size, stdout) == report_size &&
+          std::fflush(stdout) == 0 && !std::ferror(stdout);
+      if (!written) {
+        // What it did is said anyway; its exit code stands.
+        std::fprintf(stderr,
+                     "fencedkv-admin %s: writing to stdout failed (%s); its "
+                     "report:\n",
+                     command->Name(), std::strerror(errno ? errno : EIO));
+        std::fwrite(report, 1, report_size, stderr);
+      }
+      std::free(report);
+    }
+  } else {
+    r = command->DoCommand(args, stdout);
+    // Output that did not all reach stdout (a full disk, /dev/full, a
+    // closed pipe) is not a success: a truncated dump or export read as
+    // complete. (It changed nothing: exit 1.)
+    if ((std::fflush(stdout) != 0 || std::ferror(stdout)) &&
+        r.code == kExitOk) {
+      r = ExecResult::Error(std::string("writing to stdout: ") +
+                            std::strerror(errno ? errno : EIO) +
+                            ": the output is incomplete");
+    }
   }
   if (r.code != kExitOk && !r.message.empty()) {
     std::fprintf(stderr, "fencedkv-admin %s: %s\n", command->Name(),

@@ -94,6 +94,11 @@ class AdminCommand {
   virtual std::vector<const char*> Flags() const { return {}; }
   // Whether the verb needs --db (all but the --server forms do).
   virtual bool NeedsDb() const { return true; }
+  // Whether the verb changes something (a store, a backup directory, a
+  // copy) before it reports: its report is then kept in memory and, if
+  // stdout cannot take it, written to stderr, and its exit code stands
+  // (exit 1 says nothing was changed).
+  virtual bool Changes() const { return false; }
   // Runs the verb with its positional arguments (after the verb's words);
   // output goes to `out`.
   virtual ExecResult DoCommand(const std::vector<std::string>& args,

@@ -1338,17 +1338,32 @@ TEST_F(AdminTest, OutputThatCannotBeWrittenFails) {
     big.emplace_back("k" + std::to_string(i), std::string(4096, 'v'), 5);
   }
   NewStore(src, big);  // a 20 MiB export
+  // fencedkv-admin ARGS... with stdout on /dev/full: exit code, stderr.
+  auto to_full = [this](const std::vector<std::string>& args) {
+    std::string cmd = FENCEDKV_ADMIN_BIN;
+    for (const auto& a : args) cmd += " " + ShellQuote(a);
+    cmd += " >/dev/full 2>" + tmp_.Sub("err");
+    const int rc = std::system(cmd.c_str());
+    return std::make_pair(WIFEXITED(rc) ? WEXITSTATUS(rc) : -1,
+                          ReadFile(tmp_.Sub("err")));
+  };
   for (const char* verb : {"export", "dump", "scan"}) {
     SCOPED_TRACE(verb);
-    const std::string err = tmp_.Sub("err");
-    const std::string cmd = std::string(FENCEDKV_ADMIN_BIN) +
-                            " --db=" + ShellQuote(src) + " " + verb +
-                            " >/dev/full 2>" + err;
-    const int rc = std::system(cmd.c_str());
-    ASSERT_TRUE(WIFEXITED(rc));
-    EXPECT_EQ(1, WEXITSTATUS(rc)) << ReadFile(err);
-    EXPECT_NE(std::string::npos, ReadFile(err).find("No space left on device"))
-        << ReadFile(err);
+    const auto [code, err] = to_full({"--db=" + src, verb});
+    EXPECT_EQ(1, code) << err;
+    EXPECT_NE(std::string::npos, err.find("No space left on device")) << err;
+  }
+  // A verb that changes something keeps its exit code (exit 1 would say
+  // nothing was changed) and says on stderr what it did.
+  {
+    ASSERT_EQ(0, OnDb(src, {"backup", "--backup_dir=" + tmp_.Sub("bk")}).code);
+    const auto [code, err] =
+        to_full({"restore", "--backup_dir=" + tmp_.Sub("bk"),
+                 "--db=" + tmp_.Sub("restored"), "--fence_floor=100"});
+    EXPECT_EQ(0, code) << err;
+    EXPECT_NE(std::string::npos, err.find("writing to stdout failed")) << err;
+    EXPECT_NE(std::string::npos, err.find("restored backup 1")) << err;
+    EXPECT_TRUE(fs::exists(tmp_.Sub("restored") + "/CURRENT"));
   }
   std::string mnt;
   const std::string no_disk = MountSmallDisk(&mnt);

@@ -7,10 +7,13 @@
 #include <atomic>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <thread>
 
 #include <gtest/gtest.h>
+#include <rocksdb/env.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -198,6 +201,56 @@ TEST(DBBackupTest, ARestoreKilledWhileItSwapsLeavesADatabaseInPlace) {
   std::string v;
   ASSERT_FENCEDKV_OK(old->Get(ReadOptions(), "aa", &v));
   EXPECT_EQ("newer", v);
+}
+
+// A swap record whose replaced store the cleanup cannot move (here: its
+// LOCK is held) stays, and no restore may overwrite it: before, the next
+// restore truncated it, finished, and removed it, and the restore after
+// that deleted the replaced store as a dead copy (a review of the fix
+// above). Now restores refuse (Busy) until the store can be moved aside.
+TEST(DBBackupTest, AnUnfinishedSwapIsNeverForgotten) {
+  test::TempDir dir;
+  const std::string db_path = dir.Sub("db"), bk = dir.Sub("bk");
+  const std::string held = dir.Sub(".db.restoring-AbC123");
+  {
+    std::unique_ptr<DB> db;
+    ASSERT_FENCEDKV_OK(DB::Open(Create(), db_path, &db));
+    ASSERT_FENCEDKV_OK(db->Put(WriteOptions(), "aa", "v", 10));
+    ASSERT_FENCEDKV_OK(db->Backup(bk, BackupOptions(), nullptr));
+    std::unique_ptr<DB> old;
+    ASSERT_FENCEDKV_OK(DB::Open(Create(), held, &old));
+    ASSERT_FENCEDKV_OK(old->Put(WriteOptions(), "aa", "replaced", 50));
+  }
+  // What a restore killed after its exchange leaves: the record names the
+  // replaced store, under the restoring name.
+  struct stat st;
+  ASSERT_EQ(0, stat(held.c_str(), &st));
+  std::ofstream(dir.Sub(".db.restore-swap"))
+      << ".db.restoring-AbC123\n"
+      << st.st_dev << " " << st.st_ino << "\n";
+  RestoreOptions ro;
+  ro.fence_floor = 100;
+  RestoreResult result;
+  {
+    rocksdb::FileLock* lock = nullptr;
+    ASSERT_TRUE(rocksdb::Env::Default()->LockFile(held + "/LOCK", &lock).ok());
+    for (int i = 0; i < 2; ++i) {
+      Status s = DB::RestoreFromBackup(bk, db_path, ro, &result);
+      EXPECT_TRUE(s.IsBusy()) << s.ToString();
+      EXPECT_TRUE(fs::exists(dir.Sub(".db.restore-swap")));
+      EXPECT_TRUE(fs::exists(held + "/CURRENT"));
+    }
+    rocksdb::Env::Default()->UnlockFile(lock);
+  }
+  ASSERT_FENCEDKV_OK(DB::RestoreFromBackup(bk, db_path, ro, &result));
+  ASSERT_FALSE(result.swap_finished.empty());
+  EXPECT_FALSE(fs::exists(held));
+  EXPECT_FALSE(fs::exists(dir.Sub(".db.restore-swap")));
+  std::unique_ptr<DB> old;
+  ASSERT_FENCEDKV_OK(DB::Open(Create(), result.swap_finished, &old));
+  std::string v;
+  ASSERT_FENCEDKV_OK(old->Get(ReadOptions(), "aa", &v));
+  EXPECT_EQ("replaced", v);
 }
 
 TEST(DBBackupTest, RestoreRefusesWithoutAGoodFloorAndWritesNothing) {

@@ -438,14 +438,19 @@ Status SwapIn(const std::string& parent, const std::string& base,
                              std::to_string(st.st_dev) + " " +
                              std::to_string(st.st_ino) + "\n" +
                              fs::path(aside).filename().string() + "\n";
+  // O_EXCL: a record still there is an unfinished swap whose replaced
+  // store only it points to (RestoreFromBackup refuses to start then).
   const int fd =
-      open(record_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0 ||
-      write(fd, record.data(), record.size()) !=
+      open(record_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    return Status::IOError("cannot create " + record_path,
+                           std::strerror(errno));
+  }
+  if (write(fd, record.data(), record.size()) !=
           static_cast<ssize_t>(record.size()) ||
       fsync(fd) != 0) {
     const std::string err = std::strerror(errno);
-    if (fd >= 0) close(fd);
+    close(fd);
     std::remove(record_path.c_str());
     return Status::IOError("cannot write " + record_path, err);
   }
@@ -794,6 +799,19 @@ Status DB::RestoreFromBackup(const std::string& backup_dir_arg,
       std::string keep;
       result->swap_finished = FinishInterruptedSwap(env, parent, base, &keep);
       result->unfinished_removed = RemoveUnfinishedRestores(parent, base, keep);
+    }
+    // A swap record still there (the cleanup could not run, or could not
+    // move the store it points to): a later cleanup must still find it, so
+    // no restore overwrites it.
+    if (fs::exists(SwapRecordPath(parent, base), ec)) {
+      if (parent_fd >= 0) close(parent_fd);
+      return Status::Busy(
+          "a restore to " + path + " was killed while it swapped its copy in",
+          "its record " + SwapRecordPath(parent, base) +
+              " names the store it replaced; run the restore again (it "
+              "moves that store aside) or, if it still cannot, move the "
+              "directory the record names aside by hand and delete the "
+              "record");
     }
     const bool made = mkdtemp(tmp.data()) != nullptr;
     const int err = errno;
