@@ -574,6 +574,13 @@ class ImportCommand : public AdminCommand {
     // Whether the group being built holds a fenced value (which may raise a
     // domain an unfenced value is checked against).
     bool group_fenced = false;
+    // A command the store refuses for itself (a key over max_key_size):
+    // counted, and the import goes on.
+    auto failed_alone = [&](const Status& st) {
+      if (!st.IsInvalidArgument()) return false;
+      if (failed++ == 0) first_failure = st;
+      return true;
+    };
     for (const Command& c : commands) {
       if (!s.ok()) break;
       if (c.kind == Command::kSet) {
@@ -582,12 +589,14 @@ class ImportCommand : public AdminCommand {
           // is older than any token: it lands only where no token was
           // accepted for its domain (no max, no tombstone, no floor).
           // Written unchecked, it would undo fenced writes and deletes.
-          if (group_fenced) s = write_group();
-          group_fenced = false;
+          if (group_fenced) {
+            s = write_group();
+            group_fenced = false;
+            if (!s.ok()) break;
+          }
           Token max = 0;
-          if (s.ok()) s = db->GetFence(c.key, &max);
-          if (s.IsInvalidArgument()) {  // (a key the store refuses)
-            if (failed++ == 0) first_failure = s;
+          s = db->GetFence(c.key, &max);
+          if (failed_alone(s)) {
             s = Status::OK();
             continue;
           }
@@ -617,8 +626,7 @@ class ImportCommand : public AdminCommand {
           s = db->AdvanceFence(synced, c.key, c.token, nullptr);
           if (s.ok()) {
             ++advances;
-          } else if (s.IsInvalidArgument()) {  // (a key the store refuses)
-            if (failed++ == 0) first_failure = s;
+          } else if (failed_alone(s)) {
             s = Status::OK();
           }
         } else if (s.ok() && c.token > db->GetFenceFloor()) {

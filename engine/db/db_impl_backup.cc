@@ -436,8 +436,7 @@ Status SwapIn(const std::string& parent, const std::string& base,
   const std::string record_path = SwapRecordPath(parent, base);
   const std::string record = fs::path(tmp).filename().string() + "\n" +
                              std::to_string(st.st_dev) + " " +
-                             std::to_string(st.st_ino) + "\n" +
-                             fs::path(aside).filename().string() + "\n";
+                             std::to_string(st.st_ino) + "\n";
   // O_EXCL: a record still there is an unfinished swap whose replaced
   // store only it points to (RestoreFromBackup refuses to start then).
   const int fd =
