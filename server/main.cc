@@ -207,6 +207,7 @@ int main(int argc, char** argv) {
   so.max_multi_commands = static_cast<size_t>(FLAGS_max_multi_commands);
   so.max_multi_bytes = static_cast<size_t>(FLAGS_max_multi_bytes);
   so.idle_timeout = std::chrono::seconds(FLAGS_timeout);
+  so.tcp_keepalive_s = FLAGS_tcp_keepalive;
   so.auth_timeout = std::chrono::seconds(FLAGS_auth_timeout);
   so.sync = FLAGS_sync;
   so.sync_gather = std::chrono::microseconds(FLAGS_sync_gather_us);
@@ -231,10 +232,30 @@ int main(int argc, char** argv) {
   std::string replicaof = FLAGS_replicaof;
   const bool as_primary = fencedkv::server::IsReplicaOfNone(replicaof);
   if (as_primary) replicaof.clear();
+  fencedkv::server::ReplState kept;
+  s = fencedkv::server::ReplState::Load(FLAGS_db, &kept);
+  if (!s.ok()) return Fail("replication state", s);
+  // A member of an etcd shard starts only as that shard's member, before
+  // anything is opened or changed (ReplState::shard).
+  if (!kept.shard.empty() && FLAGS_shard != kept.shard) {
+    const std::string& x = kept.shard;
+    return Fail(
+        "replication",
+        fencedkv::Status::InvalidArgument(
+            "this database is a member of the etcd shard '" +
+            fencedkv::EscapeBytes(x) + "' (REPLICATION in --db): start it " +
+            (FLAGS_shard.empty()
+                 ? "with --shard=" + fencedkv::EscapeBytes(x) +
+                       " and --etcd_endpoints. Without them it would "
+                       "promote itself to the epoch etcd gives the "
+                       "shard's next primary, and take writes beside it"
+                 : "with --shard=" + fencedkv::EscapeBytes(x) + ", not '" +
+                       fencedkv::EscapeBytes(FLAGS_shard) + "'") +
+            ". To take it out of the shard for good (it keeps its data), "
+            "with the server stopped: fencedkv-admin --db=" +
+            fencedkv::EscapeBytes(FLAGS_db) + " replication --leave_shard"));
+  }
   if (replicaof.empty() && !as_primary && FLAGS_shard.empty()) {
-    fencedkv::server::ReplState kept;
-    s = fencedkv::server::ReplState::Load(FLAGS_db, &kept);
-    if (!s.ok()) return Fail("replication state", s);
     replicaof = kept.follow;
     if (!replicaof.empty()) {
       LOG(INFO) << "replication: following " << replicaof

@@ -138,6 +138,9 @@ Status ReplState::Load(const std::string& dir, ReplState* state) {
       int port;
       state->follow = value == "-" ? "" : value;
       ok = state->follow.empty() || SplitHostPort(state->follow, &host, &port);
+    } else if (name == "shard") {
+      state->shard = value == "-" ? "" : value;
+      ok = !value.empty();
     }  // unknown lines: from a later version; ignored
     if (!ok) {
       std::string what = path;
@@ -202,11 +205,13 @@ Status ReplState::Store(const std::string& dir) const {
   // Nothing Load would refuse: a state that does not parse back is not
   // written (the server could not start on it).
   EpochList check;
-  if (!ParseEpochs(FormatEpochs(epochs), &check) || log_epoch > max_epoch) {
+  if (!ParseEpochs(FormatEpochs(epochs), &check) || log_epoch > max_epoch ||
+      shard == "-" || shard.find_first_of("\r\n") != std::string::npos) {
     return Status::InvalidArgument(
         "not storing an inconsistent replication state (epochs " +
         FormatEpochs(epochs) + ", max_epoch " + std::to_string(max_epoch) +
-        ", log_epoch " + std::to_string(log_epoch) + ")");
+        ", log_epoch " + std::to_string(log_epoch) + ", shard '" +
+        EscapeBytes(shard) + "')");
   }
   std::ostringstream out;
   out << "fencedkv-replication 1\n"
@@ -215,6 +220,9 @@ Status ReplState::Store(const std::string& dir) const {
       << "log_epoch " << log_epoch << "\n"
       << "epochs " << (epochs.empty() ? "-" : FormatEpochs(epochs)) << "\n"
       << "follow " << (follow.empty() ? "-" : follow) << "\n";
+  // (Only when set: a state without a shard reads the same in every
+  // version.)
+  if (!shard.empty()) out << "shard " << shard << "\n";
   return ReplaceFileDurably(dir, kFileName, out.str());
 }
 

@@ -82,6 +82,13 @@ struct ReplState {
   // that a restart without --replicaof follows it again rather than
   // starting as a second primary. Empty: a primary. Unused in etcd mode.
   std::string follow;
+  // etcd mode: the shard this database is a member of, kept from the first
+  // start with --shard on. A server on it refuses to start without --shard
+  // (it would promote itself to its highest seen epoch + 1, the number
+  // etcd gives the shard's next primary, and take writes beside it) or
+  // with another shard. `fencedkv-admin replication --leave_shard` clears
+  // it. Empty: none (manual mode, or a state from before it was kept).
+  std::string shard;
 
   static constexpr const char* kFileName = "REPLICATION";
 

@@ -43,6 +43,19 @@ TEST(ReplStateTest, StoreAndLoadRoundTrip) {
   EXPECT_EQ(7u, t.max_epoch);
   EXPECT_EQ(6u, t.log_epoch);
   EXPECT_EQ(s.epochs, t.epochs);
+  EXPECT_EQ("", t.shard);
+  // The etcd shard it is a member of; a line only when set, so a state
+  // without one reads the same in every version.
+  s.shard = "s1";
+  ASSERT_TRUE(s.Store(dir.path()).ok());
+  ASSERT_TRUE(ReplState::Load(dir.path(), &t).ok());
+  EXPECT_EQ("s1", t.shard);
+  s.shard = "a\nmax_epoch 0";
+  EXPECT_TRUE(s.Store(dir.path()).IsInvalidArgument());
+  s.shard = "-";
+  EXPECT_TRUE(s.Store(dir.path()).IsInvalidArgument());
+  ASSERT_TRUE(ReplState::Load(dir.path(), &t).ok());
+  EXPECT_EQ("s1", t.shard);
 }
 
 TEST(ReplStateTest, ACorruptFileIsRefused) {

@@ -347,6 +347,18 @@ Status Replication::Start(const std::string& replicaof) {
   Status s = LoadOrCreateNodeId(options_.db_path, &node_id_);
   if (!s.ok()) return s;
   if (etcd_mode()) {
+    {
+      // The database is this shard's member from now on (main refuses a
+      // start without --shard, or with another, on it).
+      MutexLock lock(&mu_);
+      if (state_.shard != options_.shard) {
+        ReplState next = state_;
+        next.shard = options_.shard;
+        s = next.Store(options_.db_path);
+        if (!s.ok()) return s;
+        state_ = next;
+      }
+    }
     // Read-only until etcd's record says which role to take.
     read_only_.store(true);
     tracker_.SetPrimary(false,
@@ -880,9 +892,15 @@ void Replication::ServeReplica(Link* link, std::vector<std::string> args) {
   }
   std::unique_ptr<LogReader> reader;
   if (!full) {
-    // etcd mode numbers one epoch per promotion and keeps no ids.
+    // etcd mode numbers one epoch per promotion and keeps no ids. A replica
+    // whose log epoch has one was promoted in manual mode (a member started
+    // without its etcd flags takes its highest seen epoch + 1, the number
+    // etcd gives the next primary): its batches of that epoch are not the
+    // shard's, wherever they begin. Matched by number alone, it was taken
+    // on from its own position and kept them (a helper's review).
+    const bool compare_ids = knows_ids && (!etcd_mode() || !log_id.empty());
     SyncDecision d = DecideSync(mine.epochs, latest, log_epoch, seq,
-                                knows_ids && !etcd_mode() ? &log_id : nullptr);
+                                compare_ids ? &log_id : nullptr);
     full = d.full_sync;
     why = d.reason;
   }

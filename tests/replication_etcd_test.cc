@@ -50,6 +50,13 @@ class Server : public test::ServerProcess {
   Server() : test::ServerProcess(FENCEDKV_SERVER_BIN) {}
 };
 
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream all;
+  all << in.rdbuf();
+  return all.str();
+}
+
 // INFO replication as name -> value.
 std::map<std::string, std::string> Info(int port) {
   return test::InfoFields(port, "replication", 2000);
@@ -806,6 +813,79 @@ TEST_F(EtcdReplicationTest, APausedPrimaryGetsNothingAcknowledgedAndRejoins) {
     EXPECT_EQ(Digest(next), Digest(i)) << i;
   }
   writer.Join();
+}
+
+// A deposed primary restarted without its etcd flags started in manual
+// mode and promoted itself to its highest seen epoch + 1: the number etcd
+// gave the new primary. Restarted with its flags, it was taken back from
+// its own position, since in etcd mode an epoch was matched by its number
+// alone: it kept its stray write and lacked the new primary's, for good,
+// while counted in the ISR (a helper's adversarial review; the next
+// takeover by it lost acknowledged writes). Now a member's database
+// refuses such a start; one taken out of the shard on purpose and put
+// back has an epoch with the manual promotion's id, which the shard's
+// does not: it gets a full copy.
+TEST_F(EtcdReplicationTest, AMemberStartedWithoutEtcdMeanwhileGetsAFullCopy) {
+  const int old = PrimaryIndex(5000);
+  ASSERT_GE(old, 0);
+  {
+    Client c(ports_[old]);
+    for (int i = 0; i < 50; ++i) {
+      ASSERT_EQ("+OK",
+                c.Call({"SET", "k" + std::to_string(i), "v", "FENCE", "5"}));
+    }
+  }
+  servers_[old].Kill9();
+  const int next = NewPrimaryOtherThan(old);
+  ASSERT_GE(next, 0);
+  ASSERT_TRUE(WaitUntil([&] { return IsrSize() == 2; }, 10000));
+  // The operator's mistake: the same data, no --shard, no etcd. The
+  // database is the shard's member: refused before anything is opened, as
+  // is another shard.
+  const std::string dir = dir_.Sub("s" + std::to_string(old));
+  const std::vector<std::string> manual = {
+      "--db=" + dir + "/db", "--aclfile=" + dir_.Sub("acl"),
+      "--port=" + std::to_string(ports_[old])};
+  const std::string before = Slurp(dir + "/db/REPLICATION");
+  EXPECT_FALSE(servers_[old].Start(dir, manual));
+  EXPECT_NE(std::string::npos,
+            servers_[old].Log().find(
+                "this database is a member of the etcd shard 's1'"))
+      << servers_[old].Log();
+  EXPECT_FALSE(StartServer(old, {"--shard=s2"}));
+  EXPECT_EQ(before, Slurp(dir + "/db/REPLICATION"));
+#ifdef FENCEDKV_ADMIN_BIN
+  // Taken out of the shard on purpose, it starts in manual mode (as a
+  // primary of its own epochs), and is later put back.
+  ASSERT_EQ(0, std::system((std::string(FENCEDKV_ADMIN_BIN) + " --db=" + dir +
+                            "/db replication --leave_shard >/dev/null")
+                               .c_str()));
+#else
+  GTEST_SKIP() << "needs fencedkv-admin";
+#endif
+  ASSERT_TRUE(servers_[old].Start(dir, manual)) << servers_[old].Log();
+  {
+    Client c(ports_[old]);
+    ASSERT_EQ("+OK",
+              c.Call({"SET", "stray", "from-the-manual-start", "FENCE", "7"}));
+  }
+  {
+    Client c(ports_[next]);
+    for (int i = 0; i < 20; ++i) {
+      ASSERT_EQ("+OK",
+                c.Call({"SET", "real" + std::to_string(i), "x", "FENCE", "7"}));
+    }
+  }
+  ASSERT_EQ(0, servers_[old].Stop());
+  ASSERT_TRUE(StartServer(old));
+  ASSERT_TRUE(WaitUntil([&] { return IsrSize() == kServers; }, 20000));
+  ASSERT_TRUE(WaitUntil([&] { return Converged(next); }, 20000));
+  Client back(ports_[old]);
+  EXPECT_EQ("$x", back.Call({"GET", "real19"})) << servers_[old].Log();
+  EXPECT_EQ("$nil", back.Call({"GET", "stray"}));
+  for (int i = 0; i < kServers; ++i) {
+    EXPECT_EQ(Digest(next), Digest(i)) << i;
+  }
 }
 
 TEST_F(EtcdReplicationTest,

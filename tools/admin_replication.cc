@@ -23,13 +23,22 @@ std::string OrDash(const std::string& s) { return s.empty() ? "-" : s; }
 class ReplicationCommand : public ReadCommand {
  public:
   const char* Name() const override { return "replication"; }
-  bool Changes() const override { return !FLAGS_set_node_id.empty(); }
+  bool Changes() const override {
+    return !FLAGS_set_node_id.empty() || FLAGS_leave_shard;
+  }
   void Help(std::string* out) const override {
     *out +=
-        "  replication [--set_node_id=ID]\n"
+        "  replication [--set_node_id=ID | --leave_shard]\n"
         "      the node id and replication state kept in DIR (NODE_ID, "
         "REPLICATION): history,\n"
-        "      epochs, the primary followed. --set_node_id (server stopped) "
+        "      epochs, the primary followed, the etcd shard it is a member "
+        "of. --leave_shard\n"
+        "      (server stopped) takes it out of that shard: a member refuses "
+        "to start without\n"
+        "      its --shard, since it would take writes beside the shard's "
+        "primary; only for a\n"
+        "      server taken out of the shard for good. --set_node_id (server "
+        "stopped) "
         "puts ID in NODE_ID:\n"
         "      only for a member's own data moved without its NODE_ID, to "
         "match the shard\n"
@@ -37,7 +46,9 @@ class ReplicationCommand : public ReadCommand {
         "lets a server stand\n"
         "      for a member whose writes it lacks\n";
   }
-  std::vector<const char*> Flags() const override { return {"set_node_id"}; }
+  std::vector<const char*> Flags() const override {
+    return {"set_node_id", "leave_shard"};
+  }
 
  protected:
   // (ReadCommand: no argument, and DIR a fencedkv store, opened read-only
@@ -49,10 +60,15 @@ class ReplicationCommand : public ReadCommand {
     Status s = server::ReadNodeId(FLAGS_db, &node);
     // A damaged NODE_ID (the server refuses to start with it) may be
     // replaced: the old one is shown as unreadable.
+    if (!FLAGS_set_node_id.empty() && FLAGS_leave_shard) {
+      return ExecResult::Error(
+          "--set_node_id and --leave_shard: one at a time");
+    }
     if (!FLAGS_set_node_id.empty()) {
       return SetNodeId(s.ok() ? node : "(unreadable: " + s.ToString() + ")",
                        out);
     }
+    if (FLAGS_leave_shard) return LeaveShard(out);
     ReplState state;
     if (s.ok()) s = ReplState::Load(FLAGS_db, &state);
     if (!s.ok()) return ExecResult::FromStatus(s);
@@ -62,6 +78,7 @@ class ReplicationCommand : public ReadCommand {
     Print(out, "log_epoch " + std::to_string(state.log_epoch) + "\n");
     Print(out, "epochs " + OrDash(server::FormatEpochs(state.epochs)) + "\n");
     Print(out, "follow " + OrDash(state.follow) + "\n");
+    Print(out, "shard " + OrDash(state.shard) + "\n");
     return ExecResult::Ok();
   }
 
@@ -81,6 +98,26 @@ class ReplicationCommand : public ReadCommand {
     rocksdb::Env::Default()->UnlockFile(lock);
     if (!s.ok()) return ExecResult::FromStatus(s);
     Print(out, "node_id " + OrDash(before) + " -> " + FLAGS_set_node_id + "\n");
+    return ExecResult::Ok();
+  }
+
+  // Clears REPLICATION's shard under the directory's LOCK; the rest of the
+  // state stays.
+  static ExecResult LeaveShard(FILE* out) {
+    rocksdb::FileLock* lock = nullptr;
+    Status s = LockStore(FLAGS_db, "stop the server first", &lock);
+    if (!s.ok()) return ExecResult::FromStatus(s);
+    ReplState state;
+    s = ReplState::Load(FLAGS_db, &state);
+    const std::string before = state.shard;
+    if (s.ok() && !before.empty()) {
+      state.shard.clear();
+      s = state.Store(FLAGS_db);
+    }
+    rocksdb::Env::Default()->UnlockFile(lock);
+    if (!s.ok()) return ExecResult::FromStatus(s);
+    Print(out, before.empty() ? std::string("shard - (not a member of one)\n")
+                              : "shard " + before + " -> -\n");
     return ExecResult::Ok();
   }
 };

@@ -49,6 +49,9 @@ DEFINE_string(input, "-", "import: the file to read; - = stdin");
 DEFINE_string(set_node_id, "",
               "replication: the node id (32 lowercase hex digits) to put in "
               "the stopped server's NODE_ID");
+DEFINE_bool(leave_shard, false,
+            "replication: take the stopped server's database out of its "
+            "etcd shard (it may then start without --shard)");
 DEFINE_int64(timeout_ms, 3600 * 1000,
              "With --server: how long to wait for the server's checkpoint or "
              "backup to finish (> 0; when it runs out, exit 1 and the job "
@@ -87,9 +90,9 @@ namespace {
 
 // Every flag defined above (the ones a verb may or may not accept).
 const char* const kAllFlags[] = {
-    "hex",    "from",   "to",       "limit",      "max_keys",   "prefix",
-    "server", "user",   "password", "backup_dir", "backup_id",  "fence_floor",
-    "verify", "output", "input",    "timeout_ms", "set_node_id"};
+    "hex",    "from",   "to",       "limit",      "max_keys",    "prefix",
+    "server", "user",   "password", "backup_dir", "backup_id",   "fence_floor",
+    "verify", "output", "input",    "timeout_ms", "set_node_id", "leave_shard"};
 
 const char kUsageHead[] =
     "fencedkv-admin: inspect, check, back up and restore a fencedkv store "

@@ -51,6 +51,7 @@ DECLARE_string(output);
 DECLARE_string(input);
 DECLARE_int64(timeout_ms);
 DECLARE_string(set_node_id);
+DECLARE_bool(leave_shard);
 
 namespace fencedkv {
 

@@ -920,7 +920,8 @@ TEST_F(AdminTest, ReplicationStateAndSettingTheNodeId) {
   Result r = OnDb(dir, {"replication"});
   ASSERT_EQ(0, r.code) << r.err;
   EXPECT_EQ(
-      "node_id -\nhistory -\nmax_epoch 0\nlog_epoch 0\nepochs -\nfollow -\n",
+      "node_id -\nhistory -\nmax_epoch 0\nlog_epoch 0\nepochs -\nfollow "
+      "-\nshard -\n",
       r.out);
   const std::string old_id(32, 'a'),
       new_id = "0123456789abcdef0123456789abcdef";
@@ -933,7 +934,7 @@ TEST_F(AdminTest, ReplicationStateAndSettingTheNodeId) {
   ASSERT_EQ(0, r.code) << r.err;
   EXPECT_EQ("node_id " + old_id + "\nhistory " + std::string(32, 'c') +
                 "\nmax_epoch 3\nlog_epoch 2\nepochs "
-                "1:0,2:17:00112233aabbccdd\nfollow 10.0.0.1:7379\n",
+                "1:0,2:17:00112233aabbccdd\nfollow 10.0.0.1:7379\nshard -\n",
             r.out);
   const auto before = Snapshot(dir);
   // Refused, nothing changed: a malformed id, an argument, a running server.
@@ -985,6 +986,42 @@ TEST_F(AdminTest, ReplicationStateAndSettingTheNodeId) {
   r = OnDb(empty, {"replication", "--set_node_id=" + new_id});
   EXPECT_EQ(1, r.code);
   EXPECT_FALSE(fs::exists(empty + "/NODE_ID"));
+}
+
+// --leave_shard takes a stopped member's database out of its etcd shard
+// (the server refuses to start without --shard on a member's database):
+// only on a stopped server, and nothing but the shard line changes.
+TEST_F(AdminTest, LeavingAShard) {
+  const std::string dir = tmp_.Sub("db");
+  Build(dir, "key", FenceMode::kMonotonic);
+  const std::string state =
+      "fencedkv-replication 1\nhistory " + std::string(32, 'c') +
+      "\nmax_epoch 3\nlog_epoch 2\nepochs 1:0,2:17\nfollow -\n";
+  std::ofstream(dir + "/REPLICATION") << state << "shard s1\n";
+  Result r = OnDb(dir, {"replication"});
+  ASSERT_EQ(0, r.code) << r.err;
+  EXPECT_NE(std::string::npos, r.out.find("\nshard s1\n")) << r.out;
+  r = OnDb(dir, {"replication", "--leave_shard",
+                 "--set_node_id=" + std::string(32, 'a')});
+  EXPECT_EQ(1, r.code);
+  EXPECT_NE(std::string::npos, r.err.find("one at a time")) << r.err;
+  {
+    std::unique_ptr<DB> db;
+    ASSERT_FENCEDKV_OK(DB::Open(Options(), dir, &db));  // a running server
+    r = OnDb(dir, {"replication", "--leave_shard"});
+    EXPECT_EQ(1, r.code);
+    EXPECT_NE(std::string::npos, r.err.find("is in use by a running process"))
+        << r.err;
+  }
+  EXPECT_EQ(state + "shard s1\n", ReadFile(dir + "/REPLICATION"));
+  r = OnDb(dir, {"replication", "--leave_shard"});
+  ASSERT_EQ(0, r.code) << r.err;
+  EXPECT_EQ("shard s1 -> -\n", r.out);
+  EXPECT_EQ(state, ReadFile(dir + "/REPLICATION"));
+  r = OnDb(dir, {"replication", "--leave_shard"});
+  ASSERT_EQ(0, r.code) << r.err;
+  EXPECT_EQ("shard - (not a member of one)\n", r.out);
+  EXPECT_EQ(state, ReadFile(dir + "/REPLICATION"));
 }
 
 TEST_F(AdminTest, MissingAndCorruptBackups) {
