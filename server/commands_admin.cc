@@ -8,6 +8,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <optional>
+#include <set>
+#include <string>
 
 #include <unistd.h>
 
@@ -560,18 +562,16 @@ uint64_t IntProperty(DB* db, std::string_view property) {
 // latencystats; "all" and "everything" have them.
 void CmdInfo(ServerState& server, ClientState&, const Args& args,
              std::string* out) {
-  std::vector<std::string> asked;
-  for (size_t i = 1; i < args.size(); ++i) asked.push_back(Lower(args[i]));
-  if (asked.empty()) asked.push_back("default");
-  bool all = false, by_default = false;
-  for (const auto& a : asked) {
-    if (a == "all" || a == "everything") all = true;
-    if (a == "default") by_default = true;
-  }
+  // A set: each section is looked up once, however many names are asked.
+  std::set<std::string> asked;
+  for (size_t i = 1; i < args.size(); ++i) asked.insert(Lower(args[i]));
+  if (asked.empty()) asked.insert("default");
+  const bool all = asked.count("all") > 0 || asked.count("everything") > 0;
+  const bool by_default = asked.count("default") > 0;
   std::string info;
   auto want = [&](const char* s, bool in_default = true) {
     if (all || (by_default && in_default)) return true;
-    return std::find(asked.begin(), asked.end(), s) != asked.end();
+    return asked.count(s) > 0;
   };
   auto line = [&](const std::string& k, const std::string& v) {
     info += k + ":" + v + "\r\n";

@@ -102,8 +102,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // Runs the admitted command in args_ elsewhere, so this loop's other
   // connections do not wait for it: on the scan thread (to_scans: a walk of
   // the key space may take long and first sort the memtable,
-  // --memtable=hash), else on the database thread if it has room. True if
-  // handed over: then nothing more is processed until OnOffloadDone. (The
+  // --memtable=hash), else on the long-command thread (ServerState::longs).
+  // True if handed over (false only once that thread stopped): then
+  // nothing more is processed until OnOffloadDone. (The
   // handler reads client_, which the loop leaves alone meanwhile.) A write
   // (is_write) has its reply held for the commit tracker, as on the loop.
   bool OffloadCommand(const Admission& admission, bool to_scans, bool is_write);
@@ -187,7 +188,16 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool writing_ = false;  // an asynchronous write of out_ is under way
   ClientState client_;
   RespParser parser_;
-  std::vector<char> in_;
+  // The input: a buffer that grows without being zero-filled, so a page is
+  // committed only when a read writes it.
+  struct InputBuffer {
+    explicit InputBuffer(size_t n) : data(new char[n]), size(n) {}
+    // Grows to n bytes (n > size), keeping the first `keep`.
+    void Grow(size_t n, size_t keep);
+    std::unique_ptr<char[]> data;
+    size_t size;
+  };
+  InputBuffer in_;
   size_t in_begin_ = 0, in_end_ = 0;
   std::string out_;
   std::vector<std::string_view> args_;

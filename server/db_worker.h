@@ -22,10 +22,11 @@
 //    loop gathers the writes on their way: sync_gather.h.)
 //  - pipelined reads, when the worker has room: a connection's batch of GETs
 //    (one MultiGet) runs here while the loop serves its other connections,
-//    so reads use a second core even with one loop; and so does the EXEC of
-//    a long MULTI queue (one large write). (SCAN, KEYS and DBSIZE, which
-//    may walk the whole key space, have a thread of their own:
-//    scan_worker.h.)
+//    so reads use a second core even with one loop. (SCAN, KEYS and
+//    DBSIZE, which may walk the whole key space, and long commands have
+//    threads of their own: scan_worker.h, ServerState::longs.)
+//  - while a long write runs, a loop's unsynced group too: the long write
+//    holds its keys' fence stripes, and the loop must not wait for one.
 //
 // Jobs run in the order they were queued. Each job's callback runs on the
 // worker thread and must only hand the result back to the loop (post).

@@ -35,8 +35,9 @@ enum class Route : uint8_t {
   kScanThread,
   // A long command, on the database thread if it has room: an EXEC of at
   // least kOffloadExecCommands queued commands or kOffloadArgs queued
-  // arguments, or a command with keys (DEL, MSET, MGET, EXISTS, ...) of at
-  // least kOffloadArgs arguments.
+  // arguments, a command with keys (DEL, MSET, MGET, EXISTS, ...) of at
+  // least kOffloadArgs arguments or kOffloadBytes bytes, or an INFO or
+  // COMMAND of at least kOffloadArgs arguments.
   kLongExec,
 };
 
@@ -48,6 +49,10 @@ constexpr size_t kOffloadExecCommands = 64;
 // DEL of 1M keys held a loop 5.3 s, an EXEC of three 300k-pair MSETs
 // 6.5 s), not per command. Below it a command costs a few ms at most.
 constexpr size_t kOffloadArgs = 1024;
+// So does a command with keys whose arguments hold at least this many
+// bytes: a value is copied into the batch, the WAL and the memtable (about
+// 10 ms per MiB on the loop, one 60 MB SET 0.6 s).
+constexpr size_t kOffloadBytes = size_t{1} << 20;
 
 // The route of `args`, which `admission` (Admit's verdict on it, for
 // `client`) admits or not. For kGroupedWrite, *batch is cleared and holds

@@ -48,6 +48,7 @@ const char* FindCrlf(const char* p, const char* end) {
 }  // namespace
 
 void RespParser::Reset() {
+  needed_ = 0;
   in_array_ = false;
   expected_ = 0;
   pos_ = 0;
@@ -123,7 +124,10 @@ RespParser::Result RespParser::Parse(const char* buf, size_t n,
                   std::to_string(limits_.max_request_bytes) +
                   " bytes (max_request_bytes)");
     }
-    if (body + static_cast<size_t>(len) + 2 > n) return Result::kNeedMore;
+    if (body + static_cast<size_t>(len) + 2 > n) {
+      needed_ = body + static_cast<size_t>(len) + 2;
+      return Result::kNeedMore;
+    }
     const char* tail = buf + body + len;
     if (tail[0] != '\r' || tail[1] != '\n') {
       return Fail("bulk string not terminated by CRLF");

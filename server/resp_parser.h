@@ -51,6 +51,11 @@ class RespParser {
 
   const std::string& error() const { return error_; }
 
+  // After kNeedMore: how many bytes from the command's start it needs at
+  // least, when a bulk length says so (0 when not known). A reader grows
+  // its buffer to that at once.
+  size_t bytes_needed() const { return needed_; }
+
   // Whether the connection has authenticated (the default): the limits of
   // the commands parsed from now on.
   void set_authenticated(bool authenticated) { authenticated_ = authenticated; }
@@ -71,6 +76,7 @@ class RespParser {
   bool in_array_ = false;
   long long expected_ = 0;  // elements in the array
   size_t pos_ = 0;          // parse position (offset from the command start)
+  size_t needed_ = 0;       // bytes_needed()
   std::vector<std::pair<size_t, size_t>> spans_;  // (offset, length)
   std::string inline_;  // an inline command's arguments, unescaped
 };

@@ -69,6 +69,26 @@ TEST(RespParserTest, EverySplitPointNeedsMoreThenParses) {
   }
 }
 
+// While a bulk string is incomplete, the parser says how many bytes the
+// command needs at least (the connection grows its buffer to that at once).
+TEST(RespParserTest, BytesNeededByAnIncompleteBulk) {
+  const std::string head = "*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1000000\r\n";
+  RespParser p({});
+  std::vector<std::string_view> args;
+  size_t consumed = 0;
+  ASSERT_EQ(RespParser::Result::kNeedMore,
+            p.Parse(head.data(), 6, &args, &consumed));
+  EXPECT_EQ(0u, p.bytes_needed());  // no bulk length read yet
+  const std::string cmd = head + std::string(1000000, 'v') + "\r\n";
+  ASSERT_EQ(RespParser::Result::kNeedMore,
+            p.Parse(cmd.data(), head.size() + 10, &args, &consumed));
+  EXPECT_EQ(cmd.size(), p.bytes_needed());
+  ASSERT_EQ(RespParser::Result::kCommand,
+            p.Parse(cmd.data(), cmd.size(), &args, &consumed));
+  EXPECT_EQ(0u, p.bytes_needed());
+  EXPECT_EQ(1000000u, args[2].size());
+}
+
 TEST(RespParserTest, InlineCommands) {
   EXPECT_EQ("GET k|", ParseAll("GET k\r\n"));
   EXPECT_EQ("SET k hello world FENCE 3|",

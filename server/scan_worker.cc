@@ -7,9 +7,9 @@
 namespace fencedkv {
 namespace server {
 
-ScanWorker::ScanWorker()
-    : thread_([this] {
-        SetThreadName("fencedkv:scan");
+ScanWorker::ScanWorker(const char* name)
+    : thread_([this, name] {
+        SetThreadName(name);
         Run();
       }) {}
 

@@ -30,7 +30,8 @@ namespace server {
 
 class ScanWorker {
  public:
-  ScanWorker();   // starts the thread
+  // Starts the thread, named `name` (at most 15 characters).
+  explicit ScanWorker(const char* name = "fencedkv:scan");
   ~ScanWorker();  // Stop()
   ScanWorker(const ScanWorker&) = delete;
   ScanWorker& operator=(const ScanWorker&) = delete;

@@ -87,6 +87,10 @@ struct ServerOptions {
   // Close a connection that sent no complete command for this long; 0 =
   // never (Redis' `timeout`).
   std::chrono::milliseconds idle_timeout{0};
+  // TCP keepalive on client connections: probes after this many idle
+  // seconds, then 3 probes a third of it apart (Redis' tcp-keepalive);
+  // 0 = off.
+  int tcp_keepalive_s = 300;
   // With requirepass: close a connection not authenticated this long after
   // it connected; 0 = never.
   std::chrono::milliseconds auth_timeout{10000};

@@ -109,6 +109,13 @@ DEFINE_int64(
 DEFINE_int32(timeout, 0,
              "Close a connection that sent no complete command "
              "for this many seconds (Redis' timeout); 0 = never");
+DEFINE_int32(tcp_keepalive, 300,
+             "Send TCP keepalive probes on a client connection idle this "
+             "many seconds (Redis' tcp-keepalive; 1 to 32767): a client "
+             "whose host went away without closing is closed about this "
+             "long plus 3 probes a third of it apart later, and its slot "
+             "freed; 0 = off (it then holds its slot until --timeout, or "
+             "for ever)");
 DEFINE_int32(auth_timeout, 10,
              "When clients must log in (--requirepass, or an --aclfile "
              "whose default user is off or has a password): close a "
@@ -345,6 +352,9 @@ bool ValidateMultiBytes(const char* flag, int64_t v) {
 bool ValidateSeconds(const char* flag, int32_t v) {
   return FlagInRange(flag, v, 0, 365 * 24 * 3600);
 }
+bool ValidateKeepalive(const char* flag, int32_t v) {
+  return FlagInRange(flag, v, 0, 32767);  // Linux's TCP_KEEPIDLE bound
+}
 bool ValidateCache(const char* flag, int64_t v) {
   return FlagInRange(flag, v, 0, int64_t{1} << 40);
 }
@@ -425,6 +435,7 @@ const bool kRegistered = [] {
   gflags::RegisterFlagValidator(&FLAGS_max_multi_bytes, &ValidateMultiBytes);
   gflags::RegisterFlagValidator(&FLAGS_timeout, &ValidateSeconds);
   gflags::RegisterFlagValidator(&FLAGS_auth_timeout, &ValidateSeconds);
+  gflags::RegisterFlagValidator(&FLAGS_tcp_keepalive, &ValidateKeepalive);
   gflags::RegisterFlagValidator(&FLAGS_shutdown_timeout_ms, &ValidateTimeout);
   gflags::RegisterFlagValidator(&FLAGS_max_token_skew, &ValidateSkew);
   gflags::RegisterFlagValidator(&FLAGS_max_leases, &ValidateLeases);

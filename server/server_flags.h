@@ -33,6 +33,7 @@ DECLARE_int64(max_reply_bytes);
 DECLARE_int32(max_multi_commands);
 DECLARE_int64(max_multi_bytes);
 DECLARE_int32(timeout);
+DECLARE_int32(tcp_keepalive);
 DECLARE_int32(auth_timeout);
 DECLARE_int32(io_threads);
 DECLARE_bool(allow_unfenced);

@@ -98,6 +98,15 @@ struct ServerState {
   CursorTable cursors;
   // Runs SCAN, KEYS and DBSIZE off the io loops (scan_worker.h).
   ScanWorker scans;
+  // Runs long commands (fast_path.h: kLongExec) off the io loops, one at a
+  // time, in their own thread: they never wait for a loop's turn, never
+  // run on a loop, and never hold up the database thread's group commits.
+  ScanWorker longs{"fencedkv:long"};
+  // How many of them are writes running now: their batches hold the fence
+  // stripes of every key they touch for the whole write, so a loop hands
+  // its group write to the database thread meanwhile rather than wait for
+  // a stripe itself (server.cc: WriteWriters).
+  std::atomic<int> long_writes{0};
   std::chrono::steady_clock::time_point started;
   int port = 0;
   // CLIENT LIST: appends the reply (the list, or an error past

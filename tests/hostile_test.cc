@@ -13,6 +13,7 @@
 #include <fstream>
 #include <functional>
 #include <memory>
+#include <sstream>
 #include <thread>
 
 #include <arpa/inet.h>
@@ -1002,6 +1003,108 @@ TEST_F(HostileTest, APipelineOfWaitsDoesNotGrowTheHangUpList) {
   EXPECT_EQ(0, server_.Stop());
 }
 
+// The timer /proc/net/tcp shows for the server's side of the established
+// connections from local port `port` ("02": keepalive), or "" if none.
+std::string ServerSideTimers(int port) {
+  std::ifstream in("/proc/net/tcp");
+  char hex[8];
+  std::snprintf(hex, sizeof(hex), ":%04X", port);
+  std::string line, out;
+  std::getline(in, line);  // the header
+  while (std::getline(in, line)) {
+    std::istringstream f(line);
+    std::string sl, local, remote, st, queues, timer;
+    f >> sl >> local >> remote >> st >> queues >> timer;
+    if (st == "01" && local.size() > 5 &&
+        local.compare(local.size() - 5, 5, hex) == 0) {
+      out += timer.substr(0, 2) + " ";
+    }
+  }
+  return out;
+}
+
+// A client whose host went away (no FIN ever comes) held its slot, and any
+// WAIT it was blocked in, for ever: no keepalive probes were sent (Redis
+// sends them after 300 s by default; a helper's review).
+TEST_F(HostileTest, IdleConnectionsAreProbed) {
+  ASSERT_TRUE(StartServer({"--tcp_keepalive=60"}));
+  RespTestClient c(server_.port());
+  ASSERT_EQ("+PONG", c.Call({"PING"}));
+  EXPECT_EQ("02 ", ServerSideTimers(server_.port()));
+  EXPECT_EQ(0, server_.Stop());
+  ASSERT_TRUE(StartServer({"--tcp_keepalive=0"}));
+  RespTestClient d(server_.port());
+  ASSERT_EQ("+PONG", d.Call({"PING"}));
+  EXPECT_EQ("00 ", ServerSideTimers(server_.port()));
+  EXPECT_EQ(0, server_.Stop());
+}
+
+// Long commands (many keys) left the loop only for the database thread
+// when it had room, and else ran on the loop: four clients sending MGETs of
+// many keys held their loop for seconds. One on the database thread did
+// not hold the loop, but a long DEL holds the fence stripes of every key it
+// touches for its whole write, and another client's fenced SET, written by
+// its loop, waited for a stripe on the loop: every client of the loop with
+// it (a DEL of 1M keys: 3.2 s; a helper's review). Now long commands have
+// a thread of their own, and a loop hands its writes to the database
+// thread while a long write runs.
+TEST_F(HostileTest, LongCommandsNeverHoldTheLoop) {
+  ASSERT_TRUE(StartServer());
+  constexpr int kKeys = 300000;
+  std::vector<std::string> mget{"MGET"}, mset{"MSET"};
+  for (int i = 0; i < kKeys; ++i) {
+    mget.push_back("key:" + std::to_string(i));
+    mset.push_back("key:" + std::to_string(i));
+    mset.push_back("v");
+  }
+  mset.push_back("FENCE");
+  mset.push_back("5");
+  const std::string mget_req = RespTestClient::Encode(mget);
+  const std::string mset_req = RespTestClient::Encode(mset);
+  {
+    // The keys exist, with values and maxes: each write of them reads
+    // its max first.
+    RespTestClient c(server_.port(), 60000);
+    ASSERT_EQ("+OK", c.Call(mset));
+  }
+  LatencyProbe probe(server_.port());
+  std::atomic<bool> stop{false};
+  std::atomic<long> sets{0};
+  std::thread setter([&] {  // a writer the loop groups
+    RespTestClient c(server_.port(), 30000);
+    while (!stop) {
+      if (c.Call({"SET", "other", "v", "FENCE", "9"}) != "+OK") break;
+      sets++;
+    }
+  });
+  std::atomic<int> ok{0};
+  // One writer of the MSET and four readers of the MGET, 3 times each.
+  auto heavy = [&](const std::string* request, bool write) {
+    RespTestClient c(server_.port(), 60000);
+    for (int r = 0; r < 3; ++r) {
+      c.SendRaw(*request);
+      const std::string reply = c.Read();
+      if (write ? reply == "+OK" : reply.rfind("*[", 0) == 0) ok++;
+    }
+  };
+  std::thread w(heavy, &mset_req, true), r1(heavy, &mget_req, false),
+      r2(heavy, &mget_req, false), r3(heavy, &mget_req, false),
+      r4(heavy, &mget_req, false);
+  for (std::thread* t : {&w, &r1, &r2, &r3, &r4}) t->join();
+  stop = true;
+  setter.join();
+  const double ping_ms = probe.Stop();
+  std::printf(
+      "[ figures  ] 3 MSETs and 12 MGETs of %d keys from 5 clients: another "
+      "client's max PING %.1f ms, %ld fenced SETs meanwhile\n",
+      kKeys, ping_ms, sets.load());
+  EXPECT_EQ(15, ok.load());
+  EXPECT_GT(sets.load(), 0);
+  EXPECT_EQ(0, probe.failures());
+  EXPECT_LT(ping_ms, 250.0);  // before: 350 to 455 ms here; now 75 to 97
+  EXPECT_EQ(0, server_.Stop());
+}
+
 // Each of `n` clients queues three KEYS * (the scan thread runs them one
 // at a time) and closes at once.
 void QueueKeysAndLeave(int port, int n) {
@@ -1069,9 +1172,11 @@ TEST_F(HostileTest, CommandsQueuedByClientsThatWentAreSkipped) {
   // fewer than the 600 queued, whatever the machine's speed (before, every
   // one had run by the time the slots were free).
   const std::string stats = admin.Call({"INFO", "commandstats"});
+  // No line: none ran (all were skipped, the first one too when the scan
+  // thread had not taken it before the kill).
   const size_t at = stats.find("cmdstat_keys:calls=");
-  ASSERT_NE(std::string::npos, at) << stats;
-  const long ran = std::stol(stats.substr(at + 19));
+  const long ran =
+      at == std::string::npos ? 0 : std::stol(stats.substr(at + 19));
   std::printf("[ figures  ] of the 600 queued KEYS %ld ran\n", ran);
   EXPECT_LT(ran, 300) << stats;
 

@@ -183,9 +183,9 @@ void FenceTable::Insert(uint64_t hash, std::string_view domain,
     std::memset(static_cast<void*>(b), 0, sizeof(Bucket));
     h0->tag = mark;
     e = h0;
-    stripe.used_bytes +=
-        domain.size() > kMaxShortDomain ? sizeof(Bucket) : sizeof(Entry);
-    stripe.used_bytes -= in_use;
+    AddUsed(&stripe,
+            (domain.size() > kMaxShortDomain ? sizeof(Bucket) : sizeof(Entry)) -
+                in_use);
   } else {
     if (TagOf(*h0) == 0) {
       e = h0;
@@ -194,9 +194,9 @@ void FenceTable::Insert(uint64_t hash, std::string_view domain,
     } else {
       e = (stripe.clock++ & 1) ? h1 : h0;  // evict one of the two
       Forget(&stripe, b, e->max);
-      stripe.used_bytes -= sizeof(Entry);
+      AddUsed(&stripe, 0 - sizeof(Entry));
     }
-    stripe.used_bytes += sizeof(Entry);
+    AddUsed(&stripe, sizeof(Entry));
   }
   const uint8_t keep = e == h0 ? (h0->tag & kEvictedBit) : 0;
   e->tag = static_cast<uint8_t>(domain.size() + 1) | keep;
@@ -204,11 +204,10 @@ void FenceTable::Insert(uint64_t hash, std::string_view domain,
   e->max = max;
 }
 
-size_t FenceTable::ApproximateMemoryUsage() NO_THREAD_SAFETY_ANALYSIS {
+size_t FenceTable::ApproximateMemoryUsage() {
   size_t used = 0;
   for (size_t i = 0; i <= stripe_mask_; ++i) {
-    MutexLock lock(&stripes_[i].mu);
-    used += stripes_[i].used_bytes;
+    used += stripes_[i].used_bytes.load(std::memory_order_relaxed);
   }
   return used;
 }
@@ -240,7 +239,7 @@ void FenceTable::Reset(Token hwm) NO_THREAD_SAFETY_ANALYSIS {
     }
   }
   for (size_t i = 0; i <= stripe_mask_; ++i) {
-    stripes_[i].used_bytes = 0;
+    stripes_[i].used_bytes.store(0, std::memory_order_relaxed);
     stripes_[i].hwm = hwm;
     stripes_[i].miss_bound = hwm;
   }

@@ -105,7 +105,8 @@ class FenceTable {
   // REQUIRES: every stripe locked (LockAll).
   void Reset(Token hwm);
 
-  // Bytes of entries in use (takes every lock).
+  // Bytes of entries in use (takes no lock: INFO memory must not wait for
+  // the stripes a long write holds; a moment later it may be other).
   size_t ApproximateMemoryUsage();
   // Bytes reserved for buckets (the budget rounded down to whole buckets).
   size_t capacity_bytes() const;
@@ -134,7 +135,9 @@ class FenceTable {
   struct alignas(64) Stripe {
     Mutex mu;
     uint32_t clock GUARDED_BY(mu) = 0;  // round-robin victim choice
-    size_t used_bytes GUARDED_BY(mu) = 0;
+    // Written under mu, read without it (ApproximateMemoryUsage: INFO
+    // memory must not wait for the stripes a long write holds).
+    std::atomic<size_t> used_bytes{0};
     Token hwm GUARDED_BY(mu) = 0;         // StripeHwm
     Token miss_bound GUARDED_BY(mu) = 0;  // MissBound of evicted buckets
   };
@@ -142,6 +145,13 @@ class FenceTable {
   // An entry leaves the cache (or a max cannot enter it): the stripe's miss
   // bound covers it from now on, and bucket b (if any) is marked.
   static void Forget(Stripe* stripe, Bucket* b, Token max);
+  // used_bytes += delta (mod 2^64), by the stripe's lock holder: a plain
+  // load and store, no atomic read-modify-write.
+  static void AddUsed(Stripe* stripe, size_t delta) {
+    stripe->used_bytes.store(
+        stripe->used_bytes.load(std::memory_order_relaxed) + delta,
+        std::memory_order_relaxed);
+  }
 
   Bucket* BucketOf(uint64_t hash) const;
   // The entry holding `domain` in bucket b, or nullptr.

@@ -10,6 +10,7 @@
 #include <map>
 #include <random>
 #include <string>
+#include <thread>
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -126,6 +127,14 @@ TEST(FenceTableTest, EvictionKeepsTheAccountingExact) {
   EXPECT_EQ(0u, LookupOr(t, long_domain, 0));
   EXPECT_EQ(4u, LookupOr(t, "d", 0));
   EXPECT_EQ(32u, t.ApproximateMemoryUsage());
+  // Read without the stripes' locks: a long write holds them all, and
+  // INFO memory (on an io loop) waited for it.
+  t.LockAll();
+  size_t seen = 0;
+  std::thread reader([&] { seen = t.ApproximateMemoryUsage(); });
+  reader.join();
+  t.UnlockAll();
+  EXPECT_EQ(32u, seen);
 }
 
 // The miss bound: every domain the cache does not hold has its max at or
