@@ -44,7 +44,7 @@ bool ResolveWriteToken(ServerState& server, const Args& args,
                          "writes (see --allow_unfenced)");
     return false;
   }
-  // Counted each (INFO stats: unfenced_writes), logged at most once a
+  // Counted each (INFO fencing: unfenced_writes), logged at most once a
   // second: a line per write wrote 21 MB of log for 200k SETs and cut
   // their rate to 30k/s (a helper's review).
   const uint64_t n =

@@ -278,16 +278,18 @@ void Connection::DoRead() {
       in_begin_ = 0;
     } else {
       // One command is larger than the buffer: grow, within the limit
-      // (the parser refuses anything over max_request_bytes first). When
-      // the parser knows the length of the argument it waits for, at once
-      // to hold it: doubling copied what was read at each step and touched
-      // fresh pages twice over (a 60 MB SET held its loop 0.3 s).
+      // (the parser refuses anything over max_request_bytes first). Once
+      // half of what the command needs has come (the parser knows its
+      // length from a bulk header), at once to hold all of it: doubling
+      // copied what was read at each step and touched fresh pages twice
+      // over (a 60 MB SET held its loop 0.3 s). Not before: a header alone
+      // would reserve its whole length.
       const size_t cap =
           server_->options_.limits.max_request_bytes + (64 << 10);
-      if (in_.size < cap) {
-        in_.Grow(std::min(cap, std::max(in_.size * 2, parser_.bytes_needed())),
-                 in_end_);
-      }
+      size_t grow = in_.size * 2;
+      const size_t needed = parser_.bytes_needed();
+      if (needed > grow && in_end_ >= needed / 2) grow = needed;
+      if (in_.size < cap) in_.Grow(std::min(cap, grow), in_end_);
       if (in_end_ == in_.size) {
         resp::Error(&out_, "ERR Protocol error: request too large");
         client_.close_after_reply = true;
@@ -581,20 +583,26 @@ bool Connection::OffloadCommand(const Admission& admission, bool to_scans,
   offload_admission_ = admission;
   offload_start_ = std::chrono::steady_clock::now();
   auto self = shared_from_this();
-  // (is_write is only known with replication: count any write or EXEC.)
-  const bool holds_stripes = !to_scans && IsWrite(admission.cmd);
+  // A write of many keys (or an EXEC) holds many fence stripes while it
+  // runs: counted from before it is queued until it has run, so that no
+  // loop starts a write of its own meanwhile (is_write is only known with
+  // replication). One large value holds one stripe: not counted.
+  static const CommandSpec* const kExec = LookupCommand("exec");
+  const bool holds_stripes =
+      !to_scans && IsWrite(admission.cmd) &&
+      (admission.cmd == kExec || args_.size() >= kOffloadArgs);
+  std::atomic<int>& long_writes = server_->state_.long_writes;
+  if (holds_stripes) long_writes.fetch_add(1);
   auto job = [self, admission, holds_stripes] {
     // Off the loop; this connection waits (reads_pending_).
     if (self->gone_.load(std::memory_order_relaxed)) {
       self->offload_skipped_ = true;
     } else {
-      std::atomic<int>& long_writes = self->server_->state_.long_writes;
-      if (holds_stripes) long_writes.fetch_add(1);
       const Args args(self->offload_args_.begin(), self->offload_args_.end());
       Execute(self->server_->state_, self->client_, args, admission,
               &self->offload_out_);
-      if (holds_stripes) long_writes.fetch_sub(1);
     }
+    if (holds_stripes) self->server_->state_.long_writes.fetch_sub(1);
     asio::post(self->loop_->io, [self] { self->OnOffloadDone(); });
   };
   // A long command always waits for its thread (only a stopped one
@@ -604,6 +612,7 @@ bool Connection::OffloadCommand(const Admission& admission, bool to_scans,
   // (a helper's review).
   const bool queued = to_scans ? server_->state_.scans.Submit(job)
                                : server_->state_.longs.Submit(job);
+  if (!queued && holds_stripes) long_writes.fetch_sub(1);
   if (queued) {
     reads_pending_ = true;
     // A write's reply (a long EXEC's, DEL's, MSET's) is held for the

@@ -34,8 +34,9 @@ enum class Route : uint8_t {
   // scan thread.
   kScanThread,
   // A long command, on the database thread if it has room: an EXEC of at
-  // least kOffloadExecCommands queued commands or kOffloadArgs queued
-  // arguments, a command with keys (DEL, MSET, MGET, EXISTS, ...) of at
+  // least kOffloadExecCommands queued commands, kOffloadArgs queued
+  // arguments or kOffloadBytes queued bytes, a command with keys (DEL, MSET,
+  // MGET, EXISTS, ...) of at
   // least kOffloadArgs arguments or kOffloadBytes bytes, or an INFO or
   // COMMAND of at least kOffloadArgs arguments.
   kLongExec,

@@ -224,6 +224,13 @@ TEST_F(FastPathTest, CommandsWithManyKeysLeaveTheLoop) {
   EXPECT_EQ("execute", RouteOf({"EXEC"}));
   client_.queued[0].args.push_back("k");
   EXPECT_EQ("long-exec", RouteOf({"EXEC"}));
+  // Or bytes: one 30 MB SET in a MULTI held the loop 0.7 s.
+  client_.queued.resize(1);
+  client_.queued[0].args = {"SET", "k", "v"};
+  client_.queued_bytes = kOffloadBytes - 1;
+  EXPECT_EQ("execute", RouteOf({"EXEC"}));
+  client_.queued_bytes = kOffloadBytes;
+  EXPECT_EQ("long-exec", RouteOf({"EXEC"}));
 }
 
 // A command with keys leaves the loop also when its arguments are large:

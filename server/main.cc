@@ -236,7 +236,7 @@ int main(int argc, char** argv) {
   s = fencedkv::server::ReplState::Load(FLAGS_db, &kept);
   if (!s.ok()) return Fail("replication state", s);
   // A member of an etcd shard starts only as that shard's member, before
-  // anything is opened or changed (ReplState::shard).
+  // its database is opened (ReplState::shard).
   if (!kept.shard.empty() && FLAGS_shard != kept.shard) {
     const std::string& x = kept.shard;
     return Fail(
@@ -254,6 +254,27 @@ int main(int argc, char** argv) {
             ". To take it out of the shard for good (it keeps its data), "
             "with the server stopped: fencedkv-admin --db=" +
             fencedkv::EscapeBytes(FLAGS_db) + " replication --leave_shard"));
+  }
+  // A member from before the shard line was kept has none until its first
+  // start with --shard. Started without it as a primary, it would promote
+  // itself all the same. Its log epoch has no promotion id (etcd numbers
+  // epochs without; manual mode gives each promotion one), unlike a manual
+  // primary's: that much is refused too, unless --replicaof=none says to
+  // make it a primary.
+  if (kept.shard.empty() && FLAGS_shard.empty() && !as_primary &&
+      FLAGS_replicaof.empty() && kept.follow.empty() && kept.log_epoch > 0 &&
+      fencedkv::server::PromotionIdOf(kept.epochs, kept.log_epoch).empty()) {
+    return Fail(
+        "replication",
+        fencedkv::Status::InvalidArgument(
+            "this database's replication state (REPLICATION in --db) has "
+            "epoch " +
+            std::to_string(kept.log_epoch) +
+            " without a promotion id: an etcd shard's, or a primary's of an "
+            "older build. A shard member starts with its --shard and "
+            "--etcd_endpoints: started without them it would promote "
+            "itself to the epoch etcd gives the shard's next primary. To "
+            "make it a manual-mode primary: --replicaof=none"));
   }
   if (replicaof.empty() && !as_primary && FLAGS_shard.empty()) {
     replicaof = kept.follow;

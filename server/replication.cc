@@ -347,18 +347,6 @@ Status Replication::Start(const std::string& replicaof) {
   Status s = LoadOrCreateNodeId(options_.db_path, &node_id_);
   if (!s.ok()) return s;
   if (etcd_mode()) {
-    {
-      // The database is this shard's member from now on (main refuses a
-      // start without --shard, or with another, on it).
-      MutexLock lock(&mu_);
-      if (state_.shard != options_.shard) {
-        ReplState next = state_;
-        next.shard = options_.shard;
-        s = next.Store(options_.db_path);
-        if (!s.ok()) return s;
-        state_ = next;
-      }
-    }
     // Read-only until etcd's record says which role to take.
     read_only_.store(true);
     tracker_.SetPrimary(false,

@@ -263,6 +263,11 @@ class Replication {
   void StepDown(const std::string& why) LOCKS_EXCLUDED(mu_);
   // Raises the highest epoch seen (persisted) to `epoch`.
   void SeeEpoch(uint64_t epoch) LOCKS_EXCLUDED(mu_);
+  // etcd mode, once etcd took this server's member key: the database is
+  // the shard's member from now on (ReplState::shard; main refuses a start
+  // without --shard, or with another, on it). Not before: a start with a
+  // mistyped --shard or an etcd that never answered marks nothing.
+  void NoteShardMember() LOCKS_EXCLUDED(mu_);
   // The etcd lease's deadline, for the commit tracker and for admission.
   void SetLeaseDeadline(int64_t deadline_ms);
 

@@ -58,6 +58,20 @@ bool Replication::ShardView(
   return true;
 }
 
+void Replication::NoteShardMember() {
+  MutexLock lock(&mu_);
+  if (state_.shard == options_.shard) return;
+  ReplState next = state_;
+  next.shard = options_.shard;
+  Status s = next.Store(options_.db_path);
+  if (!s.ok()) {
+    LOG(ERROR) << "replication: cannot record the membership of shard "
+               << options_.shard << ": " << s.ToString();
+    return;
+  }
+  state_ = next;
+}
+
 void Replication::SeeEpoch(uint64_t epoch) {
   MutexLock lock(&mu_);
   if (epoch <= state_.max_epoch) return;
@@ -292,6 +306,7 @@ void Replication::EtcdLoop() {
       if (s.ok() && !shut_out) {
         last_member_put = now;
         name_held = false;
+        NoteShardMember();
       } else {
         if (s.IsBusy() && !name_held) {
           LOG(ERROR) << "replication: " << s.ToString();

@@ -370,6 +370,18 @@ bool ValidateDomain(const char* flag, const std::string& v) {
                s.ToString().c_str());
   return false;
 }
+// A shard name is part of etcd keys and a line of REPLICATION: printable
+// ASCII without spaces or '/', at most 128 bytes, not "-".
+bool ValidateShard(const char* flag, const std::string& v) {
+  bool ok = v != "-" && v.size() <= 128;
+  for (const char c : v) ok = ok && c > ' ' && c < 127 && c != '/';
+  if (ok) return true;
+  std::fprintf(stderr,
+               "Invalid value for --%s: \"%s\" (a shard name is printable "
+               "ASCII without spaces or '/', at most 128 bytes, not \"-\")\n",
+               flag, fencedkv::EscapeBytes(v).c_str());
+  return false;
+}
 bool ValidateMemtable(const char* flag, const std::string& v) {
   if (v == "hash" || v == "skiplist") return true;
   std::fprintf(stderr,
@@ -451,6 +463,7 @@ const bool kRegistered = [] {
   gflags::RegisterFlagValidator(&FLAGS_value_cache_size, &ValidateCache);
   gflags::RegisterFlagValidator(&FLAGS_memtable, &ValidateMemtable);
   gflags::RegisterFlagValidator(&FLAGS_fence_domain, &ValidateDomain);
+  gflags::RegisterFlagValidator(&FLAGS_shard, &ValidateShard);
   gflags::RegisterFlagValidator(&FLAGS_fence_mode, &ValidateMode);
   return true;
 }();

@@ -863,7 +863,15 @@ TEST_F(EtcdReplicationTest, AMemberStartedWithoutEtcdMeanwhileGetsAFullCopy) {
 #else
   GTEST_SKIP() << "needs fencedkv-admin";
 #endif
-  ASSERT_TRUE(servers_[old].Start(dir, manual)) << servers_[old].Log();
+  // Its log epoch is etcd's (no promotion id): a start without flags is
+  // still refused, one that says to make it a primary is not.
+  EXPECT_FALSE(servers_[old].Start(dir, manual));
+  EXPECT_NE(std::string::npos,
+            servers_[old].Log().find("without a promotion id"))
+      << servers_[old].Log();
+  std::vector<std::string> as_primary = manual;
+  as_primary.push_back("--replicaof=none");
+  ASSERT_TRUE(servers_[old].Start(dir, as_primary)) << servers_[old].Log();
   {
     Client c(ports_[old]);
     ASSERT_EQ("+OK",
@@ -1382,6 +1390,44 @@ TEST(EtcdReplicationStartTest, EtcdDownAtStartIsAClearError) {
   Server bad;
   EXPECT_FALSE(
       bad.Start(dir.Sub("b"), {"--db=" + dir.Sub("db2"), "--shard=s1"}));
+  s.Stop();
+  // etcd never answered: the database did not join the shard (a start
+  // with a mistyped --shard marks nothing), so it starts without one.
+  EXPECT_EQ(std::string::npos, Slurp(dir.Sub("db/REPLICATION")).find("shard"));
+  for (const char* d : {"p", "c"}) mkdir(dir.Sub(d).c_str(), 0755);
+  Server plain;
+  EXPECT_TRUE(plain.Start(dir.Sub("p"), {"--db=" + dir.Sub("db")}))
+      << plain.Log();
+  EXPECT_FALSE(
+      Server().Start(dir.Sub("c"), {"--db=" + dir.Sub("db3"), "--shard=-"}));
+}
+
+// A member's database from a build that kept no shard line: its last epoch
+// is etcd's, without a promotion id. Started without --shard it promoted
+// itself in manual mode to the epoch etcd gives the next primary (a review
+// of the shard line's fix); it is refused unless --replicaof says what it
+// is.
+TEST(EtcdReplicationStartTest, AnOlderMembersDatabaseNeedsItsShardOrAWord) {
+  test::TempDir dir;
+  for (const char* d : {"a", "b", "c", "d"}) mkdir(dir.Sub(d).c_str(), 0755);
+  Server first;  // makes the database
+  ASSERT_TRUE(first.Start(dir.Sub("a"), {"--db=" + dir.Sub("db")}));
+  first.Stop();
+  std::ofstream(dir.Sub("db/REPLICATION"), std::ios::trunc)
+      << "fencedkv-replication 1\nhistory " << std::string(32, 'c')
+      << "\nmax_epoch 3\nlog_epoch 3\nepochs 1:0,3:5\nfollow -\n";
+  Server s;
+  EXPECT_FALSE(s.Start(dir.Sub("b"), {"--db=" + dir.Sub("db")}));
+  EXPECT_NE(std::string::npos, s.Log().find("epoch 3 without a promotion id"))
+      << s.Log();
+  ASSERT_TRUE(
+      s.Start(dir.Sub("c"), {"--db=" + dir.Sub("db"), "--replicaof=none"}))
+      << s.Log();
+  Client c(s.port());
+  EXPECT_EQ("+OK", c.Call({"SET", "a", "b", "FENCE", "1"}));
+  s.Stop();
+  // Its promotion now has an id: a restart as it was needs no word.
+  EXPECT_TRUE(s.Start(dir.Sub("d"), {"--db=" + dir.Sub("db")})) << s.Log();
 }
 
 }  // namespace
