@@ -47,10 +47,10 @@ void LogTail::RestartLocked() {
   if (waiters_ > 0) cv_.notify_all();  // what they wait for is not coming
 }
 
-void LogTail::Append(std::string_view batch) {
-  if (batch.size() < 12) return;
-  const uint64_t first = DecodeFixed64(batch.data());
-  const uint64_t count = DecodeFixed32(batch.data() + 8);
+void LogTail::Append(std::string_view head, std::string_view rest) {
+  if (head.size() < 12) return;
+  const uint64_t first = DecodeFixed64(head.data());
+  const uint64_t count = DecodeFixed32(head.data() + 8);
   if (count == 0) return;  // took no sequence number
   bool lost = false;       // tests: a write path that forgot its Append
   TEST_SYNC_POINT_CALLBACK("LogTail::Append:Lose", &lost);
@@ -64,7 +64,10 @@ void LogTail::Append(std::string_view batch) {
     generation = generation_;
   }
   // The copy outside the lock.
-  auto data = std::make_shared<const std::string>(batch);
+  std::string joined;
+  joined.reserve(head.size() + rest.size());
+  joined.append(head).append(rest);
+  auto data = std::make_shared<const std::string>(std::move(joined));
   TEST_SYNC_POINT("LogTail::Append:Copied");
   MutexLock lock(&mu_);
   // Restarted meanwhile (a reset, the last reader gone): this batch was
@@ -80,7 +83,7 @@ void LogTail::Append(std::string_view batch) {
   while (at != entries_.begin() && std::prev(at)->first > first) --at;
   if (at != entries_.begin() && std::prev(at)->first == first) return;
   entries_.insert(at, Entry{first, count, std::move(data)});
-  bytes_ += batch.size() + kEntryOverhead;
+  bytes_ += head.size() + rest.size() + kEntryOverhead;
   ++stats_.appended;
   while (bytes_ > capacity_ && entries_.size() > 1) {
     const Entry& oldest = entries_.front();

@@ -78,8 +78,11 @@ class LogTail {
 
   // A batch RocksDB wrote to the WAL and published: its representation
   // (sequence:fixed64 count:fixed32 records...), the header holding the
-  // first sequence number it was given.
-  void Append(std::string_view batch);
+  // first sequence number it was given. It may come in two pieces, kept
+  // as one batch, `head` + `rest` (a writer that drops a record from its
+  // batch's front passes what is around it); `head` holds at least the
+  // 12-byte header. Nothing is copied while no reader exists.
+  void Append(std::string_view head, std::string_view rest = {});
   // Sequence numbers were taken by a write the tail will not hold: forget
   // everything, and start again at the next batch appended past what is
   // published now (read under the lock, so the write's numbers are never

@@ -60,6 +60,18 @@ TEST(LogTailTest, KeepsNothingWhileNobodyReads) {
   EXPECT_EQ(LogTail::Found::kNotHeld, Find(&tail, 4, &got));
 }
 
+TEST(LogTailTest, KeepsABatchGivenInTwoPiecesAsOne) {
+  LogTail tail(1 << 20, Published);
+  tail.AddReader();
+  const std::string b = Batch(7, 3);
+  tail.Append(std::string_view(b).substr(0, 12),
+              std::string_view(b).substr(12));
+  std::string got;
+  ASSERT_EQ(LogTail::Found::kBatch, Find(&tail, 7, &got));
+  EXPECT_EQ(b, got);
+  EXPECT_EQ(b.size() + LogTail::kEntryOverhead, tail.GetStats().bytes);
+}
+
 TEST(LogTailTest, AnswersOnlyWhereABatchStarts) {
   LogTail tail(1 << 20, Published);
   tail.AddReader();

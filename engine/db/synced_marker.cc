@@ -43,12 +43,9 @@ std::string WithSyncedMarker(std::string_view rep) {
   return out;
 }
 
-std::string WithoutLeadingSyncedMarker(std::string_view rep) {
-  std::string out;
-  out.reserve(rep.size() - kSyncedMarkerRecordSize);
-  out.append(rep.substr(0, kBatchHeader));
-  out.append(rep.substr(kBatchHeader + kSyncedMarkerRecordSize));
-  return out;
+AroundMarker AroundLeadingSyncedMarker(std::string_view rep) {
+  return {rep.substr(0, kBatchHeader),
+          rep.substr(kBatchHeader + kSyncedMarkerRecordSize)};
 }
 
 }  // namespace fencedkv

@@ -55,8 +55,13 @@ bool LeadsWithSyncedMarker(std::string_view rep);
 // synced write of a batch built without it.
 std::string WithSyncedMarker(std::string_view rep);
 
-// `rep` without its leading marker (it must have one).
-std::string WithoutLeadingSyncedMarker(std::string_view rep);
+// `rep` without its leading marker (it must have one), as the two pieces
+// around it: the header, and the records after the marker (no copy).
+struct AroundMarker {
+  std::string_view header;
+  std::string_view records;
+};
+AroundMarker AroundLeadingSyncedMarker(std::string_view rep);
 
 }  // namespace fencedkv
 
