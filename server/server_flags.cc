@@ -281,8 +281,10 @@ DEFINE_int64(repl_backlog_mb, 32,
 DEFINE_bool(drop_wal_after_damage, false,
             "Open the database even though its write-ahead log holds intact "
             "writes after damage (a flipped byte mid-log, not a torn tail), "
-            "dropping them and any fence raises among them; without it such "
-            "a start fails naming them (docs/faults.md)");
+            "or it recovered below what its SYNCED stamp says was synced (a "
+            "log file deleted), dropping those writes and any fence raises "
+            "among them; without it such a start fails naming them "
+            "(docs/faults.md)");
 DEFINE_int32(wal_sync_interval_ms, 1000,
              "Without --sync: once per interval with writes, the next write "
              "(a replica: the next batch it applies) is fsync'ed, and when "

@@ -569,15 +569,19 @@ class PowerLossTest : public testing::TestWithParam<PowerCase> {};
 // reopen. The recovered state must be the model after some prefix of the
 // acknowledged calls that includes every synced one.
 // One run of the test below with the workload seed derived from `base`.
-void RunPowerLoss(const PowerCase& c, uint32_t base) {
+// With `sync_interval_ms`, the WAL syncer runs too (it syncs a write now
+// and then, and writes the synced stamp, which every reopen checks).
+void RunPowerLoss(const PowerCase& c, uint32_t base,
+                  uint32_t sync_interval_ms = 0) {
   const uint32_t seed =
       base * 7919u + static_cast<uint32_t>(std::hash<std::string>()(c.domain)) +
       static_cast<uint32_t>(c.mode);
   SCOPED_TRACE("seed " + std::to_string(seed));
   FaultDB fdb(c.domain, c.mode, /*buffer_unsynced=*/true);
+  fdb.options()->wal_sync_interval_ms = sync_interval_ms;
   ASSERT_FENCEDKV_OK(fdb.Open());
   Workload w(c.domain, c.mode, seed);
-  int lost_total = 0, kept_unsynced = 0;
+  int lost_total = 0, kept_unsynced = 0, stamped_opens = 0;
   for (int cycle = 0; cycle < 6; ++cycle) {
     SCOPED_TRACE("cycle " + std::to_string(cycle));
     // states[i]: the model after i acknowledged calls of this cycle.
@@ -592,6 +596,11 @@ void RunPowerLoss(const PowerCase& c, uint32_t base) {
       if (o.acked > 0) states.push_back(w.model());
       if (o.synced > 0) must_keep = states.size() - 1;
       if (w.Uniform(60) == 0) ASSERT_FENCEDKV_OK(fdb.db()->Flush());
+      if (sync_interval_ms > 0 && w.Uniform(20) == 0) {
+        // A tick or two: a write synced by the syncer, a stamp written.
+        std::this_thread::sleep_for(
+            std::chrono::milliseconds(2 * sync_interval_ms));
+      }
     }
     fdb.fs()->PowerOff();
     fdb.Close();
@@ -610,6 +619,11 @@ void RunPowerLoss(const PowerCase& c, uint32_t base) {
         << " of the " << states.size() - 1 << " acknowledged calls:\n  "
         << state
         << "\n  last synced: " << test::StateOf(states[must_keep], w.keys());
+    // (The stamp this open checked against.)
+    if (test::PropertyNumber(fdb.db(), "fencedkv.wal-sync",
+                             "stamped_sequence") > 0) {
+      ++stamped_opens;
+    }
     lost_total += static_cast<int>(states.size() - 1 - found);
     kept_unsynced += static_cast<int>(found - must_keep);
     w.set_model(states[found]);
@@ -617,8 +631,12 @@ void RunPowerLoss(const PowerCase& c, uint32_t base) {
   }
   std::printf(
       "power loss %s/%s, base seed %u: 6 cycles, %d unsynced calls lost, "
-      "%d kept\n",
-      c.domain, FenceModeName(c.mode), base, lost_total, kept_unsynced);
+      "%d kept, %d reopens checked a stamp\n",
+      c.domain, FenceModeName(c.mode), base, lost_total, kept_unsynced,
+      stamped_opens);
+  if (sync_interval_ms > 0) {
+    EXPECT_GT(stamped_opens, 0);
+  }
 }
 
 TEST_P(PowerLossTest, RecoveredStateIsASyncedPrefix) {
@@ -640,6 +658,19 @@ TEST_P(PowerLossTest, RecoveredStateIsASyncedPrefix) {
     SCOPED_TRACE("base seed " + std::to_string(base));
     RunPowerLoss(GetParam(), base);
     if (HasFatalFailure()) return;
+  }
+}
+
+// The synced stamp (engine/db/synced_stamp.h) must never refuse a store
+// a power cut left: it only names what a sync put on disk.
+TEST(PowerLossStampTest, TheSyncedStampNeverRefusesWhatAPowerCutLeaves) {
+  for (uint32_t base : {2u, 81u,
+                        static_cast<uint32_t>(
+                            testing::UnitTest::GetInstance()->random_seed())}) {
+    SCOPED_TRACE("base seed " + std::to_string(base));
+    RunPowerLoss(PowerCase{"key", FenceMode::kMonotonic}, base,
+                 /*sync_interval_ms=*/5);
+    if (testing::Test::HasFatalFailure()) return;
   }
 }
 

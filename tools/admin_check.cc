@@ -3,7 +3,9 @@
 // check: reads everything and verifies the store's invariants, one class
 // after another, stopping at the first class with a violation:
 //   wal       no intact write in the WAL past where RocksDB's recovery
-//             stops (at damage: wal_scan.h)
+//             stops (at damage: wal_scan.h), and nothing missing that the
+//             SYNCED stamp says was synced (a log file gone:
+//             synced_stamp.h)
 //   checksum  RocksDB's block checksums of every SST file (SstFileReader::
 //             VerifyChecksum, through the descriptors the view holds)
 //   meta      format_version, fence_domain, fence_mode, fence_floor present
@@ -90,7 +92,8 @@ class CheckCommand : public AdminCommand {
     *out +=
         "  check\n"
         "      read everything and verify the invariants, in this order: wal "
-        "(no intact write past\n      damage in the WAL), checksum (RocksDB's "
+        "(no intact write past\n      damage in the WAL, none synced "
+        "missing), checksum (RocksDB's "
         "block checksums), meta (records present "
         "and valid), decode (every record), hwm\n      (every max <= the "
         "high-water mark), domain (data tokens <= their domain's max),\n"
@@ -156,7 +159,8 @@ class CheckCommand : public AdminCommand {
     // below checks a store without the writes after it.
     Phase wal("wal");
     if (!store_->wal_status().ok()) wal.Add(store_->wal_status().ToString());
-    wal.summary = "no intact write past where recovery stops";
+    wal.summary =
+        "no intact write past where recovery stops, no synced write missing";
     if (wal.count > 0) return Report(wal);
     Phase checksum("checksum");
     CheckChecksums(&checksum);

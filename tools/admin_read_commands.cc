@@ -7,10 +7,13 @@
 #include <filesystem>
 #include <functional>
 
+#include <rocksdb/env.h>
+
 #include "admin_tool.h"
 #include "db/fence_check.h"
 #include "db/fence_format.h"
 #include "db/read_only_store.h"
+#include "db/synced_stamp.h"
 
 namespace fencedkv {
 namespace admin {
@@ -241,7 +244,8 @@ class StatsCommand : public ReadCommand {
     *out +=
         "  stats\n"
         "      configuration, floor, high-water mark, lease counter, record "
-        "counts, file sizes\n";
+        "counts, file sizes,\n      the latest sequence and the synced "
+        "stamp (SYNCED: how far the log was synced)\n";
   }
   ExecResult Read(const ReadOnlyStore& store,
                   const std::vector<std::string>& args, FILE* out) override {
@@ -288,6 +292,16 @@ class StatsCommand : public ReadCommand {
     line("sst_files", std::to_string(files.size()));
     line("sst_bytes", std::to_string(sst_bytes));
     line("wal_bytes", std::to_string(wal_bytes));
+    // How far the log was synced (the SYNCED file), and where this view
+    // recovered to: the open refuses a store below its stamp.
+    bool stamp_found = false;
+    uint64_t stamped = 0;
+    s = ReadSyncedStamp(rocksdb::Env::Default(), FLAGS_db, &stamp_found,
+                        &stamped);
+    if (!s.ok()) return ExecResult::FromStatus(s);
+    line("latest_sequence",
+         std::to_string(store.db()->GetLatestSequenceNumber()));
+    line("synced_stamp", stamp_found ? std::to_string(stamped) : "none");
     Print(out, text);
     return ExecResult::Ok();
   }

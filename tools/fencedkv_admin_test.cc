@@ -407,7 +407,7 @@ TEST_P(AdminVerbTest, EveryReadVerb) {
       "\nleases: 1\nkeys: 4\ndeleted_keys: " + std::to_string(c.deleted_keys) +
       "\nfence_records: " + std::to_string(c.fence_records) +
       "\nsst_files: [1-9][0-9]*\nsst_bytes: [1-9][0-9]*\nwal_bytes: "
-      "[1-9][0-9]*\n";
+      "[1-9][0-9]*\nlatest_sequence: [1-9][0-9]*\nsynced_stamp: none\n";
   EXPECT_TRUE(std::regex_match(r.out, std::regex(expected_stats))) << r.out;
 
   r = OnDb(dir, {"check"});
@@ -578,6 +578,47 @@ TEST_F(AdminTest, CheckSaysWhenDamageMayBeATornUnsyncedTail) {
   }
   r = OnDb(dir, {"check"});
   EXPECT_EQ(0, r.code) << r.out << r.err;
+}
+
+// A store whose WAL files were deleted (`rm *.log`) after it synced them:
+// RocksDB opens it without their writes, so check's read-only view lacked
+// them and passed. The SYNCED stamp says how far the log was synced: check
+// fails (class wal, exit 2) and stats shows the stamp.
+TEST_F(AdminTest, CheckFindsWritesMissingThatWereSynced) {
+  const std::string dir = tmp_.Sub("db");
+  uint64_t last = 0;
+  {
+    Options o;
+    o.create_if_missing = true;
+    o.wal_sync_interval_ms = 10;
+    std::unique_ptr<DB> db;
+    ASSERT_FENCEDKV_OK(DB::Open(o, dir, &db));
+    WriteOptions sync;
+    sync.sync = true;
+    for (int i = 0; i < 10; ++i) {
+      ASSERT_FENCEDKV_OK(
+          db->Put(sync, "k" + std::to_string(i), "v", Token(50 + i)));
+    }
+    last = db->GetLatestSequenceNumber();
+  }  // (the close stamps what was synced)
+  Result r = OnDb(dir, {"stats"});
+  EXPECT_EQ(0, r.code) << r.err;
+  EXPECT_NE(std::string::npos,
+            r.out.find("synced_stamp: " + std::to_string(last) + "\n"))
+      << r.out;
+  r = OnDb(dir, {"check"});
+  EXPECT_EQ(0, r.code) << r.out << r.err;
+  int deleted = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    if (e.path().extension() == ".log") {
+      std::filesystem::remove(e.path());
+      ++deleted;
+    }
+  }
+  ASSERT_GT(deleted, 0);
+  r = OnDb(dir, {"check"});
+  EXPECT_EQ(2, r.code) << r.out << r.err;
+  EXPECT_NE(std::string::npos, r.out.find("had been synced")) << r.out;
 }
 
 // A store a newer fencedkv wrote is not damage: check and the reading verbs

@@ -430,7 +430,10 @@ bool DBImpl::GetProperty(std::string_view property, std::string* value) {
              "\nsynced_sequence: " +
              std::to_string(synced_sequence_.load(std::memory_order_acquire)) +
              "\nidle_syncs: " +
-             std::to_string(idle_syncs_.load(std::memory_order_relaxed)) + "\n";
+             std::to_string(idle_syncs_.load(std::memory_order_relaxed)) +
+             "\nstamped_sequence: " +
+             std::to_string(stamped_sequence_.load(std::memory_order_relaxed)) +
+             "\n";
     return true;
   }
   if (property == "fencedkv.value-cache-bytes") {

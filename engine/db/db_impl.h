@@ -322,6 +322,19 @@ class DBImpl final : public DB {
   std::atomic<bool> sync_due_{false};
   // Idle syncs written (the "fencedkv.wal-sync" property).
   std::atomic<uint64_t> idle_syncs_{0};
+  // The synced stamp (synced_stamp.h): the Env it is written through (the
+  // database's, under the I/O-error recovery's wrapper), the sequence it
+  // holds (0: none), and the latest sequence a sync covered that the log
+  // holds: a synced batch's last (NoteSynced), or what an idle sync covered
+  // unless a sentinel written without the log may have taken it (the
+  // I/O-error recovery's, while a fault is recent: a recovery does not
+  // reach that number until a flush). Written by the WAL syncer after the
+  // open.
+  rocksdb::Env* stamp_env_ = nullptr;
+  std::atomic<uint64_t> stamped_sequence_{0};
+  std::atomic<uint64_t> logged_synced_sequence_{0};
+  // On the WAL syncer's thread: stamps synced_sequence_ if it moved.
+  void MaybeStampSynced();
   // A synced write of `batch` returned: raises synced_sequence_ to its
   // last sequence (RocksDB set its first in its header).
   void NoteSynced(const rocksdb::WriteBatch& batch);

@@ -25,6 +25,7 @@
 #include "db/rocksdb_options.h"
 #include "db/sorted_flush_memtable.h"
 #include "db/synced_marker.h"
+#include "db/synced_stamp.h"
 #include "db/wal_scan.h"
 #include "util/coding.h"
 
@@ -355,6 +356,9 @@ Status DBImpl::OpenImpl() {
 
   StoredConfig stored;
   bool create = !has_current;
+  bool stamp_found = false;
+  uint64_t stamped = 0;
+  stamp_env_ = env;
   if (has_current && env->FileExists(path_ + "/LOCK").ok()) {
     // Another process (or DB) holding the database: refuse before RocksDB
     // opens anything, which would rotate the holder's info LOG first. (Only
@@ -381,6 +385,10 @@ Status DBImpl::OpenImpl() {
     WalScan wal;
     s = ScanWal(env, path_, UINT64_MAX, &wal);
     if (!s.ok()) return s;
+    // And how far it had been synced (synced_stamp.h): RocksDB skips a WAL
+    // file that is gone without a word.
+    s = ReadSyncedStamp(env, path_, &stamp_found, &stamped);
+    if (!s.ok()) return s;
     std::vector<rocksdb::ColumnFamilyHandle*> handles;
     rocksdb::DB* ro = nullptr;
     rocksdb::Status rs = rocksdb::DB::OpenForReadOnly(
@@ -388,6 +396,10 @@ Status DBImpl::OpenImpl() {
     if (!rs.ok()) return FromRocksDB(rs);
     if (!options_.drop_wal_after_damage) {
       s = CheckWalRecovery(env, path_, wal, ro->GetLatestSequenceNumber());
+      if (s.ok()) {
+        s = CheckSyncedStamp(path_, stamp_found, stamped,
+                             ro->GetLatestSequenceNumber());
+      }
     }
     if (s.ok()) s = ReadStoredConfig(ro, handles, &stored);
     for (auto* h : handles) ro->DestroyColumnFamilyHandle(h);
@@ -435,6 +447,14 @@ Status DBImpl::OpenImpl() {
   // are the primary's) until it is promoted (SetFollowing(false)).
   recovery_->Attach(db_.get(), handles,
                     options_.log_replica ? nullptr : meta_cf_);
+  if (stamp_found && db_->GetLatestSequenceNumber() < stamped) {
+    // Opened with what was left (drop_wal_after_damage): that is the store
+    // now, and the next open checks against it.
+    stamped = db_->GetLatestSequenceNumber();
+    s = WriteSyncedStamp(env, path_, stamped);
+    if (!s.ok()) return s;
+  }
+  stamped_sequence_.store(stamp_found ? stamped : 0, std::memory_order_relaxed);
 
   if (create) return InitializeNewDatabase();
   if (stored.version == format::kFormatVersionMergedHwm) {

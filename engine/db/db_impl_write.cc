@@ -22,6 +22,7 @@
 #include "db/rocksdb_options.h"
 #include "db/sorted_flush_memtable.h"
 #include "db/synced_marker.h"
+#include "db/synced_stamp.h"
 #include "util/coding.h"
 #include "util/sync_point.h"
 
@@ -768,8 +769,9 @@ Status DBImpl::Commit(const WriteRequest& req, Scratch* sc) {
 
 void DBImpl::NoteSynced(const rocksdb::WriteBatch& batch) {
   if (batch.Count() == 0) return;
-  RaiseAtomicMax(&synced_sequence_,
-                 DecodeFixed64(batch.Data().data()) + batch.Count() - 1);
+  const uint64_t last = DecodeFixed64(batch.Data().data()) + batch.Count() - 1;
+  RaiseAtomicMax(&synced_sequence_, last);
+  RaiseAtomicMax(&logged_synced_sequence_, last);
 }
 
 void DBImpl::StartWalSyncer() {
@@ -798,24 +800,48 @@ void DBImpl::WalSyncerLoop() {
       if (syncer_cv_.wait_for(
               lock, interval,
               [this]() NO_THREAD_SAFETY_ANALYSIS { return syncer_stop_; })) {
+        // Closing: what the last writes synced (no write comes now).
+        MaybeStampSynced();
         return;
       }
     }
     // Due once a write passed what the last synced write covered: the
     // next write is synced (sync_due_).
     const uint64_t latest = db_->GetLatestSequenceNumber();
-    if (latest <= synced_sequence_.load(std::memory_order_acquire)) continue;
-    if (!sync_due_.exchange(true, std::memory_order_acq_rel)) continue;
-    // Due since the last tick, and no write took it: the database went
-    // quiet with writes unsynced. Sync them with a record of no sequence;
-    // not while the recovery of an I/O error runs (a write refused then
-    // would fail its Resume; the sync stays due).
-    if (recovery_->GetStats().idle) IdleSync();
+    if (latest > synced_sequence_.load(std::memory_order_acquire) &&
+        sync_due_.exchange(true, std::memory_order_acq_rel)) {
+      // Due since the last tick, and no write took it: the database went
+      // quiet with writes unsynced. Sync them with a record of no
+      // sequence; not while the recovery of an I/O error runs (a write
+      // refused then would fail its Resume; the sync stays due).
+      if (recovery_->GetStats().idle) IdleSync();
+    }
+    MaybeStampSynced();
   }
+}
+
+void DBImpl::MaybeStampSynced() {
+  // Only the last sequence of a synced write that returned (see
+  // logged_synced_sequence_). Not while an I/O error is being recovered:
+  // its writes would only add errors.
+  const uint64_t synced =
+      logged_synced_sequence_.load(std::memory_order_acquire);
+  if (synced <= stamped_sequence_.load(std::memory_order_relaxed)) return;
+  if (!recovery_->GetStats().idle) return;
+  TEST_SYNC_POINT("DBImpl::MaybeStampSynced");
+  const Status s = WriteSyncedStamp(stamp_env_, path_, synced);
+  if (!s.ok()) {
+    rocksdb::Warn(db_->GetDBOptions().info_log,
+                  "fencedkv: could not write the synced stamp: %s",
+                  s.ToString().c_str());
+    return;
+  }
+  stamped_sequence_.store(synced, std::memory_order_relaxed);
 }
 
 void DBImpl::IdleSync() {
   TEST_SYNC_POINT("DBImpl::IdleSync");
+  const ErrorRecovery::Unlogged before = recovery_->UnloggedWrites();
   // Published before the write, so in the log before its record: the
   // sync covers it.
   const uint64_t covered = db_->GetLatestSequenceNumber();
@@ -829,6 +855,14 @@ void DBImpl::IdleSync() {
   if (rs.ok()) rs = recovery_->Write(db_.get(), wo, &marker);
   if (!rs.ok()) return;
   RaiseAtomicMax(&synced_sequence_, covered);
+  // The stamp names only a sequence the log holds (logged_synced_sequence_):
+  // not one a sentinel took without the WAL, which no sentinel started or
+  // finished meanwhile, and none past the last one's, rules out.
+  const ErrorRecovery::Unlogged after = recovery_->UnloggedWrites();
+  if (after.started == before.started && after.done == before.started &&
+      covered > after.sequence) {
+    RaiseAtomicMax(&logged_synced_sequence_, covered);
+  }
   idle_syncs_.fetch_add(1, std::memory_order_relaxed);
   // (A write since `covered` is past synced_sequence_: the next tick makes
   // it due again.)

@@ -438,12 +438,30 @@ void ErrorRecovery::MaybeWriteSentinel(rocksdb::DB* db) {
   rocksdb::WriteOptions wo;
   wo.disableWAL = troubled;
   wo.no_slowdown = true;  // never wait in a write stall (a flush may not come)
+  if (troubled) unlogged_started_.fetch_add(1, std::memory_order_seq_cst);
   const rocksdb::Status s = db->Delete(wo, cf, rocksdb::Slice());
+  if (troubled) {
+    // (Read after the write: at or past the number it took.)
+    const uint64_t latest = db->GetLatestSequenceNumber();
+    uint64_t seen = unlogged_sequence_.load(std::memory_order_seq_cst);
+    while (seen < latest && !unlogged_sequence_.compare_exchange_weak(
+                                seen, latest, std::memory_order_seq_cst)) {
+    }
+    unlogged_done_.fetch_add(1, std::memory_order_seq_cst);
+  }
   // A sequence number log shipping's tail does not hold.
   if (tail_ != nullptr) tail_->Reset();
   MutexLock lock(&mu_);
   ++stats_.sentinels;
   if (!s.ok()) stats_.last_error = s.ToString();
+}
+
+ErrorRecovery::Unlogged ErrorRecovery::UnloggedWrites() const {
+  Unlogged u;
+  u.started = unlogged_started_.load(std::memory_order_seq_cst);
+  u.done = unlogged_done_.load(std::memory_order_seq_cst);
+  u.sequence = unlogged_sequence_.load(std::memory_order_seq_cst);
+  return u;
 }
 
 void ErrorRecovery::WaitForBackgroundJobs(rocksdb::DB* db) {

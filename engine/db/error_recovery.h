@@ -169,6 +169,20 @@ class ErrorRecovery {
   void SetRetryInterval(std::chrono::microseconds interval);
   Stats GetStats() const;
 
+  // The sentinels written without the WAL (rule 4): how many were started
+  // and how many finished, and the latest sequence published when the last
+  // one had finished (at or past the number it took). A caller that needs
+  // to know whether a sequence it read is one the log holds reads
+  // `started` before it reads the sequence, and after: if `started` and
+  // `done` are still that number and the sequence is past `sequence`, no
+  // sentinel without the WAL took it. Lock-free.
+  struct Unlogged {
+    uint64_t started = 0;
+    uint64_t done = 0;
+    uint64_t sequence = 0;
+  };
+  Unlogged UnloggedWrites() const;
+
  private:
   class Listener;
   class FileScopeFS;
@@ -200,6 +214,10 @@ class ErrorRecovery {
 
   // Rule 3: closed by a failed write, opened by a successful Resume().
   std::atomic<bool> closed_{false};
+  // Sentinels written without the WAL (UnloggedWrites).
+  std::atomic<uint64_t> unlogged_started_{0};
+  std::atomic<uint64_t> unlogged_done_{0};
+  std::atomic<uint64_t> unlogged_sequence_{0};
   std::shared_ptr<Listener> listener_;
   std::unique_ptr<rocksdb::Env> env_;  // what the DB does its I/O through
   std::shared_ptr<rocksdb::Logger> info_log_;  // RocksDB's LOG

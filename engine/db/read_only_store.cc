@@ -15,6 +15,7 @@
 #include "db/fence_format.h"
 #include "db/fence_gc_filter.h"
 #include "db/rocksdb_options.h"
+#include "db/synced_stamp.h"
 #include "db/wal_scan.h"
 #include "util/coding.h"
 
@@ -113,6 +114,12 @@ Status ReadOnlyStore::Open(const std::string& path,
     WalScan wal;
     Status ws = ScanWal(env, path, UINT64_MAX, &wal);
     if (!ws.ok()) return ws;
+    // And the synced stamp, before the open too: a running server's later
+    // stamp may cover writes this open does not see.
+    bool stamp_found = false;
+    uint64_t stamped = 0;
+    ws = ReadSyncedStamp(env, path, &stamp_found, &stamped);
+    if (!ws.ok()) return ws;
     rocksdb::DB* raw = nullptr;
     rocksdb::Status rs = rocksdb::DB::OpenForReadOnly(
         db_options, path, descriptors, &s->handles_, &raw);
@@ -123,6 +130,13 @@ Status ReadOnlyStore::Open(const std::string& path,
     s->db_.reset(raw);
     s->wal_status_ =
         CheckWalRecovery(env, path, wal, raw->GetLatestSequenceNumber());
+    if (s->wal_status_.ok()) {
+      s->wal_status_ = CheckSyncedStamp(path, stamp_found, stamped,
+                                        raw->GetLatestSequenceNumber());
+      // (A running server may have flushed and deleted a log between this
+      // open's reads of the MANIFEST and of the logs: try again.)
+      if (!s->wal_status_.ok() && attempt < 5) continue;
+    }
     if (!s->wal_status_.IsBusy() || attempt == 5) break;
   }
   *store = std::move(s);

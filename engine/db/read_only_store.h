@@ -67,7 +67,9 @@ class ReadOnlyStore {
   const StoreConfig& config() const { return config_; }
 
   // Corruption if the WAL holds intact writes past where the open's
-  // recovery stopped at damage: this view lacks them (wal_scan.h).
+  // recovery stopped at damage (wal_scan.h), or if the store recovered to
+  // a sequence below what its synced stamp says was synced (a log file
+  // gone: synced_stamp.h): this view lacks them.
   const Status& wal_status() const { return wal_status_; }
 
   rocksdb::DB* db() const { return db_.get(); }

@@ -183,16 +183,22 @@ struct Options {
   // writes had just stopped.
   // Damage in the log followed by a synced record is then told from a tail a
   // power cut may have torn (docs/faults.md "Damage in the log"). 0 = never
-  // (the log is synced only by synced writes). Default: 0; fencedkv-server's
-  // --wal_sync_interval_ms: 1000. Not persisted.
+  // (the log is synced only by synced writes). The same thread keeps the
+  // synced stamp, SYNCED in the directory, which every open checks: a store
+  // that recovers below it (a log file deleted) is refused (docs/faults.md
+  // "Lost log files"; none is written with 0). Default: 0;
+  // fencedkv-server's --wal_sync_interval_ms: 1000. Not persisted.
   uint32_t wal_sync_interval_ms = 0;
 
   // Open even though the write-ahead log holds intact writes after damage
   // (a flipped byte in the middle of the log, not a tail torn by a crash),
-  // dropping them: what RocksDB's point-in-time recovery does. Without it
-  // such an open fails with Corruption naming the writes and the damage,
-  // since the dropped writes may include fence raises (docs/faults.md
-  // "Damage in the log"). Default: false. Not persisted.
+  // dropping them: what RocksDB's point-in-time recovery does; or though
+  // the store recovered below what its synced stamp says was synced (a log
+  // file deleted; the stamp is the SYNCED file the WAL syncer keeps, see
+  // wal_sync_interval_ms), stamping then what it recovered. Without it such
+  // an open fails with Corruption naming the writes, since the dropped
+  // writes may include fence raises (docs/faults.md "Damage in the log",
+  // "Lost log files"). Default: false. Not persisted.
   bool drop_wal_after_damage = false;
 
   // Set on a replica, a database fed only by DB::ApplyLogBatch: it opens
