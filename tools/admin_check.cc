@@ -93,13 +93,12 @@ class CheckCommand : public AdminCommand {
         "  check\n"
         "      read everything and verify the invariants, in this order: wal "
         "(no intact write past\n      damage in the WAL, none synced "
-        "missing), checksum (RocksDB's "
-        "block checksums), meta (records present "
-        "and valid), decode (every record), hwm\n      (every max <= the "
-        "high-water mark), domain (data tokens <= their domain's max),\n"
-        "      lease (lease tokens <= the lease counter), replication "
-        "(NODE_ID and REPLICATION\n      parse as the server reads them). "
-        "Stops at the first class violated: exit 2\n";
+        "missing), checksum (RocksDB's block checksums),\n      meta "
+        "(records present and valid), decode (every record), hwm (every "
+        "max <= the\n      high-water mark), domain (data tokens <= their "
+        "domain's max), lease (lease tokens\n      <= the lease counter), "
+        "replication (NODE_ID and REPLICATION parse as the server\n"
+        "      reads them). Stops at the first class violated: exit 2\n";
   }
 
   ExecResult DoCommand(const std::vector<std::string>& args,

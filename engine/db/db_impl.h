@@ -323,7 +323,8 @@ class DBImpl final : public DB {
   // Idle syncs written (the "fencedkv.wal-sync" property).
   std::atomic<uint64_t> idle_syncs_{0};
   // The synced stamp (synced_stamp.h): the Env it is written through (the
-  // database's, under the I/O-error recovery's wrapper), the sequence it
+  // database's own, not the I/O-error recovery's wrapper: a stamp that
+  // cannot be written is no database error), the sequence it
   // holds (0: none), and the latest sequence a sync covered that the log
   // holds: a synced batch's last (NoteSynced), or what an idle sync covered
   // unless a sentinel written without the log may have taken it (the

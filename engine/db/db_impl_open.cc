@@ -449,8 +449,11 @@ Status DBImpl::OpenImpl() {
                     options_.log_replica ? nullptr : meta_cf_);
   if (stamp_found && db_->GetLatestSequenceNumber() < stamped) {
     // Opened with what was left (drop_wal_after_damage): that is the store
-    // now, and the next open checks against it.
-    stamped = db_->GetLatestSequenceNumber();
+    // now. The stamp starts over from nothing: the latest sequence may be
+    // a record not synced yet (the sentinel Attach just wrote), and the
+    // next synced write stamps anew (a review saw a stamp of the latest
+    // here refuse the store after a power cut).
+    stamped = 0;
     s = WriteSyncedStamp(env, path_, stamped);
     if (!s.ok()) return s;
   }

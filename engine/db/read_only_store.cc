@@ -3,9 +3,11 @@
 #include "db/read_only_store.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <set>
+#include <thread>
 #include <unordered_map>
 
 #include <rocksdb/env.h>
@@ -134,8 +136,12 @@ Status ReadOnlyStore::Open(const std::string& path,
       s->wal_status_ = CheckSyncedStamp(path, stamp_found, stamped,
                                         raw->GetLatestSequenceNumber());
       // (A running server may have flushed and deleted a log between this
-      // open's reads of the MANIFEST and of the logs: try again.)
-      if (!s->wal_status_.ok() && attempt < 5) continue;
+      // open's reads of the MANIFEST and of the logs: try again, a moment
+      // later.)
+      if (!s->wal_status_.ok() && attempt < 5) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20 * attempt));
+        continue;
+      }
     }
     if (!s->wal_status_.IsBusy() || attempt == 5) break;
   }

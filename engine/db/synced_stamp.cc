@@ -6,6 +6,7 @@
 #include <string_view>
 
 #include <rocksdb/env.h>
+#include <sys/stat.h>
 
 namespace fencedkv {
 
@@ -49,6 +50,19 @@ Status ReadSyncedStamp(rocksdb::Env* env, const std::string& dir, bool* found,
   rocksdb::Status rs = env->FileExists(path);
   if (rs.IsNotFound()) return Status::OK();
   if (!rs.ok()) return Status::IOError(path, rs.ToString());
+  // A regular file of at most 4096 bytes, checked before reading (a FIFO
+  // would block the open; a huge file would be read whole). The type only
+  // through the local file system: another Env has no other kinds.
+  if (env == rocksdb::Env::Default()) {
+    struct stat st;
+    if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+      return Unparsable(path, "it is not a regular file");
+    }
+  }
+  uint64_t size = 0;
+  rs = env->GetFileSize(path, &size);
+  if (!rs.ok()) return Status::IOError(path, rs.ToString());
+  if (size > 4096) return Unparsable(path, "longer than 4096 bytes");
   std::string data;
   rs = rocksdb::ReadFileToString(env, path, &data);
   if (!rs.ok()) return Status::IOError(path, rs.ToString());

@@ -12,7 +12,9 @@
 // a power cut does can make it do that: what a sync put on disk stays. So
 // an open that recovers less than the stamp says is refused
 // (CheckSyncedStamp), unless the caller opens with what is left on purpose
-// (Options::drop_wal_after_damage), which then stamps what it recovered.
+// (Options::drop_wal_after_damage), which then writes a stamp of 0: the
+// open's own records are not synced yet, and the next synced write stamps
+// anew.
 //
 // When. The WAL syncer (Options::wal_sync_interval_ms > 0, the server's
 // default 1000) writes it on each tick when more was synced since, and at
@@ -21,14 +23,18 @@
 // temporary file, fsync, rename and an fsync of the directory, through the
 // database's Env; an error writing it is logged and the next tick tries
 // again (the store goes on). A copy of the store (Checkpoint, BackupEngine,
-// a replica's full copy) has no stamp: nothing is checked until its first
-// tick.
+// a replica's full copy) has no stamp: nothing is checked until a write is
+// synced after its first tick, or an idle sync.
+//
+// It names only a sequence the log holds: the last of a synced batch, or
+// what an idle sync covered unless a sentinel of the I/O-error recovery,
+// written without the log, may have taken it (DBImpl::IdleSync).
 //
 // Format (text; unknown lines are ignored, a later version's):
 //   fencedkv-synced 1
 //   sequence <u64>
-// A file that does not parse is refused: remove it to open without the
-// check.
+// A file that is not a regular file of at most 4096 bytes, or does not
+// parse, is refused: remove it to open without the check.
 //
 // Thread-compatible functions.
 

@@ -186,7 +186,8 @@ struct Options {
   // (the log is synced only by synced writes). The same thread keeps the
   // synced stamp, SYNCED in the directory, which every open checks: a store
   // that recovers below it (a log file deleted) is refused (docs/faults.md
-  // "Lost log files"; none is written with 0). Default: 0;
+  // "Lost log files"; with 0 none is written, but for the zero an open with
+  // drop_wal_after_damage leaves). Default: 0;
   // fencedkv-server's --wal_sync_interval_ms: 1000. Not persisted.
   uint32_t wal_sync_interval_ms = 0;
 
@@ -195,7 +196,7 @@ struct Options {
   // dropping them: what RocksDB's point-in-time recovery does; or though
   // the store recovered below what its synced stamp says was synced (a log
   // file deleted; the stamp is the SYNCED file the WAL syncer keeps, see
-  // wal_sync_interval_ms), stamping then what it recovered. Without it such
+  // wal_sync_interval_ms), which then starts over at 0. Without it such
   // an open fails with Corruption naming the writes, since the dropped
   // writes may include fence raises (docs/faults.md "Damage in the log",
   // "Lost log files"). Default: false. Not persisted.
