@@ -400,6 +400,11 @@ Status DBImpl::OpenImpl() {
         s = CheckSyncedStamp(path_, stamp_found, stamped,
                              ro->GetLatestSequenceNumber());
       }
+      uint64_t min_log = 0;
+      if (s.ok() &&
+          ro->GetIntProperty("rocksdb.min-log-number-to-keep", &min_log)) {
+        s = CheckArchivedWals(env, path_, min_log);
+      }
     }
     if (s.ok()) s = ReadStoredConfig(ro, handles, &stored);
     for (auto* h : handles) ro->DestroyColumnFamilyHandle(h);

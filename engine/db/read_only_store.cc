@@ -135,9 +135,14 @@ Status ReadOnlyStore::Open(const std::string& path,
     if (s->wal_status_.ok()) {
       s->wal_status_ = CheckSyncedStamp(path, stamp_found, stamped,
                                         raw->GetLatestSequenceNumber());
-      // (A running server may have flushed and deleted a log between this
-      // open's reads of the MANIFEST and of the logs: try again, a moment
-      // later.)
+      uint64_t min_log = 0;
+      if (s->wal_status_.ok() &&
+          raw->GetIntProperty("rocksdb.min-log-number-to-keep", &min_log)) {
+        s->wal_status_ = CheckArchivedWals(env, path, min_log);
+      }
+      // (A running server may have flushed and deleted or archived a log
+      // between this open's reads of the MANIFEST and of the logs: try
+      // again, a moment later.)
       if (!s->wal_status_.ok() && attempt < 5) {
         std::this_thread::sleep_for(std::chrono::milliseconds(20 * attempt));
         continue;

@@ -113,6 +113,17 @@ bool TornUnsyncedTail(const WalScan& scan);
 Status CheckWalRecovery(rocksdb::Env* env, const std::string& dir,
                         const WalScan& before_open, uint64_t recovered);
 
+// After a read-only open that found `min_log` to be the oldest log file the
+// MANIFEST still counts on (RocksDB's rocksdb.min-log-number-to-keep):
+// Corruption if such a file (number >= min_log) is not in `dir` but in
+// `dir`/archive. RocksDB moves a log file there (keeping it for replicas)
+// only once a synced MANIFEST edit no longer needs it, so the MANIFEST lost
+// that edit (a cut last edit: the family's flushed records are then in no
+// file the recovery reads), and RocksDB 7.8's recovery skips the missing
+// file without a word, its records with it.
+Status CheckArchivedWals(rocksdb::Env* env, const std::string& dir,
+                         uint64_t min_log);
+
 }  // namespace fencedkv
 
 #endif  // FENCEDKV_ENGINE_DB_WAL_SCAN_H_
