@@ -389,6 +389,7 @@ Status DBImpl::OpenImpl() {
     // file that is gone without a word.
     s = ReadSyncedStamp(env, path_, &stamp_found, &stamped);
     if (!s.ok()) return s;
+    const std::vector<std::string> archived = ListArchivedWals(env, path_);
     std::vector<rocksdb::ColumnFamilyHandle*> handles;
     rocksdb::DB* ro = nullptr;
     rocksdb::Status rs = rocksdb::DB::OpenForReadOnly(
@@ -403,7 +404,7 @@ Status DBImpl::OpenImpl() {
       uint64_t min_log = 0;
       if (s.ok() &&
           ro->GetIntProperty("rocksdb.min-log-number-to-keep", &min_log)) {
-        s = CheckArchivedWals(env, path_, min_log);
+        s = CheckArchivedWals(env, path_, archived, min_log);
       }
     }
     if (s.ok()) s = ReadStoredConfig(ro, handles, &stored);

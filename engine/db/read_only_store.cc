@@ -9,6 +9,7 @@
 #include <set>
 #include <thread>
 #include <unordered_map>
+#include <vector>
 
 #include <rocksdb/env.h>
 #include <rocksdb/sst_file_reader.h>
@@ -122,6 +123,9 @@ Status ReadOnlyStore::Open(const std::string& path,
     uint64_t stamped = 0;
     ws = ReadSyncedStamp(env, path, &stamp_found, &stamped);
     if (!ws.ok()) return ws;
+    // And archive/ (wal_scan.h: a file archived after the open's read of
+    // the MANIFEST would look like one it lost).
+    const std::vector<std::string> archived = ListArchivedWals(env, path);
     rocksdb::DB* raw = nullptr;
     rocksdb::Status rs = rocksdb::DB::OpenForReadOnly(
         db_options, path, descriptors, &s->handles_, &raw);
@@ -138,7 +142,7 @@ Status ReadOnlyStore::Open(const std::string& path,
       uint64_t min_log = 0;
       if (s->wal_status_.ok() &&
           raw->GetIntProperty("rocksdb.min-log-number-to-keep", &min_log)) {
-        s->wal_status_ = CheckArchivedWals(env, path, min_log);
+        s->wal_status_ = CheckArchivedWals(env, path, archived, min_log);
       }
       // (A running server may have flushed and deleted or archived a log
       // between this open's reads of the MANIFEST and of the logs: try

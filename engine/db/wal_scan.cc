@@ -433,28 +433,50 @@ Status CheckWalRecovery(rocksdb::Env* env, const std::string& dir,
       "--drop_wal_after_damage)");
 }
 
-Status CheckArchivedWals(rocksdb::Env* env, const std::string& dir,
-                         uint64_t min_log) {
-  if (min_log == 0) return Status::OK();
-  const std::string archive = dir + "/archive";
+namespace {
+// The number of a log file's name (NNNNNN.log), or false.
+bool LogNumberOf(const std::string& name, uint64_t* number) {
+  if (name.size() <= 4 || name.substr(name.size() - 4) != ".log") {
+    return false;
+  }
+  const std::string digits = name.substr(0, name.size() - 4);
+  if (digits.size() > 19 ||
+      !std::all_of(digits.begin(), digits.end(),
+                   [](char c) { return c >= '0' && c <= '9'; })) {
+    return false;
+  }
+  *number = std::stoull(digits);
+  return true;
+}
+}  // namespace
+
+std::vector<std::string> ListArchivedWals(rocksdb::Env* env,
+                                          const std::string& dir) {
+  std::vector<std::string> names;
   std::vector<std::string> children;
   // (No archive directory: nothing was ever kept for replicas.)
-  if (!env->GetChildren(archive, &children).ok()) return Status::OK();
-  std::sort(children.begin(), children.end());
+  if (!env->GetChildren(dir + "/archive", &children).ok()) return names;
+  uint64_t number;
   for (const std::string& name : children) {
-    if (name.size() <= 4 || name.substr(name.size() - 4) != ".log") continue;
-    const std::string digits = name.substr(0, name.size() - 4);
-    if (digits.size() > 19 ||
-        !std::all_of(digits.begin(), digits.end(),
-                     [](char c) { return c >= '0' && c <= '9'; })) {
-      continue;
-    }
-    const uint64_t number = std::stoull(digits);
-    if (number < min_log) continue;
+    if (LogNumberOf(name, &number)) names.push_back(name);
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+Status CheckArchivedWals(rocksdb::Env* env, const std::string& dir,
+                         const std::vector<std::string>& archived,
+                         uint64_t min_log) {
+  if (min_log == 0) return Status::OK();
+  for (const std::string& name : archived) {
+    uint64_t number = 0;
+    if (!LogNumberOf(name, &number) || number < min_log) continue;
     std::string live = dir;
     live += '/';
     live += name;
-    if (env->FileExists(live).ok()) continue;
+    // Only a file known to be absent (an error reading the directory says
+    // nothing either way).
+    if (!env->FileExists(live).IsNotFound()) continue;
     std::string what = "the MANIFEST still counts on log file ";
     what += name;
     what += " (every file from ";

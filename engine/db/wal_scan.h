@@ -27,6 +27,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "fencedkv/status.h"
 
@@ -113,15 +114,25 @@ bool TornUnsyncedTail(const WalScan& scan);
 Status CheckWalRecovery(rocksdb::Env* env, const std::string& dir,
                         const WalScan& before_open, uint64_t recovered);
 
+// The names of the log files in `dir`/archive (none if it does not
+// exist), sorted, listed BEFORE the read-only open CheckArchivedWals follows: a
+// running server may archive a file between that open's read of the
+// MANIFEST and a later listing (a file archived before the MANIFEST was
+// read is always below the min log it records).
+std::vector<std::string> ListArchivedWals(rocksdb::Env* env,
+                                          const std::string& dir);
+
 // After a read-only open that found `min_log` to be the oldest log file the
 // MANIFEST still counts on (RocksDB's rocksdb.min-log-number-to-keep):
-// Corruption if such a file (number >= min_log) is not in `dir` but in
-// `dir`/archive. RocksDB moves a log file there (keeping it for replicas)
-// only once a synced MANIFEST edit no longer needs it, so the MANIFEST lost
-// that edit (a cut last edit: the family's flushed records are then in no
-// file the recovery reads), and RocksDB 7.8's recovery skips the missing
-// file without a word, its records with it.
+// Corruption if such a file (number >= min_log) among `archived` (listed
+// before the open) is not in `dir`. RocksDB moves a log file to archive/
+// (keeping it for replicas) only once a synced MANIFEST edit no longer
+// needs it, so the MANIFEST lost that edit (a cut last edit: the family's
+// flushed records are then in no file the recovery reads), and RocksDB
+// 7.8's recovery skips the missing file without a word, its records with
+// it.
 Status CheckArchivedWals(rocksdb::Env* env, const std::string& dir,
+                         const std::vector<std::string>& archived,
                          uint64_t min_log);
 
 }  // namespace fencedkv
