@@ -8,25 +8,22 @@
 #include <rocksdb/env.h>
 #include <sys/stat.h>
 
+#include "fencedkv/token.h"
+
 namespace fencedkv {
 
 namespace {
 
 constexpr std::string_view kHeader = "fencedkv-synced 1";
 
+// 0, or what a token may be (fencedkv/token.h: digits, no leading zero,
+// at most 2^64-1).
 bool ParseSequence(std::string_view s, uint64_t* out) {
-  if (s.empty() || s.size() > 20 || (s.size() > 1 && s[0] == '0')) {
-    return false;
+  if (s == "0") {
+    *out = 0;
+    return true;
   }
-  uint64_t v = 0;
-  for (char c : s) {
-    if (c < '0' || c > '9') return false;
-    const uint64_t d = static_cast<uint64_t>(c - '0');
-    if (v > (UINT64_MAX - d) / 10) return false;
-    v = v * 10 + d;
-  }
-  *out = v;
-  return true;
+  return ParseToken(s, out);
 }
 
 std::string PathOf(const std::string& dir) {

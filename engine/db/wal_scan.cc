@@ -433,23 +433,6 @@ Status CheckWalRecovery(rocksdb::Env* env, const std::string& dir,
       "--drop_wal_after_damage)");
 }
 
-namespace {
-// The number of a log file's name (NNNNNN.log), or false.
-bool LogNumberOf(const std::string& name, uint64_t* number) {
-  if (name.size() <= 4 || name.substr(name.size() - 4) != ".log") {
-    return false;
-  }
-  const std::string digits = name.substr(0, name.size() - 4);
-  if (digits.size() > 19 ||
-      !std::all_of(digits.begin(), digits.end(),
-                   [](char c) { return c >= '0' && c <= '9'; })) {
-    return false;
-  }
-  *number = std::stoull(digits);
-  return true;
-}
-}  // namespace
-
 std::vector<std::string> ListArchivedWals(rocksdb::Env* env,
                                           const std::string& dir) {
   std::vector<std::string> names;
@@ -458,7 +441,7 @@ std::vector<std::string> ListArchivedWals(rocksdb::Env* env,
   if (!env->GetChildren(dir + "/archive", &children).ok()) return names;
   uint64_t number;
   for (const std::string& name : children) {
-    if (LogNumberOf(name, &number)) names.push_back(name);
+    if (LogNumber(name, &number)) names.push_back(name);
   }
   std::sort(names.begin(), names.end());
   return names;
@@ -470,7 +453,7 @@ Status CheckArchivedWals(rocksdb::Env* env, const std::string& dir,
   if (min_log == 0) return Status::OK();
   for (const std::string& name : archived) {
     uint64_t number = 0;
-    if (!LogNumberOf(name, &number) || number < min_log) continue;
+    if (!LogNumber(name, &number) || number < min_log) continue;
     std::string live = dir;
     live += '/';
     live += name;
