@@ -380,32 +380,22 @@ Status DBImpl::OpenImpl() {
     // version-1 mark.)
     std::vector<rocksdb::ColumnFamilyDescriptor> ro_descriptors = descriptors;
     ro_descriptors[2].options.merge_operator = NewMaxTokenMergeOperator();
-    // What the WAL holds intact, read before RocksDB recovers it: its
-    // recovery stops silently at damage (wal_scan.h).
-    WalScan wal;
-    s = ScanWal(env, path_, UINT64_MAX, &wal);
+    // What the WAL holds intact (its recovery stops silently at damage:
+    // wal_scan.h), how far it had been synced (RocksDB skips a WAL file that
+    // is gone without a word: synced_stamp.h) and what archive/ holds, read
+    // before RocksDB recovers it.
+    BeforeOpen before;
+    s = ReadBeforeOpen(env, path_, &before);
     if (!s.ok()) return s;
-    // And how far it had been synced (synced_stamp.h): RocksDB skips a WAL
-    // file that is gone without a word.
-    s = ReadSyncedStamp(env, path_, &stamp_found, &stamped);
-    if (!s.ok()) return s;
-    const std::vector<std::string> archived = ListArchivedWals(env, path_);
+    stamp_found = before.stamp_found;
+    stamped = before.stamped;
     std::vector<rocksdb::ColumnFamilyHandle*> handles;
     rocksdb::DB* ro = nullptr;
     rocksdb::Status rs = rocksdb::DB::OpenForReadOnly(
         db_options, path_, ro_descriptors, &handles, &ro);
     if (!rs.ok()) return FromRocksDB(rs);
     if (!options_.drop_wal_after_damage) {
-      s = CheckWalRecovery(env, path_, wal, ro->GetLatestSequenceNumber());
-      if (s.ok()) {
-        s = CheckSyncedStamp(path_, stamp_found, stamped,
-                             ro->GetLatestSequenceNumber());
-      }
-      uint64_t min_log = 0;
-      if (s.ok() &&
-          ro->GetIntProperty("rocksdb.min-log-number-to-keep", &min_log)) {
-        s = CheckArchivedWals(env, path_, archived, min_log);
-      }
+      s = CheckAfterOpen(env, path_, before, ro);
     }
     if (s.ok()) s = ReadStoredConfig(ro, handles, &stored);
     for (auto* h : handles) ro->DestroyColumnFamilyHandle(h);

@@ -18,7 +18,6 @@
 #include "db/fence_format.h"
 #include "db/fence_gc_filter.h"
 #include "db/rocksdb_options.h"
-#include "db/synced_stamp.h"
 #include "db/wal_scan.h"
 #include "util/coding.h"
 
@@ -113,19 +112,12 @@ Status ReadOnlyStore::Open(const std::string& path,
     s->env_ = env;
     // Before the open: a running server only appends to its WAL, so
     // whatever this scan finds intact the open recovers too, unless damage
-    // stops it.
-    WalScan wal;
-    Status ws = ScanWal(env, path, UINT64_MAX, &wal);
+    // stops it; its later stamp may cover writes this open does not see;
+    // and a file archived after the open's read of the MANIFEST would look
+    // like one it lost (wal_scan.h).
+    BeforeOpen before;
+    Status ws = ReadBeforeOpen(env, path, &before);
     if (!ws.ok()) return ws;
-    // And the synced stamp, before the open too: a running server's later
-    // stamp may cover writes this open does not see.
-    bool stamp_found = false;
-    uint64_t stamped = 0;
-    ws = ReadSyncedStamp(env, path, &stamp_found, &stamped);
-    if (!ws.ok()) return ws;
-    // And archive/ (wal_scan.h: a file archived after the open's read of
-    // the MANIFEST would look like one it lost).
-    const std::vector<std::string> archived = ListArchivedWals(env, path);
     rocksdb::DB* raw = nullptr;
     rocksdb::Status rs = rocksdb::DB::OpenForReadOnly(
         db_options, path, descriptors, &s->handles_, &raw);
@@ -134,23 +126,14 @@ Status ReadOnlyStore::Open(const std::string& path,
                                 rs.ToString());
     }
     s->db_.reset(raw);
-    s->wal_status_ =
-        CheckWalRecovery(env, path, wal, raw->GetLatestSequenceNumber());
-    if (s->wal_status_.ok()) {
-      s->wal_status_ = CheckSyncedStamp(path, stamp_found, stamped,
-                                        raw->GetLatestSequenceNumber());
-      uint64_t min_log = 0;
-      if (s->wal_status_.ok() &&
-          raw->GetIntProperty("rocksdb.min-log-number-to-keep", &min_log)) {
-        s->wal_status_ = CheckArchivedWals(env, path, archived, min_log);
-      }
-      // (A running server may have flushed and deleted or archived a log
-      // between this open's reads of the MANIFEST and of the logs: try
-      // again, a moment later.)
-      if (!s->wal_status_.ok() && attempt < 5) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(20 * attempt));
-        continue;
-      }
+    bool log_complete = false;
+    s->wal_status_ = CheckAfterOpen(env, path, before, raw, &log_complete);
+    // (A running server may have flushed and deleted or archived a log
+    // between this open's reads of the MANIFEST and of the logs: the stamp
+    // or archive/ then seem to miss a file. Try again, a moment later.)
+    if (log_complete && !s->wal_status_.ok() && attempt < 5) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20 * attempt));
+      continue;
     }
     if (!s->wal_status_.IsBusy() || attempt == 5) break;
   }

@@ -10,11 +10,13 @@
 #include <utility>
 #include <vector>
 
+#include <rocksdb/db.h>
 #include <rocksdb/env.h>
 #include <rocksdb/file_checksum.h>
 
 #include "db/rocksdb_options.h"
 #include "db/synced_marker.h"
+#include "db/synced_stamp.h"
 #include "util/coding.h"
 
 namespace fencedkv {
@@ -476,6 +478,33 @@ Status CheckArchivedWals(rocksdb::Env* env, const std::string& dir,
         "--drop_wal_after_damage)");
   }
   return Status::OK();
+}
+
+Status ReadBeforeOpen(rocksdb::Env* env, const std::string& dir,
+                      BeforeOpen* before) {
+  Status s = ScanWal(env, dir, UINT64_MAX, &before->wal);
+  if (s.ok()) {
+    s = ReadSyncedStamp(env, dir, &before->stamp_found, &before->stamped);
+  }
+  if (s.ok()) before->archived = ListArchivedWals(env, dir);
+  return s;
+}
+
+Status CheckAfterOpen(rocksdb::Env* env, const std::string& dir,
+                      const BeforeOpen& before, rocksdb::DB* db,
+                      bool* log_complete) {
+  const uint64_t recovered = db->GetLatestSequenceNumber();
+  Status s = CheckWalRecovery(env, dir, before.wal, recovered);
+  if (log_complete != nullptr) *log_complete = s.ok();
+  if (s.ok()) {
+    s = CheckSyncedStamp(dir, before.stamp_found, before.stamped, recovered);
+  }
+  uint64_t min_log = 0;
+  if (s.ok() &&
+      db->GetIntProperty("rocksdb.min-log-number-to-keep", &min_log)) {
+    s = CheckArchivedWals(env, dir, before.archived, min_log);
+  }
+  return s;
 }
 
 }  // namespace fencedkv

@@ -32,8 +32,9 @@
 #include "fencedkv/status.h"
 
 namespace rocksdb {
+class DB;
 class Env;
-}
+}  // namespace rocksdb
 
 namespace fencedkv {
 
@@ -134,6 +135,26 @@ std::vector<std::string> ListArchivedWals(rocksdb::Env* env,
 Status CheckArchivedWals(rocksdb::Env* env, const std::string& dir,
                          const std::vector<std::string>& archived,
                          uint64_t min_log);
+
+// What every open reads before RocksDB's read-only open recovers the store
+// (DBImpl's, before it writes anything, and ReadOnlyStore's), and the checks
+// it then makes of what that open recovered. The reads come first because a
+// running server only appends to its log, and stamps and archives later.
+struct BeforeOpen {
+  WalScan wal;               // ScanWal
+  bool stamp_found = false;  // ReadSyncedStamp (synced_stamp.h)
+  uint64_t stamped = 0;
+  std::vector<std::string> archived;  // ListArchivedWals
+};
+Status ReadBeforeOpen(rocksdb::Env* env, const std::string& dir,
+                      BeforeOpen* before);
+// Given the read-only open `db` of `dir` made after ReadBeforeOpen: the
+// first of CheckWalRecovery, CheckSyncedStamp and CheckArchivedWals that
+// fails (Busy: a running server's flush raced the open; open again).
+// `log_complete`, if given, is set when CheckWalRecovery passed.
+Status CheckAfterOpen(rocksdb::Env* env, const std::string& dir,
+                      const BeforeOpen& before, rocksdb::DB* db,
+                      bool* log_complete = nullptr);
 
 }  // namespace fencedkv
 
