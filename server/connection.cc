@@ -253,10 +253,8 @@ void Connection::CloseNow(bool flush) {
   // A WAIT ends with its client (its answer goes nowhere): its callback
   // holds this connection, and with it a client slot.
   if (wait_id_ != 0) server_->state_.repl->CancelWait(wait_id_);
+  if (flush) SendWhatFits();
   asio::error_code ec;
-  if (flush && !writing_ && !out_.empty()) {
-    socket_.write_some(asio::buffer(out_), ec);
-  }
   socket_.shutdown(asio::ip::tcp::socket::shutdown_both, ec);
   socket_.close(ec);
 }
@@ -799,7 +797,24 @@ bool Connection::StartWait(const Admission& admission) {
           self->OnOffloadDone();
         });
       });
+  // The replies before the WAIT are final (a held write reply would have
+  // stopped the pass before it): they go now, as Redis sends them, not
+  // when the WAIT ends, which may be never.
+  SendWhatFits();
   return true;
+}
+
+void Connection::SendWhatFits() {
+  if (writing_ || out_.empty()) return;
+  size_t sent = 0;
+  asio::error_code ec;
+  while (sent < out_.size()) {
+    const size_t n = socket_.write_some(
+        asio::buffer(out_.data() + sent, out_.size() - sent), ec);
+    if (ec) break;  // would block, or an error the next write finds again
+    sent += n;
+  }
+  out_.erase(0, sent);
 }
 
 void Connection::WatchHangups(Loop* loop) {

@@ -78,9 +78,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void OnJobDone(const Status* statuses);
 
  private:
-  // With `flush`, first sends what of out_ the socket takes now (no
-  // waiting), unless an asynchronous write is under way.
+  // With `flush`, first sends what of out_ the socket takes now
+  // (SendWhatFits).
   void CloseNow(bool flush = false);
+  // Sends what of out_ the socket takes now, without waiting, unless an
+  // asynchronous write is under way; drops what was sent from out_.
+  void SendWhatFits();
   void DoRead();
   void OnRead(const asio::error_code& ec, size_t n);
   // Runs what is buffered and writes the replies, until it must wait: for

@@ -1003,6 +1003,37 @@ TEST_F(HostileTest, APipelineOfWaitsDoesNotGrowTheHangUpList) {
   EXPECT_EQ(0, server_.Stop());
 }
 
+// The replies before a WAIT were held until it ended: to one write of
+// "SET ... FENCE 1" and "WAIT 1 3000" on a server without replicas, the
+// +OK came after 3 s, together with the WAIT's :0; before "WAIT 1 0" (no
+// timeout), even an AUTH's +OK never came (a helper's review). Redis sends
+// them before the connection blocks.
+TEST_F(HostileTest, RepliesBeforeAWaitAreSentBeforeItBlocks) {
+  ASSERT_TRUE(StartServer());
+  RespTestClient c(server_.port(), /*timeout_ms=*/1000);
+  c.SendRaw(RespTestClient::Encode({"SET", "k", "v", "FENCE", "1"}) +
+            RespTestClient::Encode({"PING"}) +
+            RespTestClient::Encode({"WAIT", "1", "0"}));
+  EXPECT_EQ("+OK", c.Read());
+  EXPECT_EQ("+PONG", c.Read());
+  EXPECT_EQ("TIMEOUT", c.Read());  // the WAIT still blocks
+  // With a timeout: its reply comes after it, in order.
+  RespTestClient d(server_.port(), /*timeout_ms=*/1000);
+  d.SendRaw(RespTestClient::Encode({"GET", "k"}) +
+            RespTestClient::Encode({"WAIT", "1", "1500"}) +
+            RespTestClient::Encode({"GET", "k"}));
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ("$v", d.Read());
+  EXPECT_LT(std::chrono::steady_clock::now() - t0,
+            std::chrono::milliseconds(900));
+  std::string wait = d.Read();
+  if (wait == "TIMEOUT") wait = d.Read();
+  EXPECT_EQ(":0", wait);
+  EXPECT_EQ("$v", d.Read());
+  c.Close();
+  EXPECT_EQ(0, server_.Stop());
+}
+
 // The timer /proc/net/tcp shows for the server's side of the established
 // connections from local port `port` ("02": keepalive), or "" if none.
 std::string ServerSideTimers(int port) {
