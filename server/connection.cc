@@ -386,6 +386,7 @@ void Connection::Process() {
     const Admission admission = Admit(client_, args_);
     if (job_n_ == job_.size()) job_.emplace_back();
     Route route = ChooseRoute(admission, client_, args_, &job_[job_n_]);
+    if (MayReadLargeValue(admission, route)) route = Route::kLongExec;
     // A primary that may not take writes now (fewer in-sync replicas than
     // min_insync_replicas) refuses them before they run: nothing is lost.
     Replication* const repl = server_->state_.repl;
@@ -484,6 +485,25 @@ void Connection::Process() {
     last_command_ms_.store(SteadyMs(), std::memory_order_relaxed);
   }
   if (in_begin_ == in_end_) in_begin_ = in_end_ = 0;
+}
+
+bool Connection::MayReadLargeValue(const Admission& admission, Route route) {
+  // (A grouped write reads nothing; a refused or queued command runs on
+  // the loop, which only answers it.)
+  if (admission.verdict != Admission::Verdict::kRun ||
+      (route != Route::kBatchedGet && route != Route::kExecute)) {
+    return false;
+  }
+  DB* db = server_->state_.db;
+  if (route == Route::kBatchedGet) return db->MayHoldLargeValue(args_[1]);
+  if (admission.cmd->keys.first == 0 ||
+      !CommandKeys(*admission.cmd, args_, &key_positions_)) {
+    return false;
+  }
+  for (size_t at : key_positions_) {
+    if (db->MayHoldLargeValue(args_[at])) return true;
+  }
+  return false;
 }
 
 void Connection::AfterDispatch() {
@@ -644,6 +664,10 @@ void Connection::OnOffloadDone() {
     const Args args(offload_args_.begin(), offload_args_.end());
     NoteExecuted(offload_admission_, args, offload_start_, offload_out_);
   }
+  // The replies before it first, as far as the socket takes them, so that
+  // a large reply is moved into out_, not copied on the loop (it is unless
+  // the client left earlier replies unread).
+  SendWhatFits();
   const size_t mark = out_.size();
   if (out_.empty()) {
     out_.swap(offload_out_);

@@ -37,6 +37,8 @@
 namespace fencedkv {
 namespace server {
 
+enum class Route : uint8_t;  // fast_path.h
+
 // Wall-clock milliseconds since the epoch (CLIENT LIST's age).
 int64_t NowMs();
 // Monotonic milliseconds, for idle times and deadlines.
@@ -111,6 +113,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // handler reads client_, which the loop leaves alone meanwhile.) A write
   // (is_write) has its reply held for the commit tracker, as on the loop.
   bool OffloadCommand(const Admission& admission, bool to_scans, bool is_write);
+  // Whether args_, admitted to run and routed to the loop (`route`: a
+  // kBatchedGet or kExecute), names a key that may hold a large value
+  // (DB::MayHoldLargeValue): its read would copy that value on the loop,
+  // so it runs on the long-command thread instead.
+  bool MayReadLargeValue(const Admission& admission, Route route);
   void OnOffloadDone();
   // The write(s) just run were released (they are in the WAL): their
   // replies -- out_ from `mark` on, or `grouped` (one line per grouped
@@ -204,6 +211,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   size_t in_begin_ = 0, in_end_ = 0;
   std::string out_;
   std::vector<std::string_view> args_;
+  std::vector<size_t> key_positions_;  // MayReadLargeValue's scratch
   // Steady-clock ms: when the connection was accepted, and when its last
   // complete command was parsed (relaxed: CLIENT LIST reads it elsewhere).
   const int64_t connected_ms_;

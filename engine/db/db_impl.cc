@@ -44,6 +44,7 @@ Status DBImpl::ReadDataRecord(const rocksdb::ReadOptions& ro,
   rocksdb::Status rs = db_->Get(ro, data_cf_, ToSlice(key), raw);
   if (rs.IsNotFound()) return Status::NotFound(std::string_view());
   if (!rs.ok()) return FromRocksDB(rs);
+  NoteValueSize(key, raw->size());
   return format::DecodeDataRecordOf(key, {raw->data(), raw->size()}, record);
 }
 
@@ -140,6 +141,25 @@ void DBImpl::MultiGet(const ReadOptions& options, size_t n,
   }
 }
 
+namespace {
+size_t LargeHintBit(std::string_view key) {
+  return std::hash<std::string_view>()(key) & ((size_t{1} << 20) - 1);
+}
+}  // namespace
+
+bool DBImpl::MayHoldLargeValue(std::string_view key) const {
+  const size_t bit = LargeHintBit(key);
+  return (large_hint_[bit / 64].load(std::memory_order_relaxed) >> (bit % 64)) &
+         1;
+}
+
+void DBImpl::NoteValueSize(std::string_view key, size_t size) {
+  if (size < kLargeValueBytes) return;
+  const size_t bit = LargeHintBit(key);
+  large_hint_[bit / 64].fetch_or(uint64_t{1} << (bit % 64),
+                                 std::memory_order_relaxed);
+}
+
 Status DBImpl::TakeRead(std::string_view key, const rocksdb::Status& rs,
                         const rocksdb::PinnableSlice& raw,
                         const ValueCache::Ticket* fill, std::string* value) {
@@ -155,6 +175,7 @@ Status DBImpl::TakeRead(std::string_view key, const rocksdb::Status& rs,
     if (fill != nullptr) values_->Fill(key, *fill, nullptr);
     return Status::NotFound(std::string_view());
   }
+  NoteValueSize(key, rec.value.size());
   value->assign(rec.value.data(), rec.value.size());
   if (fill != nullptr) values_->Fill(key, *fill, &rec.value);
   return Status::OK();

@@ -112,6 +112,7 @@ class DBImpl final : public DB {
   FenceDomainSpec GetFenceDomain() const override { return spec_; }
   FenceMode GetFenceMode() const override { return mode_; }
   FenceStats GetFenceStats() const override;
+  bool MayHoldLargeValue(std::string_view key) const override;
   bool GetProperty(std::string_view property, std::string* value) override;
   Status Flush() override;
   Status CompactRange(const std::string* begin,
@@ -352,6 +353,13 @@ class DBImpl final : public DB {
   // Null without Options::value_cache_size. Every write of a data record
   // goes through it (WriteOps, ApplyLogBatch).
   std::unique_ptr<ValueCache> values_;
+  // MayHoldLargeValue's bits, by hash of the key; NoteValueSize sets one
+  // for each value of at least kLargeValueBytes written or read.
+  static constexpr size_t kLargeHintWords = (size_t{1} << 20) / 64;
+  std::unique_ptr<std::atomic<uint64_t>[]> large_hint_ {
+    new std::atomic<uint64_t>[ kLargeHintWords ]()
+  };
+  void NoteValueSize(std::string_view key, size_t size);
   std::atomic<Token> floor_{0};
   std::atomic<Token> hwm_{0};  // the largest stripe mark
   // SetFollowing: set holding every stripe lock and meta_mu_, so a writer

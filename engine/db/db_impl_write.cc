@@ -680,6 +680,7 @@ Status DBImpl::BuildBatch(const WriteRequest& req, Scratch* sc) {
         sc->value.assign(header, hn);
         sc->value.append(op.value.data(), op.value.size());
         rs = batch.Put(data_cf_, key, sc->value);
+        NoteValueSize(op.key, op.value.size());
         break;
       }
       case OpKind::kDelete:

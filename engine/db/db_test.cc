@@ -145,6 +145,41 @@ TEST_F(DBTest, PutGetAndFence) {
   }
 }
 
+// MayHoldLargeValue, the hint a server reads large values off its event
+// loop by: set by a large value's write, or after an open by its first read
+// (Get, MultiGet, a fenced read), and never by a value below the bound.
+TEST_F(DBTest, LargeValuesAreHintedFromTheirWriteOrFirstRead) {
+  ASSERT_TRUE(ChangeOptions());
+  const std::string big(DB::kLargeValueBytes, 'x');
+  const std::string below(DB::kLargeValueBytes - 16, 'y');
+  EXPECT_FALSE(db_->MayHoldLargeValue("big:1"));
+  ASSERT_EQ("OK", Put("big:1", big, 1));
+  EXPECT_TRUE(db_->MayHoldLargeValue("big:1"));
+  ASSERT_EQ("OK", Put("big:2", big, 1));
+  ASSERT_EQ("OK", Put("big:3", big, 1));
+  ASSERT_EQ("OK", Put("small:1", below, 1));
+  ASSERT_EQ(below, Get("small:1"));
+  EXPECT_FALSE(db_->MayHoldLargeValue("small:1"));
+  EXPECT_FALSE(db_->MayHoldLargeValue("absent:1"));
+  ASSERT_FENCEDKV_OK(db_->Flush());
+
+  Reopen();  // the hint is memory only: each key counts from its first read
+  for (const char* k : {"big:1", "big:2", "big:3"}) {
+    EXPECT_FALSE(db_->MayHoldLargeValue(k)) << k;
+  }
+  EXPECT_EQ(big, Get("big:1"));
+  EXPECT_TRUE(db_->MayHoldLargeValue("big:1"));
+  EXPECT_EQ(big, GetFenced("big:2", 1));
+  EXPECT_TRUE(db_->MayHoldLargeValue("big:2"));
+  std::string values[2];
+  Status statuses[2];
+  const std::string_view keys[2] = {"small:1", "big:3"};
+  db_->MultiGet(ReadOptions(), 2, keys, values, statuses);
+  ASSERT_FENCEDKV_OK(statuses[1]);
+  EXPECT_TRUE(db_->MayHoldLargeValue("big:3"));
+  EXPECT_FALSE(db_->MayHoldLargeValue("small:1"));
+}
+
 TEST_F(DBTest, APausedHoldersStaleWriteIsRejectedAndChangesNothing) {
   while (ChangeOptions()) {
     SCOPED_TRACE(ConfigName());

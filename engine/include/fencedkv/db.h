@@ -208,6 +208,16 @@ class DB {
 
   virtual FenceStats GetFenceStats() const = 0;
 
+  // A hint for a server, which reads such keys off its event loops (a read
+  // of a large value copies it: about 10 ms per MiB): true for every key at
+  // which this DB wrote or read a value of at least kLargeValueBytes since
+  // it was opened, and for a few others (one bit per hash, 2^20 bits). A
+  // large value written before the open, or applied from a primary's log,
+  // counts from its first read. Never true for a key before any such value
+  // was seen at a key of its hash; thread-safe, lock-free.
+  static constexpr size_t kLargeValueBytes = size_t{1} << 20;
+  virtual bool MayHoldLargeValue(std::string_view key) const = 0;
+
   // "fencedkv.stats" (the FenceStats and floor, one "name: value" per line),
   // "fencedkv.high-water-mark" (a bound of every token stored, in decimal),
   // "fencedkv.digest" (16 hex digits hashing every record of every column
