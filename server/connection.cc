@@ -404,6 +404,12 @@ void Connection::Process() {
     // are.)
     if (route != Route::kBatchedGet && FlushGets()) break;
     if (route != Route::kGroupedWrite && job_n_ > 0) break;
+    // A WAIT may block the connection, which then writes nothing until it
+    // ends (maybe never): it starts only once every reply before it is
+    // written, as Redis has sent them before it blocks. (Parsed again
+    // then.)
+    static const CommandSpec* const kWait = LookupCommand("wait");
+    if (admission.cmd == kWait && !out_.empty()) break;
     if (!server_->BeginCommand()) {
       // Shutting down: what was collected before this command is answered
       // first (then it is parsed again); it gets -SHUTDOWN, and did nothing.
@@ -440,7 +446,6 @@ void Connection::Process() {
         OffloadCommand(admission, false, is_write)) {
       break;
     }
-    static const CommandSpec* const kWait = LookupCommand("wait");
     if (admission.verdict == Admission::Verdict::kRun &&
         admission.cmd == kWait && StartWait(admission)) {
       break;
@@ -711,6 +716,7 @@ bool Connection::HoldReplies(size_t mark, std::vector<std::string> grouped,
       &error);
   if (verdict == CommitTracker::Verdict::kPending) {
     reads_pending_ = true;
+    holding_ = true;
     return true;
   }
   FinishHeld(error);  // empty: committed
@@ -746,6 +752,7 @@ void Connection::OnRepliesCommitted(const std::string& error) {
 }
 
 void Connection::FinishHeld(const std::string& error) {
+  holding_ = false;
   if (held_grouped_.empty()) {
     if (!error.empty()) {
       out_.resize(held_mark_);
@@ -821,24 +828,25 @@ bool Connection::StartWait(const Admission& admission) {
           self->OnOffloadDone();
         });
       });
-  // The replies before the WAIT are final (a held write reply would have
-  // stopped the pass before it): they go now, as Redis sends them, not
-  // when the WAIT ends, which may be never.
-  SendWhatFits();
   return true;
 }
 
 void Connection::SendWhatFits() {
-  if (writing_ || out_.empty()) return;
+  // Never a reply the commit tracker still holds (from held_mark_ on): a
+  // client closed meanwhile (CLIENT KILL, shutdown) was sent ":1" or "+OK"
+  // for a write no in-sync replica had (a helper's review).
+  const size_t end = holding_ ? held_mark_ : out_.size();
+  if (writing_ || end == 0) return;
   size_t sent = 0;
   asio::error_code ec;
-  while (sent < out_.size()) {
-    const size_t n = socket_.write_some(
-        asio::buffer(out_.data() + sent, out_.size() - sent), ec);
+  while (sent < end) {
+    const size_t n =
+        socket_.write_some(asio::buffer(out_.data() + sent, end - sent), ec);
     if (ec) break;  // would block, or an error the next write finds again
     sent += n;
   }
   out_.erase(0, sent);
+  if (holding_) held_mark_ -= sent;
 }
 
 void Connection::WatchHangups(Loop* loop) {

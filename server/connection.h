@@ -84,7 +84,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // (SendWhatFits).
   void CloseNow(bool flush = false);
   // Sends what of out_ the socket takes now, without waiting, unless an
-  // asynchronous write is under way; drops what was sent from out_.
+  // asynchronous write is under way, and never a reply still held for the
+  // commit tracker; drops what was sent from out_.
   void SendWhatFits();
   void DoRead();
   void OnRead(const asio::error_code& ec, size_t n);
@@ -267,6 +268,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // their calls once decided: the grouped writes' commands, or the one
   // command's admission (its words in args_, or in offload_args_ if
   // held_offloaded_), and when they began.
+  bool holding_ = false;  // from a pending HoldReplies to FinishHeld
   size_t held_mark_ = 0;
   std::vector<std::string> held_grouped_;
   std::vector<const CommandSpec*> held_cmds_;

@@ -1030,6 +1030,24 @@ TEST_F(HostileTest, RepliesBeforeAWaitAreSentBeforeItBlocks) {
   if (wait == "TIMEOUT") wait = d.Read();
   EXPECT_EQ(":0", wait);
   EXPECT_EQ("$v", d.Read());
+  // Replies the socket does not take at once: the first fix sent what it
+  // took when the WAIT began and left the rest until the WAIT ended (a
+  // client with a small receive buffer got 5 of 6 GET replies, then
+  // nothing). The WAIT now starts once they are all written.
+  const std::string value(512 << 10, 'x');
+  ASSERT_EQ("+OK", d.Call({"SET", "half", value, "FENCE", "1"}));
+  RespTestClient slow(server_.port(), /*timeout_ms=*/5000, "127.0.0.1",
+                      /*rcvbuf_bytes=*/4096);
+  std::string pipeline;
+  for (int i = 0; i < 8; ++i) {
+    pipeline += RespTestClient::Encode({"GET", "half"});
+  }
+  slow.SendRaw(pipeline + RespTestClient::Encode({"WAIT", "1", "0"}));
+  for (int i = 0; i < 8; ++i) {
+    const std::string r = slow.Read();
+    ASSERT_EQ(value.size() + 1, r.size()) << i << ": " << r.substr(0, 40);
+  }
+  EXPECT_EQ("TIMEOUT", slow.Read());  // the WAIT blocks, after them
   c.Close();
   EXPECT_EQ(0, server_.Stop());
 }

@@ -1016,6 +1016,41 @@ TEST_F(ReplicationE2ETest,
   EXPECT_EQ("$1", r.Call({"GET", "s"}));  // the write whose reply failed
 }
 
+// A client closed by the server (CLIENT KILL; shutdown takes the same
+// path) while its write's reply waited for the in-sync replicas was sent
+// that reply: the close flushed the whole output, the held reply with it,
+// so the writer read ":1" or "+OK" for a write no replica had (without the
+// kill, the same write got -NOREPLICAS). A helper's review.
+TEST_F(ReplicationE2ETest, AClientClosedWhileItsReplyIsHeldIsNotSentIt) {
+  Server primary, replica;
+  ASSERT_TRUE(StartPrimary(
+      &primary, "p", {"--min_insync_replicas=2", "--replica_lag_ms=4000"}));
+  ASSERT_TRUE(StartReplica(&replica, "r", primary.port()));
+  ASSERT_TRUE(
+      WaitUntil([&] { return Info(primary.port())["isr_size"] == "2"; }, 15000))
+      << primary.Log();
+  Client admin(primary.port());
+  ASSERT_EQ("+OK", admin.Call({"SET", "a", "1", "FENCE", "1"}));
+  test::StopProcess(replica.pid());
+  const std::vector<std::vector<std::string>> writes = {
+      {"DEL", "a", "FENCE", "5"},             // run on the loop
+      {"SET", "c", "v", "NX", "FENCE", "5"},  // likewise (a condition)
+      {"SET", "d", std::string(2 << 20, 'x'), "FENCE", "5"}};  // long thread
+  for (const auto& w : writes) {
+    Client writer(primary.port());
+    writer.Send(w);
+    std::this_thread::sleep_for(milliseconds(500));  // its reply is held
+    // (A killed client whose reply is still held may be counted again.)
+    const std::string killed =
+        admin.Call({"CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes"});
+    ASSERT_TRUE(killed.size() > 1 && killed[0] == ':' && killed != ":0")
+        << w[0] << " " << killed;
+    EXPECT_EQ("EOF", writer.Read()) << w[0] << " " << w[1];
+  }
+  kill(replica.pid(), SIGCONT);
+  EXPECT_EQ(0, primary.Stop());
+}
+
 TEST_F(ReplicationE2ETest,
        AReplicaThatReadsNothingIsDroppedWithoutGrowingThePrimary) {
   Server primary;

@@ -155,9 +155,12 @@ std::string ServerProcess::Log() const {
 }
 
 RespTestClient::RespTestClient(int port, int timeout_ms,
-                               const std::string& host) {
+                               const std::string& host, int rcvbuf_bytes) {
   fd_ = socket(AF_INET, SOCK_STREAM, 0);
   if (fd_ < 0) return;
+  if (rcvbuf_bytes > 0) {
+    setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &rcvbuf_bytes, sizeof(rcvbuf_bytes));
+  }
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_port = htons(static_cast<uint16_t>(port));

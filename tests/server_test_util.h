@@ -92,9 +92,11 @@ class ScopedThread {
 class RespTestClient {
  public:
   // Connects to host:port (an IPv4 address). Reads and writes block for at
-  // most timeout_ms each.
+  // most timeout_ms each. rcvbuf_bytes > 0: its socket's receive buffer
+  // (SO_RCVBUF, set before connecting), for a client slow to take replies.
   explicit RespTestClient(int port, int timeout_ms = 10000,
-                          const std::string& host = "127.0.0.1");
+                          const std::string& host = "127.0.0.1",
+                          int rcvbuf_bytes = 0);
   ~RespTestClient();
   RespTestClient(const RespTestClient&) = delete;
   RespTestClient& operator=(const RespTestClient&) = delete;

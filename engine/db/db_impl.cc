@@ -17,6 +17,7 @@
 #include "db/fence_format.h"
 #include "db/log_tail.h"
 #include "db/rocksdb_options.h"
+#include "util/siphash.h"
 
 namespace fencedkv {
 
@@ -142,8 +143,12 @@ void DBImpl::MultiGet(const ReadOptions& options, size_t n,
 }
 
 namespace {
+// Keyed (SipHash under the process's random key): a client cannot pick a
+// small key that shares a large one's bit, to send its reads or a victim's
+// to the long-command thread.
 size_t LargeHintBit(std::string_view key) {
-  return std::hash<std::string_view>()(key) & ((size_t{1} << 20) - 1);
+  return SipHash13(ProcessSipKey(), key.data(), key.size()) &
+         ((size_t{1} << 20) - 1);
 }
 }  // namespace
 

@@ -211,10 +211,12 @@ class DB {
   // A hint for a server, which reads such keys off its event loops (a read
   // of a large value copies it: about 10 ms per MiB): true for every key at
   // which this DB wrote or read a value of at least kLargeValueBytes since
-  // it was opened, and for a few others (one bit per hash, 2^20 bits). A
-  // large value written before the open, or applied from a primary's log,
-  // counts from its first read. Never true for a key before any such value
-  // was seen at a key of its hash; thread-safe, lock-free.
+  // it was opened, and for some others: one bit per key hash (2^20 bits,
+  // keyed by a secret per-process key), never cleared until the DB is
+  // closed, so with N keys that ever held such a value a fraction of about
+  // N / 2^20 of the other keys answers true too. A large value written
+  // before the open, or applied from a primary's log, counts from its first
+  // read. Thread-safe, lock-free.
   static constexpr size_t kLargeValueBytes = size_t{1} << 20;
   virtual bool MayHoldLargeValue(std::string_view key) const = 0;
 
