@@ -153,6 +153,8 @@ size_t LargeHintBit(std::string_view key) {
 }  // namespace
 
 bool DBImpl::MayHoldLargeValue(std::string_view key) const {
+  // (No hash at all until the first large value: asked of every GET.)
+  if (!any_large_.load(std::memory_order_relaxed)) return false;
   const size_t bit = LargeHintBit(key);
   return (large_hint_[bit / 64].load(std::memory_order_relaxed) >> (bit % 64)) &
          1;
@@ -163,6 +165,7 @@ void DBImpl::NoteValueSize(std::string_view key, size_t size) {
   const size_t bit = LargeHintBit(key);
   large_hint_[bit / 64].fetch_or(uint64_t{1} << (bit % 64),
                                  std::memory_order_relaxed);
+  any_large_.store(true, std::memory_order_relaxed);
 }
 
 Status DBImpl::TakeRead(std::string_view key, const rocksdb::Status& rs,

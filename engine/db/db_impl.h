@@ -359,6 +359,7 @@ class DBImpl final : public DB {
   std::unique_ptr<std::atomic<uint64_t>[]> large_hint_ {
     new std::atomic<uint64_t>[ kLargeHintWords ]()
   };
+  std::atomic<bool> any_large_{false};  // a bit of large_hint_ is set
   void NoteValueSize(std::string_view key, size_t size);
   std::atomic<Token> floor_{0};
   std::atomic<Token> hwm_{0};  // the largest stripe mark
