@@ -356,8 +356,7 @@ Status DBImpl::OpenImpl() {
 
   StoredConfig stored;
   bool create = !has_current;
-  bool stamp_found = false;
-  uint64_t stamped = 0;
+  BeforeOpen before;  // read below when the store exists
   stamp_env_ = env;
   if (has_current && env->FileExists(path_ + "/LOCK").ok()) {
     // Another process (or DB) holding the database: refuse before RocksDB
@@ -384,11 +383,8 @@ Status DBImpl::OpenImpl() {
     // wal_scan.h), how far it had been synced (RocksDB skips a WAL file that
     // is gone without a word: synced_stamp.h) and what archive/ holds, read
     // before RocksDB recovers it.
-    BeforeOpen before;
     s = ReadBeforeOpen(env, path_, &before);
     if (!s.ok()) return s;
-    stamp_found = before.stamp_found;
-    stamped = before.stamped;
     std::vector<rocksdb::ColumnFamilyHandle*> handles;
     rocksdb::DB* ro = nullptr;
     rocksdb::Status rs = rocksdb::DB::OpenForReadOnly(
@@ -443,17 +439,18 @@ Status DBImpl::OpenImpl() {
   // are the primary's) until it is promoted (SetFollowing(false)).
   recovery_->Attach(db_.get(), handles,
                     options_.log_replica ? nullptr : meta_cf_);
-  if (stamp_found && db_->GetLatestSequenceNumber() < stamped) {
+  if (before.stamp_found && db_->GetLatestSequenceNumber() < before.stamped) {
     // Opened with what was left (drop_wal_after_damage): that is the store
     // now. The stamp starts over from nothing: the latest sequence may be
     // a record not synced yet (the sentinel Attach just wrote), and the
     // next synced write stamps anew (a review saw a stamp of the latest
     // here refuse the store after a power cut).
-    stamped = 0;
-    s = WriteSyncedStamp(env, path_, stamped);
+    before.stamped = 0;
+    s = WriteSyncedStamp(env, path_, before.stamped);
     if (!s.ok()) return s;
   }
-  stamped_sequence_.store(stamp_found ? stamped : 0, std::memory_order_relaxed);
+  stamped_sequence_.store(before.stamp_found ? before.stamped : 0,
+                          std::memory_order_relaxed);
 
   if (create) return InitializeNewDatabase();
   if (stored.version == format::kFormatVersionMergedHwm) {
