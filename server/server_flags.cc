@@ -181,16 +181,21 @@ DEFINE_int64(block_cache_size, 256 << 20,
 // server spends on it (memtable, filter, index and block lookups); a hot
 // key's latest value in memory answers it without them. Like the block
 // cache, it grows as keys are read and written.
-// glibc reads its tunables when a program starts, so the server sets this
-// one in its environment and executes itself again, once, before anything
-// else (same PID, same arguments).
+// glibc reads its tunables when a program starts, so the server sets these
+// in its environment and executes itself again, once, before anything else
+// (same PID, same arguments). main.cc says why one heap: glibc gives a
+// thread's own heap huge pages only where it starts.
 DEFINE_bool(malloc_hugepages, true,
-            "Ask for transparent huge pages for the heap (glibc's "
-            "glibc.malloc.hugetlb=1 tunable, set by re-executing once at "
-            "start; nothing if GLIBC_TUNABLES already names it). Random "
-            "reads over large caches then miss the TLB far less (GET -P 16 "
-            "about 1.3x faster in tools/server_bench.sh); the kernel may "
-            "hold memory in 2 MiB pages. false: the kernel's default pages");
+            "Ask for transparent huge pages for the heap: glibc's "
+            "glibc.malloc.hugetlb=1 and glibc.malloc.arena_max=1 tunables "
+            "(one heap for all threads: glibc gives a thread's own heap huge "
+            "pages only for its first part), set by re-executing once at "
+            "start; a tunable GLIBC_TUNABLES already names is left as it is. "
+            "Random reads over large caches then miss the TLB far less (GET "
+            "-P 16 about 1.3x faster in tools/server_bench.sh), and a "
+            "growing cache or memtable takes a page fault per 2 MiB, not per "
+            "4 KiB; the kernel may hold memory in 2 MiB pages. false: the "
+            "kernel's default pages");
 // glibc grows a heap by what a request lacks plus 128 KiB, gives the free
 // memory at its top back to the kernel past 128 KiB, and maps blocks of
 // 128 KiB or more on their own (thresholds that rise only as large blocks
