@@ -162,8 +162,10 @@ class Replication {
   void AppendRole(std::string* out) LOCKS_EXCLUDED(mu_);
 
   CommitTracker& tracker() { return tracker_; }
-  // A write committed whose reply waits for the replicas: the links look
-  // for new batches at once instead of at their next poll (1 ms). `seq` is
+  // A write committed (a reply waiting for the replicas, or any write of
+  // the database's own, through DB::SetLogListener): the links that sleep
+  // look for new batches at once instead of at their next look (100 ms).
+  // Returns at once while no link runs. `seq` is
   // the latest sequence once the write is in: every connection of a loop's
   // group holds its replies at the group's last sequence, and only the
   // first to ask past the last one notified wakes the links (one eventfd
@@ -352,9 +354,11 @@ class Replication {
   // The links NotifyLinks wakes (through their eventfds).
   Mutex wake_mu_;
   std::vector<Link*> wake_links_ GUARDED_BY(wake_mu_);
+  // wake_links_.size(), read without the lock (NotifyLinks' early return).
+  std::atomic<size_t> wake_link_count_{0};
   // The highest sequence NotifyLinks woke the links for. (Should the
   // sequence ever go back, a link still finds the batches at its next
-  // poll, within 1 ms.)
+  // look, within 100 ms.)
   std::atomic<uint64_t> notified_seq_{0};
   std::thread etcd_thread_;
   // etcd mode: the last record and members read (SENTINEL), and what went

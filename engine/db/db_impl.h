@@ -120,6 +120,7 @@ class DBImpl final : public DB {
   uint64_t GetLatestSequenceNumber() override;
   Status NewLogReader(uint64_t after_sequence,
                       std::unique_ptr<LogReader>* reader) override;
+  void SetLogListener(std::function<void()> listener) override;
   Status ApplyLogBatch(const WriteOptions& options, uint64_t first_sequence,
                        std::string_view data) override;
   Status ReloadFenceState() override;

@@ -14,6 +14,7 @@
 #include <rocksdb/write_batch.h>
 
 #include "db/db_impl.h"
+#include "db/error_recovery.h"
 #include "db/fence_format.h"
 #include "db/log_tail.h"
 #include "db/rocksdb_options.h"
@@ -510,6 +511,10 @@ Status DBImpl::NewLogReader(uint64_t after_sequence,
   *reader = std::make_unique<LogReaderImpl>(db_.get(), log_tail_.get(),
                                             after_sequence + 1);
   return Status::OK();
+}
+
+void DBImpl::SetLogListener(std::function<void()> listener) {
+  recovery_->SetWriteListener(std::move(listener));
 }
 
 Status DBImpl::ApplyLogBatch(const WriteOptions& options,

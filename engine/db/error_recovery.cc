@@ -339,7 +339,23 @@ rocksdb::Status ErrorRecovery::Write(rocksdb::DB* db,
       tail_->Reset();
     }
   }
+  if (s.ok() && !options.disableWAL && batch->Count() > 0) CallWriteListener();
   return s;
+}
+
+void ErrorRecovery::SetWriteListener(std::function<void()> listener) {
+  MutexLock lock(&write_listener_mu_);
+  has_write_listener_.store(listener != nullptr, std::memory_order_relaxed);
+  write_listener_ = std::move(listener);
+}
+
+void ErrorRecovery::CallWriteListener() {
+  // (A write that read the flag just before a removal finds none under the
+  // lock; one that read it just before a set misses it, as a write before
+  // the set would.)
+  if (!has_write_listener_.load(std::memory_order_relaxed)) return;
+  MutexLock lock(&write_listener_mu_);
+  if (write_listener_) write_listener_();
 }
 
 void ErrorRecovery::Failed(const rocksdb::Status& s) {
@@ -451,6 +467,8 @@ void ErrorRecovery::MaybeWriteSentinel(rocksdb::DB* db) {
   }
   // A sequence number log shipping's tail does not hold.
   if (tail_ != nullptr) tail_->Reset();
+  // A logged one is in the WAL, for log readers to find.
+  if (s.ok() && !troubled) CallWriteListener();
   MutexLock lock(&mu_);
   ++stats_.sentinels;
   if (!s.ok()) stats_.last_error = s.ToString();

@@ -91,6 +91,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -165,6 +166,13 @@ class ErrorRecovery {
   // WAL, the sentinel) resets it. nullptr: none.
   void SetLogTail(LogTail* tail) { tail_ = tail; }
 
+  // DB::SetLogListener: `listener` is called after every write Write made
+  // to the WAL, once its batch is in the tail (and after the sentinel's).
+  // Replacing or removing it (nullptr) waits for a call in progress: once
+  // this returns, the old one is never called again. Thread-safe.
+  void SetWriteListener(std::function<void()> listener)
+      LOCKS_EXCLUDED(write_listener_mu_);
+
   // At most one Resume() per `interval` while it fails. Default 1 s.
   void SetRetryInterval(std::chrono::microseconds interval);
   Stats GetStats() const;
@@ -227,6 +235,11 @@ class ErrorRecovery {
   Mutex sentinel_mu_ ACQUIRED_BEFORE(mu_);
   rocksdb::ColumnFamilyHandle* sentinel_cf_ GUARDED_BY(sentinel_mu_) = nullptr;
   LogTail* tail_ = nullptr;  // set before the first write
+  // SetWriteListener's; the flag spares a write the lock when there is none.
+  void CallWriteListener() LOCKS_EXCLUDED(write_listener_mu_);
+  std::atomic<bool> has_write_listener_{false};
+  Mutex write_listener_mu_;
+  std::function<void()> write_listener_ GUARDED_BY(write_listener_mu_);
   mutable Mutex mu_;
   std::condition_variable_any cv_;
   rocksdb::DB* db_ GUARDED_BY(mu_) = nullptr;

@@ -6,6 +6,7 @@
 // gaps and repeats are refused; a promoted replica fences like the primary;
 // a database following a log refuses writes of its own.
 
+#include <atomic>
 #include <chrono>
 #include <future>
 #include <thread>
@@ -354,6 +355,79 @@ TEST_F(ReplicationTest, APromotedReplicaFencesLikeThePrimary) {
   LeaseGrant c;
   ASSERT_FENCEDKV_OK(promoted->Acquire("t", "C", 60000, &c));
   EXPECT_GT(c.token, b.token);
+}
+
+// DB::SetLogListener: called after every write a log reader can read next,
+// of every kind, with that write's sequence published; not for a write that
+// took none (a stale one); never again once removed, and its removal waits
+// for a call in progress (a server removes it before it destroys what the
+// listener calls: Replication::Stop).
+TEST_F(ReplicationTest, TheLogListenerHearsEveryWriteAndNothingOnceRemoved) {
+  std::unique_ptr<DB> primary;
+  ASSERT_FENCEDKV_OK(DB::Open(PrimaryOptions("key", FenceMode::kMonotonic),
+                              dir_.Sub("p"), &primary));
+  std::unique_ptr<LeaseService> leases;
+  ASSERT_FENCEDKV_OK(
+      LeaseService::Open(primary.get(), LeaseOptions(), &leases));
+  std::atomic<uint64_t> calls{0}, heard{0};
+  DB* const db = primary.get();
+  primary->SetLogListener([&] {
+    heard.store(db->GetLatestSequenceNumber());
+    calls.fetch_add(1);
+  });
+  auto expect_heard = [&](const char* what) {
+    EXPECT_EQ(db->GetLatestSequenceNumber(), heard.load()) << what;
+  };
+  ASSERT_FENCEDKV_OK(primary->Put(WriteOptions(), "a", "1", 5));
+  expect_heard("Put");
+  ASSERT_FENCEDKV_OK(primary->Delete(WriteOptions(), "a", 6));
+  expect_heard("Delete");
+  WriteBatch b;
+  b.Put("b", "1", 7);
+  b.Put("c", "1", 7);
+  ASSERT_FENCEDKV_OK(primary->Write(WriteOptions(), b));
+  expect_heard("Write");
+  ASSERT_FENCEDKV_OK(primary->AdvanceFence(WriteOptions(), "d", 9, nullptr));
+  expect_heard("AdvanceFence");
+  ASSERT_FENCEDKV_OK(primary->SetFenceFloor(WriteOptions(), 3));
+  expect_heard("SetFenceFloor");
+  LeaseGrant g;
+  ASSERT_FENCEDKV_OK(leases->Acquire("l", "h", 60000, &g));
+  expect_heard("lease Acquire");
+  ASSERT_FENCEDKV_OK(leases->Release("l", "h", g.token));
+  expect_heard("lease Release");
+  const uint64_t before = calls.load();
+  EXPECT_TRUE(primary->Put(WriteOptions(), "b", "old", 1).IsStaleToken());
+  EXPECT_EQ(before, calls.load()) << "a stale write took no sequence";
+
+  // Removal waits for a call in progress.
+  std::promise<void> entered, release;
+  std::shared_future<void> released(release.get_future());
+  std::atomic<bool> once{false};
+  primary->SetLogListener([&] {
+    if (!once.exchange(true)) {
+      entered.set_value();
+      released.wait();
+    }
+  });
+  std::thread writer(
+      [&] { EXPECT_FENCEDKV_OK(primary->Put(WriteOptions(), "e", "1", 10)); });
+  entered.get_future().wait();
+  std::atomic<bool> removed{false};
+  std::thread remover([&] {
+    primary->SetLogListener(nullptr);
+    removed.store(true);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_FALSE(removed.load()) << "removed while the listener still ran";
+  release.set_value();
+  remover.join();
+  writer.join();
+  EXPECT_TRUE(removed.load());
+  const uint64_t after = calls.load();
+  ASSERT_FENCEDKV_OK(primary->Put(WriteOptions(), "f", "1", 11));
+  EXPECT_EQ(after, calls.load()) << "called after it was removed";
+  leases.reset();
 }
 
 // A database that follows a primary's log writes nothing of its own: every

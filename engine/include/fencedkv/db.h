@@ -25,6 +25,7 @@
 #define FENCEDKV_INCLUDE_FENCEDKV_DB_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -308,6 +309,15 @@ class DB {
   // longer holds makes the reader fail with NotFound.
   virtual Status NewLogReader(uint64_t after_sequence,
                               std::unique_ptr<LogReader>* reader) = 0;
+
+  // Called after every write of this database's own that a log reader can
+  // read next (it is in the log), on the writing thread, so that a reader
+  // waiting for the next batch need not poll. It must be quick and must not
+  // call into this database but for GetLatestSequenceNumber(). Replaces the
+  // last one; nullptr removes it. When this returns, the listener it
+  // replaced is neither running nor ever called again. (Not called for
+  // ApplyLogBatch's writes.)
+  virtual void SetLogListener(std::function<void()> listener) = 0;
 
   // Replica: applies one batch of a primary's log, verbatim (it passed the
   // primary's fence checks; none is made here). `first_sequence` must be
