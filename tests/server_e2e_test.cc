@@ -14,7 +14,6 @@
 #include <fstream>
 #include <iterator>
 #include <set>
-#include <sstream>
 #include <string>
 #include <thread>
 
@@ -800,20 +799,6 @@ TEST_F(ServerE2ETest, AGrowingHeapTakesHugePagesNotAFaultPerPage) {
     }
   }
   ASSERT_TRUE(StartServer({"--malloc_hugepages=true"}));
-  const std::string stat = "/proc/" + std::to_string(server_.pid()) + "/stat";
-  auto minor_faults = [&stat]() -> long long {
-    std::ifstream in(stat);
-    std::string all((std::istreambuf_iterator<char>(in)),
-                    std::istreambuf_iterator<char>());
-    // Fields after the name (which may hold spaces): state is field 3,
-    // minflt field 10.
-    std::istringstream rest(all.substr(all.rfind(')') + 2));
-    std::string field;
-    for (int i = 3; i < 10; ++i) rest >> field;
-    long long minflt = -1;
-    rest >> minflt;
-    return minflt;
-  };
   Client c(server_.port());
   ASSERT_EQ("+PONG", c.Call({"PING"}));
   const std::string value(1000, 'v');
@@ -836,11 +821,11 @@ TEST_F(ServerE2ETest, AGrowingHeapTakesHugePagesNotAFaultPerPage) {
     return std::string("+OK");
   };
   ASSERT_EQ("+OK", write(0, 5000));
-  const long long before = minor_faults();
+  const long long before = server_.MinorFaults();
   ASSERT_GE(before, 0);
   constexpr int kWrites = 48000;  // 48 MiB of values
   ASSERT_EQ("+OK", write(5000, kWrites));
-  const long long faults = minor_faults() - before;
+  const long long faults = server_.MinorFaults() - before;
   // The values alone are 12,000 pages of 4 KiB; the cache and the memtable
   // each hold a copy.
   std::printf("minor page faults for %d SETs of 1 KiB: %lld\n", kWrites,

@@ -7,8 +7,10 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 #include <thread>
+#include <vector>
 
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -130,22 +132,36 @@ long ServerProcess::RssKiB() const {
   return -1;
 }
 
-double ServerProcess::CpuSeconds() const {
-  if (pid_ <= 0) return -1;
-  std::ifstream in("/proc/" + std::to_string(pid_) + "/stat");
+namespace {
+// Fields 3 to `last` of /proc/<pid>/stat (fields[i - 3] is field i, as
+// proc(5) numbers them); empty if unreadable.
+std::vector<std::string> StatFields(pid_t pid, int last) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
   std::string stat((std::istreambuf_iterator<char>(in)),
                    std::istreambuf_iterator<char>());
   // Fields after the command name (which may hold spaces, hence the ')').
   const size_t close = stat.rfind(')');
-  if (close == std::string::npos) return -1;
-  std::istringstream fields(stat.substr(close + 2));
+  if (close == std::string::npos) return {};
+  std::istringstream rest(stat.substr(close + 2));
+  std::vector<std::string> fields;
   std::string f;
-  double utime = 0, stime = 0;
-  for (int i = 3; i <= 15 && fields >> f; ++i) {
-    if (i == 14) utime = std::stod(f);
-    if (i == 15) stime = std::stod(f);
-  }
+  for (int i = 3; i <= last && rest >> f; ++i) fields.push_back(f);
+  return fields;
+}
+}  // namespace
+
+double ServerProcess::CpuSeconds() const {
+  if (pid_ <= 0) return -1;
+  const std::vector<std::string> f = StatFields(pid_, 15);
+  if (f.size() < 13) return -1;
+  const double utime = std::stod(f[14 - 3]), stime = std::stod(f[15 - 3]);
   return (utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+long long ServerProcess::MinorFaults() const {
+  if (pid_ <= 0) return -1;
+  const std::vector<std::string> f = StatFields(pid_, 10);
+  return f.size() < 8 ? -1 : std::stoll(f[10 - 3]);
 }
 
 std::string ServerProcess::Log() const {

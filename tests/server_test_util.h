@@ -49,6 +49,8 @@ class ServerProcess {
   long RssKiB() const;
   // The server's CPU time (user + system) in seconds, -1 if not running.
   double CpuSeconds() const;
+  // The server's minor page faults so far, -1 if not running.
+  long long MinorFaults() const;
   // The server's glog INFO file contents (everything it logged).
   std::string Log() const;
 
