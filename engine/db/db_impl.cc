@@ -142,15 +142,10 @@ void DBImpl::MultiGet(const ReadOptions& options, size_t n,
   }
 }
 
-namespace {
-// Keyed (SipHash under the process's random key): a client cannot pick a
-// small key that shares a large one's bit, to send its reads or a victim's
-// to the long-command thread.
-size_t LargeHintBit(std::string_view key) {
+size_t DBImpl::LargeHintBit(std::string_view key) {
   return SipHash13(ProcessSipKey(), key.data(), key.size()) &
-         ((size_t{1} << 20) - 1);
+         (kLargeHintBits - 1);
 }
-}  // namespace
 
 bool DBImpl::MayHoldLargeValue(std::string_view key) const {
   // (No hash at all until the first large value: asked of every GET.)

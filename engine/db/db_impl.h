@@ -356,7 +356,12 @@ class DBImpl final : public DB {
   std::unique_ptr<ValueCache> values_;
   // MayHoldLargeValue's bits, by hash of the key; NoteValueSize sets one
   // for each value of at least kLargeValueBytes written or read.
-  static constexpr size_t kLargeHintWords = (size_t{1} << 20) / 64;
+  static constexpr size_t kLargeHintBits = size_t{1} << 20;
+  static constexpr size_t kLargeHintWords = kLargeHintBits / 64;
+  // A key's bit: keyed (SipHash under the process's random key), so that a
+  // client cannot pick a small key that shares a large one's bit, to send
+  // its reads or a victim's to the long-command thread.
+  static size_t LargeHintBit(std::string_view key);
   std::unique_ptr<std::atomic<uint64_t>[]> large_hint_ {
     new std::atomic<uint64_t>[ kLargeHintWords ]()
   };
