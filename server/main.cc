@@ -461,7 +461,7 @@ int main(int argc, char** argv) {
     fencedkv::server::MetricsOptions mo;
     mo.bind = FLAGS_metrics_bind;
     mo.port = FLAGS_metrics_port;
-    mo.password = FLAGS_requirepass;
+    mo.acl = so.acl;
     fencedkv::server::Replication* r = repl.get();
     mo.replication = [r] { return r->Gauges(); };
     s = fencedkv::server::MetricsExporter::Start(
@@ -470,7 +470,7 @@ int main(int argc, char** argv) {
     if (!s.ok()) return Fail("metrics", s);
     LOG(INFO) << "metrics on http://" << FLAGS_metrics_bind << ":"
               << metrics->port() << "/metrics"
-              << (mo.password.empty() ? "" : " (basic auth)");
+              << (mo.acl->DefaultIsNopass() ? "" : " (basic auth)");
   }
 
   s = server.Start(db.get(), leases.get(), repl.get());

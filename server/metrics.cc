@@ -308,17 +308,6 @@ class Collector : public prometheus::Collectable {
   const std::function<ReplicationGauges()> replication_;
 };
 
-// Compares without an early exit, so the time taken does not tell how much
-// of a guessed password was right.
-bool ConstantTimeEquals(const std::string& a, const std::string& b) {
-  unsigned diff = a.size() == b.size() ? 0 : 1;
-  for (size_t i = 0; i < a.size(); ++i) {
-    diff |= static_cast<unsigned char>(a[i]) ^
-            static_cast<unsigned char>(i < b.size() ? b[i] : 0);
-  }
-  return diff == 0;
-}
-
 class ExporterImpl final : public MetricsExporter {
  public:
   std::shared_ptr<Collector> collector;
@@ -350,11 +339,17 @@ Status MetricsExporter::Start(const MetricsOptions& options, DB* db,
   } catch (const std::exception& e) {
     return Status::IOError("cannot serve metrics on " + address, e.what());
   }
-  if (!options.password.empty()) {
+  if (options.acl != nullptr && !options.acl->DefaultIsNopass()) {
+    const CommandSpec* info = LookupCommand("info");
+    if (info == nullptr) {
+      return Status::Corruption("the command table has no INFO");
+    }
+    const size_t index = static_cast<size_t>(info - AllCommands().data());
     impl->exposer->RegisterAuth(
-        [password = options.password](const std::string& user,
-                                      const std::string& pass) {
-          return user == "default" && ConstantTimeEquals(pass, password);
+        [acl = options.acl, index](const std::string& user,
+                                   const std::string& pass) {
+          const AclUser* u = acl->Authenticate(user, pass);
+          return u != nullptr && u->Allows(index, /*admin_form=*/false);
         },
         "fencedkv");
   }

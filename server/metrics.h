@@ -5,7 +5,7 @@
 // counters at scrape time, so nothing is counted twice.
 //
 // Bounded like the Redis port: its own bind address (loopback by default),
-// HTTP basic auth when the server has a password, a few workers, and a
+// HTTP basic auth when the RESP port asks for AUTH, a few workers, and a
 // request timeout so that idle connections cannot hold every worker.
 
 #ifndef FENCEDKV_SERVER_METRICS_H_
@@ -18,6 +18,7 @@
 #include "fencedkv/db.h"
 #include "fencedkv/lease.h"
 
+#include "acl.h"
 #include "command_stats.h"
 #include "server.h"
 
@@ -37,8 +38,11 @@ struct ReplicationGauges {
 struct MetricsOptions {
   std::string bind = "127.0.0.1";
   int port = 0;  // 0 = pick one
-  // If not empty, /metrics needs HTTP basic auth: user "default" and this.
-  std::string password;
+  // The server's users. Unless its 'default' user is on with nopass (a
+  // RESP connection is then authenticated at once), /metrics needs HTTP
+  // basic auth as AUTH does: a user that is on, one of its passwords, and
+  // INFO among its commands (what /metrics shows is INFO's). Null: open.
+  std::shared_ptr<const Acl> acl;
   // civetweb workers: each serves one connection at a time.
   int threads = 8;
   // A connection that sends no request (or takes no reply) for this long

@@ -131,8 +131,9 @@ DEFINE_bool(allow_unfenced, false,
             "(INFO fencing: unfenced_writes). Off: they get -NOFENCE");
 DEFINE_int32(metrics_port, 0,
              "If > 0, serve Prometheus metrics at "
-             "http://<metrics_bind>:<port>/metrics (HTTP basic auth, user "
-             "'default' and --requirepass, when a password is set)");
+             "http://<metrics_bind>:<port>/metrics (HTTP basic auth whenever "
+             "the RESP port asks for AUTH: user 'default' and the password, "
+             "or an --aclfile user allowed INFO)");
 DEFINE_string(metrics_bind, "127.0.0.1",
               "Address the metrics port listens "
               "on (apart from --bind: metrics stay local unless exposed)");

@@ -1330,6 +1330,77 @@ TEST_F(HostileTest, MetricsPortIsBounded) {
   EXPECT_EQ(0, server_.Stop());
 }
 
+// /metrics asked for the password only when it came from --requirepass: one
+// read from --requirepass_file or FENCEDKV_REQUIREPASS, or users from an
+// --aclfile, left it open to anyone while the RESP port answered NOAUTH.
+// It now asks what AUTH asks, of a user that may run INFO.
+TEST_F(HostileTest, MetricsAskForTheCredentialsTheRespPortAsks) {
+  auto scrape = [](int port, const std::string& user_pass) {
+    RespTestClient http(port, 5000);
+    http.SendRaw("GET /metrics HTTP/1.0\r\nHost: x\r\n" +
+                 (user_pass.empty()
+                      ? std::string()
+                      : "Authorization: Basic " + Base64(user_pass) + "\r\n") +
+                 "\r\n");
+    const std::string reply = http.ReadAll();
+    return reply.find(" 200 ") != std::string::npos &&
+                   reply.find("fencedkv_connected_clients") != std::string::npos
+               ? 200
+           : reply.find(" 401 ") != std::string::npos ? 401
+                                                      : -1;
+  };
+  struct Case {
+    std::string name;
+    std::vector<std::string> flags;
+    std::string env;  // FENCEDKV_REQUIREPASS, if set
+    std::vector<std::pair<std::string, int>> expect;  // user:pass -> code
+  };
+  std::ofstream(dir_.Sub("pw")) << "filepw\n";
+  std::ofstream(dir_.Sub("users.acl"))
+      << "user default off\n"
+      << "user ops on >opspw ~* &* +@all\n"
+      << "user locker on >lockpw +@lease +ping\n";
+  const std::vector<Case> cases = {
+      {"no password", {}, "", {{"", 200}}},
+      {"--requirepass",
+       {"--requirepass=flagpw"},
+       "",
+       {{"", 401}, {"default:nope", 401}, {"default:flagpw", 200}}},
+      {"--requirepass_file",
+       {"--requirepass_file=" + dir_.Sub("pw")},
+       "",
+       {{"", 401}, {"default:nope", 401}, {"default:filepw", 200}}},
+      {"FENCEDKV_REQUIREPASS",
+       {},
+       "envpw",
+       {{"", 401}, {"default:nope", 401}, {"default:envpw", 200}}},
+      {"--aclfile",
+       {"--aclfile=" + dir_.Sub("users.acl")},
+       "",
+       {{"", 401},
+        {"default:", 401},
+        {"ops:nope", 401},
+        {"locker:lockpw", 401},  // may not run INFO
+        {"ops:opspw", 200}}},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    const int port = test::FreePort();
+    ASSERT_GT(port, 0);
+    if (!c.env.empty()) setenv("FENCEDKV_REQUIREPASS", c.env.c_str(), 1);
+    std::vector<std::string> flags = c.flags;
+    flags.push_back("--metrics_port=" + std::to_string(port));
+    const bool started = StartServer(flags);
+    unsetenv("FENCEDKV_REQUIREPASS");
+    ASSERT_TRUE(started);
+    for (const auto& [user_pass, code] : c.expect) {
+      EXPECT_EQ(code, scrape(port, user_pass))
+          << "credentials '" << user_pass << "'";
+    }
+    EXPECT_EQ(0, server_.Stop());
+  }
+}
+
 // Glob patterns (KEYS, SCAN MATCH, LEASE.LIST, COMMAND LIST, CONFIG GET):
 // compiling cost 256 probes per range of a class, COMMAND LIST compiled the
 // pattern once per command (a 1 MB class held the loop 14 s) and a 9 MB
