@@ -294,6 +294,10 @@ const AclUser* Acl::InitialUser() const {
   return &it->second;
 }
 
+std::string ShownUserName(const AclUser* user) {
+  return user != nullptr ? user->name() : std::string("default");
+}
+
 bool Acl::DefaultIsNopass() const { return InitialUser() != nullptr; }
 
 const AclUser* Acl::Authenticate(std::string_view user,

@@ -136,6 +136,11 @@ class Acl {
   std::map<std::string, AclUser, std::less<>> users_;
 };
 
+// The name CLIENT LIST and CLIENT INFO show for a connection's user, and
+// CLIENT KILL USER matches: a connection that must still AUTH has no user
+// and shows 'default', as in Redis (it would authenticate as it).
+std::string ShownUserName(const AclUser* user);
+
 // SHA-256 of `data`, lower-case hex.
 std::string Sha256Hex(std::string_view data);
 

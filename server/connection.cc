@@ -87,6 +87,12 @@ Connection::Connection(Server::Impl* server, Loop* loop,
   client_.created_ms = NowMs();
   StartSession(server->state_, &client_);
   parser_.set_authenticated(client_.authed);
+  // CLIENT LIST shows the user from the start, not after a first command.
+  published_user_ = client_.user;
+  {
+    MutexLock lock(&info_mu_);
+    shown_user_ = client_.user;
+  }
   asio::error_code ec;
   auto ep = socket_.remote_endpoint(ec);
   if (!ec) {
@@ -146,8 +152,8 @@ void Connection::Describe(int64_t now_ms, int64_t now_steady_ms,
               " name=" + name +
               " age=" + std::to_string((now_ms - client_.created_ms) / 1000) +
               " idle=" + std::to_string(std::max<int64_t>(0, idle_ms) / 1000) +
-              " db=0 multi=" + std::to_string(multi) + " user=" +
-              (user != nullptr ? user->name() : std::string()) + "\n");
+              " db=0 multi=" + std::to_string(multi) +
+              " user=" + ShownUserName(user) + "\n");
 }
 
 bool Connection::Matches(const KillFilter& filter) const {
@@ -156,7 +162,7 @@ bool Connection::Matches(const KillFilter& filter) const {
   if (filter.addr.has_value() && *filter.addr != client_.addr) return false;
   if (filter.user.has_value()) {
     MutexLock lock(&info_mu_);
-    if (shown_user_ == nullptr || shown_user_->name() != *filter.user) {
+    if (ShownUserName(shown_user_) != *filter.user) {
       return false;
     }
   }

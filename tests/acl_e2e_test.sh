@@ -56,6 +56,15 @@ check "app reads the floor"      "5"  "$(as app apppw FENCE.FLOOR)"
 check "ACL WHOAMI"               "app" "$(as app apppw ACL WHOAMI)"
 check "CLIENT LIST names the user" "user=admin" \
       "$(as admin adminpw CLIENT LIST | grep -o 'user=[a-z]*')"
+# A connection that has sent nothing yet (here: one that must still AUTH)
+# shows user=default, as in Redis: it once showed an empty user.
+exec 7<>"/dev/tcp/127.0.0.1/$PORT_acl"
+check "CLIENT LIST: a connection yet to AUTH is default's" "user=default" \
+      "$(as admin adminpw CLIENT LIST | grep -v 'user=admin' | grep -o 'user=[a-z]*' | sort -u)"
+check "CLIENT KILL USER default closes it" "1" "$(as admin adminpw CLIENT KILL USER default)"
+exec 7<&-
+check "CLIENT INFO has the user" "user=admin multi=-1" \
+      "$(as admin adminpw CLIENT INFO | grep -o 'user=[a-z]*') $(as admin adminpw CLIENT INFO | grep -o 'multi=[-0-9]*')"
 # The floor (5) moves the lease counter: the first grant is 6.
 check "locker takes a lease"     "6"  "$(as locker lockpw LEASE.ACQUIRE jobs L 5000 | head -1)"
 check "locker has no keys"       "NOPERM this user has no permissions to run the 'get' command" \
