@@ -22,7 +22,8 @@ DEFINE_int32(port, 7379,
 DEFINE_string(port_file, "",
               "If set, the bound port is written to this file "
               "once the server accepts connections");
-DEFINE_string(db, "fencedkv-data", "Data directory (created if missing)");
+DEFINE_string(db, "fencedkv-data",
+              "Data directory (created if missing; its parent must exist)");
 DEFINE_string(fence_domain, "",
               "Fence domain function used when the database is created: key | "
               "prefix:N | delimiter:C | hashtag. Empty: key for a new "
