@@ -35,7 +35,9 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <deque>
 #include <filesystem>
+#include <functional>
 
 #include <fcntl.h>
 #include <rocksdb/env.h>
@@ -338,8 +340,9 @@ class ImportCommand : public AdminCommand {
     std::string domain, mode, error;
     std::vector<Command> commands;
     Token lease_counter = 0;
-    if (!Parse(input.data(), &domain, &mode, &commands, &lease_counter,
-               &error)) {
+    std::deque<std::string> inline_args;  // what `commands` views, if not input
+    if (!Parse(input.data(), &domain, &mode, &commands, &inline_args,
+               &lease_counter, &error)) {
       return ExecResult::Error("not a valid export stream (" + error +
                                "); nothing was written");
     }
@@ -421,8 +424,11 @@ class ImportCommand : public AdminCommand {
                : "; the store it began, empty, could not be removed: " + left;
   }
 
+  // The commands view `in`, or `inline_args` for an inline command's
+  // words (the parser keeps those only until its next Parse).
   static bool Parse(std::string_view in, std::string* domain, std::string* mode,
-                    std::vector<Command>* commands, Token* lease_counter,
+                    std::vector<Command>* commands,
+                    std::deque<std::string>* inline_args, Token* lease_counter,
                     std::string* error) {
     server::RespParser::Limits limits;
     limits.max_request_bytes = size_t{4} << 30;
@@ -440,6 +446,13 @@ class ImportCommand : public AdminCommand {
       if (result == server::RespParser::Result::kNeedMore) {
         *error = "truncated in command " + std::to_string(index + 1);
         return false;
+      }
+      const std::less<const char*> before;
+      for (std::string_view& arg : args) {
+        if (before(arg.data(), in.data()) ||
+            before(in.data() + consumed, arg.data() + arg.size())) {
+          arg = inline_args->emplace_back(arg);
+        }
       }
       in.remove_prefix(consumed);
       ++index;

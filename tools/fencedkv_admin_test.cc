@@ -464,6 +464,52 @@ TEST_P(AdminVerbTest, ExportImportRoundTrip) {
   EXPECT_EQ(OnDb(src, {"dump"}).out, OnDb(tmp_.Sub("dst2"), {"dump"}).out);
 }
 
+// import of a stream whose commands are inline lines (as redis-cli --pipe
+// takes them) between the RESP header and end marker: it kept views into
+// the parser's line buffer, which the next command overwrote, so keys,
+// values and advanced domains became other bytes (an advance of "adv" to 9
+// landed on a garbage domain, and "adv" still took tokens 5 to 8). Inline
+// and array commands now import the same.
+TEST_F(AdminTest, ImportTakesInlineCommandsLikeArrayOnes) {
+  auto resp = [](std::initializer_list<std::string> args) {
+    std::string out = "*" + std::to_string(args.size()) + "\r\n";
+    for (const std::string& a : args) {
+      out += "$" + std::to_string(a.size()) + "\r\n" + a + "\r\n";
+    }
+    return out;
+  };
+  const std::string header =
+      resp({"ECHO", "fencedkv-export 1 fence_mode=monotonic fence_domain=key"});
+  const std::string trailer =
+      resp({"ECHO",
+            "fencedkv-export end sets=3 advances=1 floor=4 lease_counter=0"});
+  const std::string inline_stream =
+      header +
+      "SET alpha first-value FENCE 5\r\nSET beta second-value-longer FENCE "
+      "6\r\nSET gamma v3\r\nFENCE.ADVANCE adv 9\r\nFENCE.FLOOR 4\r\n" +
+      trailer;
+  const std::string array_stream =
+      header + resp({"SET", "alpha", "first-value", "FENCE", "5"}) +
+      resp({"SET", "beta", "second-value-longer", "FENCE", "6"}) +
+      resp({"SET", "gamma", "v3"}) + resp({"FENCE.ADVANCE", "adv", "9"}) +
+      resp({"FENCE.FLOOR", "4"}) + trailer;
+  const std::string a = tmp_.Sub("inline"), b = tmp_.Sub("array");
+  Result r = Admin({"--db=" + a, "import"}, inline_stream);
+  ASSERT_EQ(0, r.code) << r.err;
+  r = Admin({"--db=" + b, "import"}, array_stream);
+  ASSERT_EQ(0, r.code) << r.err;
+  for (const std::vector<std::string>& verb :
+       {std::vector<std::string>{"dump"}, {"fence", "list"}}) {
+    Result x = OnDb(a, verb), y = OnDb(b, verb);
+    EXPECT_EQ(0, x.code) << x.err;
+    EXPECT_EQ(y.out, x.out) << verb[0];
+  }
+  const std::string fences = OnDb(a, {"fence", "get", "adv"}).out;
+  EXPECT_NE(std::string::npos, fences.find("max 9")) << fences;
+  EXPECT_NE(std::string::npos,
+            OnDb(a, {"dump"}).out.find("second-value-longer"));
+}
+
 INSTANTIATE_TEST_SUITE_P(DomainsAndModes, AdminVerbTest,
                          testing::Combine(testing::Range(0, 4),
                                           testing::Bool()));
