@@ -123,6 +123,7 @@ class CheckCommand : public AdminCommand {
         Print(out, text);
         return r;
       }
+      PauseBeforeAttempt(attempt);
     }
   }
 

@@ -112,7 +112,7 @@ class ExportCommand : public AdminCommand {
       if (!s.ok()) return ExecResult::FromStatus(s);
     }
     std::unique_ptr<ReadOnlyStore> store;
-    Status s = ReadOnlyStore::OpenChecked(FLAGS_db, &store);
+    Status s = OpenFreshView(&store);
     if (!s.ok()) return ExecResult::FromStatus(s);
     FILE* file = out;
     if (FLAGS_output != "-") {

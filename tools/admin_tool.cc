@@ -3,11 +3,13 @@
 #include "admin_tool.h"
 
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <set>
+#include <thread>
 
 #include "fencedkv/version.h"
 
@@ -187,15 +189,27 @@ ExecResult ReadCommand::DoCommand(const std::vector<std::string>& args,
   ExecResult r = ExpectArgs(args, NumArgs(), ArgsUsage());
   if (r.code != kExitOk) return r;
   std::unique_ptr<ReadOnlyStore> store;
-  Status s;
-  // A running server may delete a file (after a flush or a compaction)
-  // between the read-only open's listing and its read of it: retried.
-  for (int attempt = 1; attempt <= kFreshViewAttempts; ++attempt) {
-    s = ReadOnlyStore::OpenChecked(FLAGS_db, &store);
-    if (s.ok() || !VanishedUnderRunningServer(s.ToString())) break;
-  }
+  Status s = OpenFreshView(&store);
   if (!s.ok()) return ExecResult::FromStatus(s);
   return Read(*store, args, out);
+}
+
+void PauseBeforeAttempt(int attempt) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(10 * attempt));
+}
+
+Status OpenFreshView(std::unique_ptr<ReadOnlyStore>* store) {
+  // A running server may delete a file (after a flush or a compaction)
+  // between the read-only open's listing and its read of it: retried.
+  Status s;
+  for (int attempt = 1;; ++attempt) {
+    s = ReadOnlyStore::OpenChecked(FLAGS_db, store);
+    if (s.ok() || attempt == kFreshViewAttempts ||
+        !VanishedUnderRunningServer(s.ToString())) {
+      return s;
+    }
+    PauseBeforeAttempt(attempt);
+  }
 }
 
 int64_t KeyLimit() { return FLAGS_limit >= 0 ? FLAGS_limit : FLAGS_max_keys; }

@@ -158,6 +158,11 @@ bool Print(FILE* out, std::string_view s);
 // ("No such file") while another process holds the store (--db).
 constexpr int kFreshViewAttempts = 5;
 bool VanishedUnderRunningServer(const std::string& error);
+// Before another attempt: a short pause, longer each time (10 ms, 20 ms,
+// ...), so that the attempts span a flush or compaction in progress.
+void PauseBeforeAttempt(int attempt);
+// ReadOnlyStore::OpenChecked of --db, retried as above.
+Status OpenFreshView(std::unique_ptr<ReadOnlyStore>* store);
 // OK if there are exactly n positional arguments, else an error naming
 // what was expected (`usage`).
 ExecResult ExpectArgs(const std::vector<std::string>& args, size_t n,
