@@ -28,17 +28,23 @@ Status ForEachDataRecord(
     const ReadOnlyStore& store,
     const std::function<bool(std::string_view, const format::DataRecord&)>&
         fn) {
+  // In hex with --hex, as KEY arguments are (and as ldb takes them).
+  std::string from, to, error;
+  if (!ParseKeyArg(FLAGS_from, &from, &error) ||
+      !ParseKeyArg(FLAGS_to, &to, &error)) {
+    return Status::InvalidArgument("--from/--to: " + error);
+  }
   auto it = store.NewIterator(store.data());
   const int64_t limit = KeyLimit();
   int64_t shown = 0;
   if (FLAGS_from.empty()) {
     it->SeekToFirst();
   } else {
-    it->Seek(FLAGS_from);
+    it->Seek(from);
   }
   for (; it->Valid() && (limit < 0 || shown < limit); it->Next()) {
     const std::string_view key(it->key().data(), it->key().size());
-    if (!FLAGS_to.empty() && key >= std::string_view(FLAGS_to)) break;
+    if (!FLAGS_to.empty() && key >= std::string_view(to)) break;
     format::DataRecord record;
     Status s = format::DecodeDataRecordOf(
         key, {it->value().data(), it->value().size()}, &record);
@@ -175,14 +181,18 @@ class FenceListCommand : public ReadCommand {
   }
   ExecResult Read(const ReadOnlyStore& store,
                   const std::vector<std::string>& args, FILE* out) override {
+    std::string prefix, error;
+    if (!ParseKeyArg(FLAGS_prefix, &prefix, &error)) {
+      return ExecResult::Error("--prefix: " + error);
+    }
     const bool per_key = store.config().spec.is_per_key();
     auto it = store.NewIterator(per_key ? store.data() : store.fence());
     const int64_t limit = KeyLimit();
     int64_t shown = 0;
-    for (it->Seek(FLAGS_prefix); it->Valid() && (limit < 0 || shown < limit);
+    for (it->Seek(prefix); it->Valid() && (limit < 0 || shown < limit);
          it->Next()) {
       const std::string_view domain(it->key().data(), it->key().size());
-      if (domain.substr(0, FLAGS_prefix.size()) != FLAGS_prefix) break;
+      if (domain.substr(0, prefix.size()) != prefix) break;
       const std::string_view raw(it->value().data(), it->value().size());
       Token max = 0;
       if (per_key) {

@@ -19,13 +19,17 @@
 DEFINE_string(db, "", "The database directory");
 DEFINE_bool(hex, false,
             "Keys and values in hex (0x...), in output and in KEY arguments");
-DEFINE_string(from, "", "scan/dump: the first key (inclusive)");
-DEFINE_string(to, "", "scan/dump: the key to stop at (exclusive)");
+DEFINE_string(from, "",
+              "scan/dump: the first key (inclusive; in hex with --hex)");
+DEFINE_string(to, "",
+              "scan/dump: the key to stop at (exclusive; in hex with --hex)");
 DEFINE_int64(limit, -1,
              "scan/dump/fence list: at most this many lines; -1 = all "
              "(other negatives are refused)");
 DEFINE_int64(max_keys, -1, "Same as --limit (ldb's spelling)");
-DEFINE_string(prefix, "", "fence list: only domains starting with this");
+DEFINE_string(prefix, "",
+              "fence list: only domains starting with this (in hex with "
+              "--hex)");
 DEFINE_string(server, "",
               "checkpoint/backup: host:port of a running fencedkv-server to "
               "copy online (the paths are on the server's machine; the "

@@ -347,6 +347,16 @@ TEST_P(AdminVerbTest, EveryReadVerb) {
   EXPECT_EQ("user:{a}:1 : v1\nuser:{a}:2 : v2\n", r.out);
   r = OnDb(dir, {"scan", "--hex", "--limit", "1"});
   EXPECT_EQ("0x62696E01FF : 0x6122625C630A\n", r.out);
+  // With --hex, --from and --to are hex too (as in ldb); they were taken
+  // as text ("0x63" sorts before every key, so nothing was cut).
+  r = OnDb(dir, {"scan", "--hex", "--from=0x63", "--to=0x757365723A7B627D"});
+  EXPECT_EQ(0, r.code) << r.err;
+  EXPECT_EQ(
+      "0x757365723A7B617D3A31 : 0x7631\n0x757365723A7B617D3A32 : 0x7632\n",
+      r.out);
+  r = OnDb(dir, {"scan", "--hex", "--from=0xZZ"});
+  EXPECT_EQ(1, r.code);
+  EXPECT_NE(std::string::npos, r.err.find("invalid hex key \"0xZZ\"")) << r.err;
 
   const std::string no_values =
       c.deleted_keys > 0 ? "\"adv\" " + std::to_string(adv) + " (no value)\n"
@@ -385,6 +395,8 @@ TEST_P(AdminVerbTest, EveryReadVerb) {
   EXPECT_EQ(Replace(c.fence_list, "%A", std::to_string(adv)), r.out);
   r = OnDb(dir, {"fence", "list", "--prefix=z"});
   EXPECT_EQ("\"zz\" 9\n", r.out);
+  r = OnDb(dir, {"fence", "list", "--hex", "--prefix=0x7A"});
+  EXPECT_EQ("0x7A7A 9\n", r.out);
 
   r = OnDb(dir, {"leases"});
   EXPECT_EQ(0, r.code) << r.err;
