@@ -360,7 +360,10 @@ void Connection::Process() {
   // the pass has used up kPassBudget.
   std::chrono::steady_clock::time_point pass_start;
   bool executed = false, spent = false;
+  // (gone_: killed, by CLIENT KILL of its own or another connection's;
+  // nothing after the kill runs, as in Redis.)
   while (in_begin_ < in_end_ && !client_.close_after_reply &&
+         !gone_.load(std::memory_order_relaxed) &&
          out_.size() < kMaxPendingOutput) {
     if (spent) {
       // Out of time: what was collected is written (as below), and the

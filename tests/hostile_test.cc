@@ -1330,6 +1330,38 @@ TEST_F(HostileTest, MetricsPortIsBounded) {
   EXPECT_EQ(0, server_.Stop());
 }
 
+// A connection that kills itself (CLIENT KILL ID <own> SKIPME no) ran the
+// commands it had pipelined behind the kill and dropped their replies: a
+// SET after it was applied without an acknowledgement. As in Redis, nothing
+// after the kill runs now (nor after a kill by another connection, once
+// this one's loop sees it).
+TEST_F(HostileTest, NothingRunsAfterAConnectionKillsItself) {
+  std::ofstream(dir_.Sub("users.acl"))
+      << "user default on nopass ~* &* +@all\n";
+  ASSERT_TRUE(StartServer({"--aclfile=" + dir_.Sub("users.acl")}));
+  RespTestClient other(server_.port());
+  for (const char* after : {"SET", "FENCE.ADVANCE"}) {
+    SCOPED_TRACE(after);
+    RespTestClient c(server_.port());
+    const std::string id = c.Call({"CLIENT", "ID"});
+    ASSERT_EQ(':', id[0]) << id;
+    const std::string key = std::string("after-kill-") + after;
+    const std::vector<std::string> write =
+        std::string(after) == "SET"
+            ? std::vector<std::string>{"SET", key, "v", "FENCE", "7"}
+            : std::vector<std::string>{"FENCE.ADVANCE", key, "7"};
+    c.SendRaw(RespTestClient::Encode(
+                  {"CLIENT", "KILL", "ID", id.substr(1), "SKIPME", "no"}) +
+              RespTestClient::Encode(write) + RespTestClient::Encode({"PING"}));
+    EXPECT_EQ(":1", c.Read());
+    EXPECT_EQ("EOF", c.Read());
+    EXPECT_EQ("$nil", other.Call({"GET", key}));
+    EXPECT_EQ("$0", other.Call({"FENCE.GET", key}));
+  }
+  EXPECT_EQ("+PONG", other.Call({"PING"}));
+  EXPECT_EQ(0, server_.Stop());
+}
+
 // /metrics asked for the password only when it came from --requirepass: one
 // read from --requirepass_file or FENCEDKV_REQUIREPASS, or users from an
 // --aclfile, left it open to anyone while the RESP port answered NOAUTH.
