@@ -208,6 +208,17 @@ TEST_F(CommandTest, MultiExecIsOneAtomicBatch) {
   EXPECT_EQ("-ERR EXEC without MULTI\r\n", Run({"EXEC"}));
   EXPECT_EQ("+OK\r\n", Run({"MULTI"}));
   EXPECT_EQ("+OK\r\n", Run({"DISCARD"}));
+  // A token refused at EXEC (tokens are resolved then) names its command,
+  // as a stale one does; it was a bare -ERR invalid token.
+  EXPECT_EQ("+OK\r\n", Run({"MULTI"}));
+  EXPECT_EQ("+QUEUED\r\n", Run({"SET", "c", "1", "FENCE", "10"}));
+  EXPECT_EQ("+QUEUED\r\n", Run({"SET", "d", "1", "FENCE", "0"}));
+  const std::string refused = Run({"EXEC"});
+  EXPECT_EQ(0, refused.rfind("-ERR invalid token '0'", 0)) << refused;
+  EXPECT_NE(std::string::npos,
+            refused.find(" at command 2 (nothing was applied)\r\n"))
+      << refused;
+  EXPECT_EQ("$-1\r\n", Run({"GET", "c"}));
 }
 
 class ScanTest : public CommandTest,

@@ -7,7 +7,8 @@
 // the transaction (EXEC then answers -EXECABORT). EXEC applies the queued
 // writes as one atomic batch, from the parses made when they were queued:
 // if one is stale nothing is applied and EXEC answers "-STALE ... at
-// command N"; a missing or invalid token is reported by EXEC too.
+// command N"; a missing or invalid token is reported by EXEC too (tokens
+// are resolved then: the skew guard's view is EXEC's), naming the command.
 
 #include "command_table.h"
 #include "error_mapping.h"
@@ -93,7 +94,18 @@ void ExecTransaction(ServerState& server, ClientState& client,
     if (q.is_write) {
       const Args args(q.args.begin(), q.args.end());
       Token token = 0;
-      if (!ResolveWriteToken(server, args, q.write, &token, out)) return;
+      std::string refused;
+      if (!ResolveWriteToken(server, args, q.write, &token, &refused)) {
+        // Named as a stale token's is ("at command N").
+        if (refused.size() >= 2 &&
+            refused.compare(refused.size() - 2, 2, "\r\n") == 0) {
+          refused.insert(refused.size() - 2,
+                         " at command " + std::to_string(ranges.size() + 1) +
+                             " (nothing was applied)");
+        }
+        out->append(refused);
+        return;
+      }
       AppendWriteOps(args, q.write, token, &batch);
     }
     ranges.emplace_back(first, batch.Count());
