@@ -44,6 +44,13 @@ Status LockStore(const std::string& dir, std::string_view advice,
                             "not a directory a server has opened");
   }
   rocksdb::Status rs = rocksdb::Env::Default()->LockFile(lock_path, lock);
+  // RocksDB opens the file before it locks it: a failed open (a read-only
+  // file system, no permission) is not a holder.
+  if (!rs.ok() &&
+      rs.ToString().find("open a file for lock") != std::string::npos) {
+    return Status::IOError(dir + " cannot be changed: cannot open its LOCK",
+                           rs.ToString());
+  }
   if (!rs.ok()) {
     return Status::Busy(dir +
                             " is in use by a running process (its LOCK is "

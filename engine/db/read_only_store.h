@@ -125,17 +125,18 @@ Status ReadError(std::string_view what, const rocksdb::Status& s);
 std::string AbsolutePath(const std::string& path);
 
 // Whether `dir` is held open by a running process: Busy naming it and
-// giving `advice` if its RocksDB LOCK file is locked, OK otherwise (also
-// when it has none). The lock is probed and released at once; nothing is
+// giving `advice` if its RocksDB LOCK file is locked, IOError if the LOCK
+// cannot be opened (a read-only file system, no permission), OK otherwise
+// (also when it has none). The lock is probed and released at once; nothing is
 // created. (A read-write open of a held directory fails too, but RocksDB
 // first renames the running process's LOG file: probe before opening.)
 Status CheckNotInUse(const std::string& dir,
                      std::string_view advice = "stop it first");
 // Takes `dir`'s RocksDB LOCK and keeps it in *lock, for a change no server
 // may start on halfway (release it with rocksdb::Env::Default()->
-// UnlockFile): Busy as CheckNotInUse if a running process holds it,
-// NotFound if `dir` has none (none is made: one made by another user could
-// keep the server out of its directory).
+// UnlockFile): Busy or IOError as CheckNotInUse if a running process holds
+// it or it cannot be opened, NotFound if `dir` has none (none is made: one made
+// by another user could keep the server out of its directory).
 Status LockStore(const std::string& dir, std::string_view advice,
                  rocksdb::FileLock** lock);
 

@@ -18,6 +18,7 @@
 #include <gtest/gtest.h>
 #include <rocksdb/env.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "fencedkv/db.h"
@@ -93,6 +94,33 @@ TEST(ReadOnlyStoreTest, FilesDeletedAfterTheOpenAreStillVerified) {
   EXPECT_TRUE(v.violations.empty()) << v.violations[0];
   EXPECT_EQ(ssts.size(), v.files);
   EXPECT_GT(v.bytes, 2 * 2000 * 100u / 10);  // compressed, but not empty
+}
+
+// A LOCK that cannot be opened (a read-only file system, no permission; here
+// a directory in its place) was reported as held by a running process.
+// Only a lock another holder has is Busy; the rest is an IOError naming
+// why.
+TEST(ReadOnlyStoreTest, OnlyAHeldLockIsBusy) {
+  test::TempDir tmp;
+  const std::string dir = tmp.Sub("db");
+  BuildStore(dir);
+  ASSERT_FENCEDKV_OK(CheckNotInUse(dir));
+  {
+    std::unique_ptr<DB> db;
+    ASSERT_FENCEDKV_OK(DB::Open(Options(), dir, &db));
+    Status held = CheckNotInUse(dir);
+    EXPECT_TRUE(held.IsBusy()) << held.ToString();
+    EXPECT_NE(std::string::npos, held.ToString().find("in use by a running"))
+        << held.ToString();
+  }
+  ASSERT_EQ(0, ::unlink((dir + "/LOCK").c_str()));
+  ASSERT_EQ(0, ::mkdir((dir + "/LOCK").c_str(), 0755));
+  Status s = CheckNotInUse(dir);
+  EXPECT_FALSE(s.IsBusy()) << s.ToString();
+  EXPECT_TRUE(s.IsIOError()) << s.ToString();
+  EXPECT_NE(std::string::npos, s.ToString().find("cannot open its LOCK"))
+      << s.ToString();
+  ASSERT_EQ(0, ::rmdir((dir + "/LOCK").c_str()));
 }
 
 TEST(ReadOnlyStoreTest, DamageIsFoundAndNamed) {
