@@ -470,7 +470,7 @@ int main(int argc, char** argv) {
     if (!s.ok()) return Fail("metrics", s);
     LOG(INFO) << "metrics on http://" << FLAGS_metrics_bind << ":"
               << metrics->port() << "/metrics"
-              << (mo.acl->DefaultIsNopass() ? "" : " (basic auth)");
+              << (metrics->asks_auth() ? " (basic auth)" : "");
   }
 
   s = server.Start(db.get(), leases.get(), repl.get());

@@ -312,10 +312,12 @@ class ExporterImpl final : public MetricsExporter {
  public:
   std::shared_ptr<Collector> collector;
   std::unique_ptr<prometheus::Exposer> exposer;
+  bool auth = false;
   int port() const override {
     auto ports = exposer->GetListeningPorts();
     return ports.empty() ? 0 : ports[0];
   }
+  bool asks_auth() const override { return auth; }
 };
 
 }  // namespace
@@ -339,12 +341,17 @@ Status MetricsExporter::Start(const MetricsOptions& options, DB* db,
   } catch (const std::exception& e) {
     return Status::IOError("cannot serve metrics on " + address, e.what());
   }
-  if (options.acl != nullptr && !options.acl->DefaultIsNopass()) {
-    const CommandSpec* info = LookupCommand("info");
-    if (info == nullptr) {
-      return Status::Corruption("the command table has no INFO");
-    }
-    const size_t index = static_cast<size_t>(info - AllCommands().data());
+  const CommandSpec* info = LookupCommand("info");
+  if (info == nullptr) {
+    return Status::Corruption("the command table has no INFO");
+  }
+  const size_t index = static_cast<size_t>(info - AllCommands().data());
+  // Open only where a RESP connection may run INFO without AUTH.
+  const AclUser* anyone =
+      options.acl != nullptr ? options.acl->InitialUser() : nullptr;
+  if (options.acl != nullptr &&
+      (anyone == nullptr || !anyone->Allows(index, /*admin_form=*/false))) {
+    impl->auth = true;
     impl->exposer->RegisterAuth(
         [acl = options.acl, index](const std::string& user,
                                    const std::string& pass) {

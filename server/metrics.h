@@ -38,10 +38,10 @@ struct ReplicationGauges {
 struct MetricsOptions {
   std::string bind = "127.0.0.1";
   int port = 0;  // 0 = pick one
-  // The server's users. Unless its 'default' user is on with nopass (a
-  // RESP connection is then authenticated at once), /metrics needs HTTP
-  // basic auth as AUTH does: a user that is on, one of its passwords, and
-  // INFO among its commands (what /metrics shows is INFO's). Null: open.
+  // The server's users. Unless a RESP connection may run INFO without
+  // AUTH ('default' on, nopass, INFO allowed), /metrics needs HTTP basic
+  // auth as AUTH does: a user that is on, one of its passwords, and INFO
+  // among its commands (what /metrics shows is INFO's). Null: open.
   std::shared_ptr<const Acl> acl;
   // civetweb workers: each serves one connection at a time.
   int threads = 8;
@@ -65,6 +65,8 @@ class MetricsExporter {
                       std::unique_ptr<MetricsExporter>* exporter);
   virtual ~MetricsExporter();
   virtual int port() const = 0;
+  // Whether a scrape needs HTTP basic auth (MetricsOptions::acl).
+  virtual bool asks_auth() const = 0;
 };
 
 }  // namespace server

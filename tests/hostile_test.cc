@@ -1388,6 +1388,10 @@ TEST_F(HostileTest, MetricsAskForTheCredentialsTheRespPortAsks) {
     std::vector<std::pair<std::string, int>> expect;  // user:pass -> code
   };
   std::ofstream(dir_.Sub("pw")) << "filepw\n";
+  // Anyone may connect, but not run INFO: /metrics must not show it either.
+  std::ofstream(dir_.Sub("noinfo.acl"))
+      << "user default on nopass ~* &* -@all +ping\n"
+      << "user ops on >opspw ~* &* +@all\n";
   std::ofstream(dir_.Sub("users.acl"))
       << "user default off\n"
       << "user ops on >opspw ~* &* +@all\n"
@@ -1414,6 +1418,10 @@ TEST_F(HostileTest, MetricsAskForTheCredentialsTheRespPortAsks) {
         {"ops:nope", 401},
         {"locker:lockpw", 401},  // may not run INFO
         {"ops:opspw", 200}}},
+      {"--aclfile, default nopass without INFO",
+       {"--aclfile=" + dir_.Sub("noinfo.acl")},
+       "",
+       {{"", 401}, {"default:", 401}, {"ops:opspw", 200}}},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
