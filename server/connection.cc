@@ -129,6 +129,11 @@ void Connection::Start() {
   });
 }
 
+void Connection::Kill() {
+  killed_.store(true, std::memory_order_relaxed);
+  Close();
+}
+
 void Connection::Close() {
   gone_.store(true, std::memory_order_relaxed);
   auto self = shared_from_this();
@@ -360,10 +365,10 @@ void Connection::Process() {
   // the pass has used up kPassBudget.
   std::chrono::steady_clock::time_point pass_start;
   bool executed = false, spent = false;
-  // (gone_: killed, by CLIENT KILL of its own or another connection's;
-  // nothing after the kill runs, as in Redis.)
+  // (killed_: by CLIENT KILL, its own or another connection's; nothing
+  // after the kill runs, as in Redis.)
   while (in_begin_ < in_end_ && !client_.close_after_reply &&
-         !gone_.load(std::memory_order_relaxed) &&
+         !killed_.load(std::memory_order_relaxed) &&
          out_.size() < kMaxPendingOutput) {
     if (spent) {
       // Out of time: what was collected is written (as below), and the

@@ -56,6 +56,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // Sends what replies are ready (if the socket takes them now), then
   // closes the socket, on the connection's loop. Thread-safe.
   void Close();
+  // CLIENT KILL: Close, and no command of this connection that has not
+  // begun runs (pipelined after its own kill, say). A server shutting down
+  // calls Close alone: those commands still get -SHUTDOWN. Thread-safe.
+  void Kill();
 
   // Appends CLIENT LIST's line. Thread-safe: reads only what is immutable
   // or published.
@@ -196,6 +200,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // command ran past the deadline (a helper's review: 9980 queued KEYS
   // kept a SIGTERMed server up for minutes).
   std::atomic<bool> gone_{false};
+  // Set by Kill (any thread): Process runs no further command.
+  std::atomic<bool> killed_{false};
   bool writing_ = false;  // an asynchronous write of out_ is under way
   ClientState client_;
   RespParser parser_;
@@ -218,8 +224,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   const int64_t connected_ms_;
   std::atomic<int64_t> last_command_ms_;
   // What CLIENT LIST shows: the name, MULTI queue length and user as of the
-  // last command, copied here by AfterDispatch (published_* are the loop's
-  // own copies, so an unchanged state costs no lock).
+  // last command, copied here by AfterDispatch, and the user from the start
+  // by the constructor (published_* are the loop's own copies, so an
+  // unchanged state costs no lock).
   mutable Mutex info_mu_;
   std::string shown_name_ GUARDED_BY(info_mu_);
   int64_t shown_multi_ GUARDED_BY(info_mu_) = -1;

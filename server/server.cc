@@ -541,7 +541,7 @@ size_t Server::Impl::KillClients(const KillFilter& filter) {
   size_t killed = 0;
   for (const auto& c : LiveConnections()) {
     if (c->Matches(filter)) {
-      c->Close();  // on its own loop
+      c->Kill();  // on its own loop
       ++killed;
     }
   }
