@@ -37,14 +37,14 @@ Status ForEachDataRecord(
   auto it = store.NewIterator(store.data());
   const int64_t limit = KeyLimit();
   int64_t shown = 0;
-  if (FLAGS_from.empty()) {
+  if (from.empty()) {
     it->SeekToFirst();
   } else {
     it->Seek(from);
   }
   for (; it->Valid() && (limit < 0 || shown < limit); it->Next()) {
     const std::string_view key(it->key().data(), it->key().size());
-    if (!FLAGS_to.empty() && key >= std::string_view(to)) break;
+    if (!to.empty() && key >= std::string_view(to)) break;
     format::DataRecord record;
     Status s = format::DecodeDataRecordOf(
         key, {it->value().data(), it->value().size()}, &record);

@@ -354,6 +354,9 @@ TEST_P(AdminVerbTest, EveryReadVerb) {
   EXPECT_EQ(
       "0x757365723A7B617D3A31 : 0x7631\n0x757365723A7B617D3A32 : 0x7632\n",
       r.out);
+  // An empty hex bound ("0x") is no bound, as an empty text one is.
+  r = OnDb(dir, {"scan", "--hex", "--to=0x"});
+  EXPECT_EQ(OnDb(dir, {"scan", "--hex"}).out, r.out);
   r = OnDb(dir, {"scan", "--hex", "--from=0xZZ"});
   EXPECT_EQ(1, r.code);
   EXPECT_NE(std::string::npos, r.err.find("invalid hex key \"0xZZ\"")) << r.err;
