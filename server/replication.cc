@@ -1248,8 +1248,9 @@ void Replication::Backoff(uint64_t generation, int64_t ms) {
 }
 
 void Replication::ReplicaLoop(const std::string& primary, uint64_t generation) {
+  uint64_t applied = UINT64_MAX;
   while (!ReplicaStopping(generation)) {
-    Status s = ReplicaSession(primary, generation);
+    Status s = ReplicaSession(primary, generation, &applied);
     if (ReplicaStopping(generation)) break;
     if (s.IsShutdown()) return;  // a full copy is in place: restarting
     LOG(WARNING) << "replication: link to primary " << primary << ": "
@@ -1267,7 +1268,7 @@ void Replication::ReplicaLoop(const std::string& primary, uint64_t generation) {
 }
 
 Status Replication::ReplicaSession(const std::string& primary,
-                                   uint64_t generation) {
+                                   uint64_t generation, uint64_t* applied) {
   const milliseconds timeout(options_.timeout_ms);
   auto socket = std::make_shared<ReplSocket>();
   SetLink("connecting", "");
@@ -1305,16 +1306,35 @@ Status Replication::ReplicaSession(const std::string& primary,
     st = state_;
   }
   const uint64_t seq = db_->GetLatestSequenceNumber();
-  std::vector<std::string> handshake = {"FENCEDKV.SYNC",
-                                        st.history.empty() ? "-" : st.history,
-                                        options_.self_addr,
-                                        std::to_string(st.max_epoch),
-                                        std::to_string(st.log_epoch),
-                                        std::to_string(seq),
-                                        db_->GetFenceDomain().ToString(),
-                                        FenceModeName(db_->GetFenceMode()),
-                                        options_.sync ? "sync" : "nosync",
-                                        node_id_};
+  // The log is not where this replica's last session left it: an apply
+  // that failed (a full disk) had its sequence numbers used by RocksDB
+  // anyway, without its data. Continuing from here would skip that batch
+  // and acknowledge it (the primary counts the position a replica follows
+  // from as held): an acknowledged write lost at the next failover. This
+  // copy is asked to be replaced: the handshake names no history, so the
+  // primary sends a full copy, taken without the operator's word (nothing
+  // this replica holds is worth keeping over the primary's).
+  const bool broken = *applied != UINT64_MAX && seq != *applied;
+  if (broken) {
+    LOG(ERROR) << "replication: this replica's log is at sequence " << seq
+               << ", but the last batch it applied from " << primary
+               << " ended at " << *applied
+               << " (a failed write used sequence numbers without its data): "
+                  "taking a full copy";
+    MutexLock lock(&mu_);
+    copy_consent_ = true;
+  }
+  std::vector<std::string> handshake = {
+      "FENCEDKV.SYNC",
+      st.history.empty() || broken ? "-" : st.history,
+      options_.self_addr,
+      std::to_string(st.max_epoch),
+      std::to_string(st.log_epoch),
+      std::to_string(seq),
+      db_->GetFenceDomain().ToString(),
+      FenceModeName(db_->GetFenceMode()),
+      options_.sync ? "sync" : "nosync",
+      node_id_};
   // The promotion this log's epoch was (manual mode: another server may
   // have taken the same number apart from it).
   const std::string log_id = PromotionIdOf(st.epochs, st.log_epoch);
@@ -1462,7 +1482,8 @@ Status Replication::ReplicaSession(const std::string& primary,
   WriteOptions wo;
   wo.sync = options_.sync;
   std::vector<std::string_view> words;
-  uint64_t applied = seq, acked = 0;
+  *applied = seq;  // (the session continues from where the log is)
+  uint64_t acked = 0;
   int64_t last_heard = ReplNowMs();
   std::string ack;
   const std::string epoch_text = std::to_string(epoch);
@@ -1492,7 +1513,7 @@ Status Replication::ReplicaSession(const std::string& primary,
         }
         s = db_->ApplyLogBatch(wo, first, words[3]);
         if (!s.ok()) return s;
-        applied = db_->GetLatestSequenceNumber();
+        *applied = db_->GetLatestSequenceNumber();
       } else if (words[0] == "FENCEDKV.PING" && words.size() == 2) {
         uint64_t latest;
         if (ParseU64Text(words[1], &latest)) {
@@ -1511,17 +1532,17 @@ Status Replication::ReplicaSession(const std::string& primary,
       last_heard = now;
       MutexLock lock(&mu_);
       last_io_ms_ = now;
-      primary_latest_ = std::max(primary_latest_, applied);
+      primary_latest_ = std::max(primary_latest_, *applied);
     } else if (now - last_heard > options_.timeout_ms) {
       return Status::IOError("nothing from the primary for " +
                              std::to_string(options_.timeout_ms) + " ms");
     }
-    if (applied != acked) {
+    if (*applied != acked) {
       ack.clear();
-      AppendFrame(&ack, {"FENCEDKV.ACK", std::to_string(applied)});
+      AppendFrame(&ack, {"FENCEDKV.ACK", std::to_string(*applied)});
       s = socket->SendAll(ack, timeout);
       if (!s.ok()) return s;
-      acked = applied;
+      acked = *applied;
     }
   }
   return Status::OK();

@@ -275,8 +275,13 @@ class Replication {
 
   // ---- Replica side (on replica_thread_) ----
   void ReplicaLoop(const std::string& primary, uint64_t generation);
-  // One connection to the primary; returns why it ended.
-  Status ReplicaSession(const std::string& primary, uint64_t generation);
+  // One connection to the primary; returns why it ended. *applied: the
+  // last sequence this replica's sessions of this loop applied from the
+  // primary or started from (UINT64_MAX: none yet), kept across sessions.
+  // A session that finds the log elsewhere (a failed apply whose numbers
+  // RocksDB used) takes a full copy instead of continuing from there.
+  Status ReplicaSession(const std::string& primary, uint64_t generation,
+                        uint64_t* applied);
   // What +FULLSYNC announced: the number of files; with `sized` (a
   // primary of this build) their total size and a sequence the copy holds
   // at least.

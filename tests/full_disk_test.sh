@@ -24,21 +24,13 @@ command -v redis-benchmark >/dev/null || skip "redis-benchmark is not installed"
 [ "$(id -u)" = 0 ] || skip "mounting a tmpfs needs root"
 
 MNT="$E2E_TMP/mnt"
-mkdir -p "$MNT"
-MOUNTED=0
 BENCH_PID=
+mount_tmpfs "$MNT" 24m
 cleanup() {
   [ -n "$BENCH_PID" ] && kill -9 "$BENCH_PID" 2>/dev/null || true
-  for pid in "${E2E_PIDS[@]:-}"; do
-    [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null && wait "$pid" 2>/dev/null || true
-  done
-  if [ "$MOUNTED" = 1 ]; then umount "$MNT" 2>/dev/null || umount -l "$MNT" || true; fi
-  e2e_cleanup
+  tmpfs_cleanup
 }
 trap cleanup EXIT
-mount -t tmpfs -o size=24m,mode=0700 tmpfs "$MNT" 2>/dev/null ||
-  skip "cannot mount a tmpfs here (a container without CAP_SYS_ADMIN?)"
-MOUNTED=1
 
 # 6 MiB of it held by a file the test deletes to free space.
 head -c $((6 << 20)) /dev/zero >"$MNT/filler"

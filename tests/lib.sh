@@ -56,6 +56,30 @@ for _ in range(1000):
         s.close()'
 }
 
+# mount_tmpfs DIR SIZE: mounts a tmpfs of SIZE (e.g. 24m) on DIR (made if
+# missing) and unmounts it on exit, after killing the servers (their files
+# keep a mount busy). Exits 77 (ctest's SKIP_RETURN_CODE) if it cannot.
+# A script that sets its own EXIT trap calls tmpfs_cleanup from it.
+TMPFS_DIR=
+tmpfs_cleanup() {
+  for pid in "${E2E_PIDS[@]:-}"; do
+    [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null && wait "$pid" 2>/dev/null || true
+  done
+  if [ -n "$TMPFS_DIR" ]; then
+    umount "$TMPFS_DIR" 2>/dev/null || umount -l "$TMPFS_DIR" || true
+  fi
+  e2e_cleanup
+}
+mount_tmpfs() {
+  mkdir -p "$1"
+  if ! mount -t tmpfs -o size="$2",mode=0700 tmpfs "$1" 2>/dev/null; then
+    echo "SKIPPED: cannot mount a tmpfs here (a container without CAP_SYS_ADMIN?)"
+    exit 77
+  fi
+  TMPFS_DIR=$1
+  trap tmpfs_cleanup EXIT
+}
+
 # start_server NAME [flags...]: starts a server with its own data dir (unless
 # --db is given); sets PORT_<NAME> and PID_<NAME>.
 start_server() {
