@@ -93,6 +93,10 @@ const std::vector<CommandSpec>& AllCommands() {
   return *table;
 }
 
+size_t CommandIndex(const CommandSpec& cmd) {
+  return static_cast<size_t>(&cmd - AllCommands().data());
+}
+
 const CommandSpec* LookupCommand(std::string_view name) {
   if (name.size() > 32) return nullptr;
   char lower[33];
@@ -178,8 +182,7 @@ Admission Admit(const ClientState& client, const Args& args) {
     }
     const char* admin =
         cmd.admin_form != nullptr ? cmd.admin_form(args) : nullptr;
-    if (!client.user->Allows(static_cast<size_t>(&cmd - AllCommands().data()),
-                             admin != nullptr)) {
+    if (!client.user->Allows(CommandIndex(cmd), admin != nullptr)) {
       a.refusal = Refusal::kNoPermission;
       a.form = admin;
       return a;

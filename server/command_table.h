@@ -76,6 +76,8 @@ struct CommandSpec {
 // nullptr for an unknown command. Case-insensitive.
 const CommandSpec* LookupCommand(std::string_view name);
 const std::vector<CommandSpec>& AllCommands();
+// `cmd`'s index in AllCommands() (AclUser::Allows, CommandStats).
+size_t CommandIndex(const CommandSpec& cmd);
 
 // The positions in `args` (a call of `cmd`; args[0] is its name, the arity
 // is right) of its keys, into *positions. False if the call's arguments

@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cctype>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <optional>
@@ -279,18 +278,10 @@ void CmdClient(ServerState& server, ClientState& client, const Args& args,
       resp::Bulk(out, "");
     }
   } else if (sub == "info" && args.size() == 2) {
-    // CLIENT LIST's fields for this connection (idle: it runs this).
-    const int64_t multi =
-        client.in_multi ? static_cast<int64_t>(client.queued.size()) : -1;
-    const int64_t now_ms =
-        std::chrono::duration_cast<std::chrono::milliseconds>(
-            std::chrono::system_clock::now().time_since_epoch())
-            .count();
-    resp::Bulk(out, "id=" + std::to_string(client.id) + " addr=" + client.addr +
-                        " name=" + client.name + " age=" +
-                        std::to_string((now_ms - client.created_ms) / 1000) +
-                        " idle=0 db=0 multi=" + std::to_string(multi) +
-                        " user=" + ShownUserName(client.user) + "\n");
+    // Its CLIENT LIST line (idle: it runs this).
+    resp::Bulk(out, ClientListLine(client.id, client.addr, client.name,
+                                   (NowMs() - client.created_ms) / 1000, 0,
+                                   ShownMulti(client), client.user));
   } else if (sub == "kill" && args.size() >= 3) {
     ClientKill(server, client, args, out);
   } else if (sub == "setinfo" && args.size() == 4) {

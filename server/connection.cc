@@ -62,12 +62,6 @@ bool IsWrite(const CommandSpec* cmd) {
 }
 }  // namespace
 
-int64_t NowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 int64_t SteadyMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::steady_clock::now().time_since_epoch())
@@ -153,12 +147,9 @@ void Connection::Describe(int64_t now_ms, int64_t now_steady_ms,
   }
   const int64_t idle_ms =
       now_steady_ms - last_command_ms_.load(std::memory_order_relaxed);
-  out->append("id=" + std::to_string(client_.id) + " addr=" + client_.addr +
-              " name=" + name +
-              " age=" + std::to_string((now_ms - client_.created_ms) / 1000) +
-              " idle=" + std::to_string(std::max<int64_t>(0, idle_ms) / 1000) +
-              " db=0 multi=" + std::to_string(multi) +
-              " user=" + ShownUserName(user) + "\n");
+  out->append(ClientListLine(
+      client_.id, client_.addr, name, (now_ms - client_.created_ms) / 1000,
+      std::max<int64_t>(0, idle_ms) / 1000, multi, user));
 }
 
 bool Connection::Matches(const KillFilter& filter) const {
@@ -527,8 +518,7 @@ bool Connection::MayReadLargeValue(const Admission& admission, Route route) {
 
 void Connection::AfterDispatch() {
   parser_.set_authenticated(client_.authed);
-  const int64_t multi =
-      client_.in_multi ? static_cast<int64_t>(client_.queued.size()) : -1;
+  const int64_t multi = ShownMulti(client_);
   if (multi == published_multi_ && client_.name == published_name_ &&
       client_.user == published_user_) {
     return;
@@ -572,9 +562,7 @@ void Connection::RefuseShuttingDown() {
 bool Connection::CountCall(const CommandSpec* cmd, bool refused, uint64_t usec,
                            std::string_view reply) {
   CommandStats& stats = *server_->state_.command_stats;
-  const size_t index = cmd != nullptr
-                           ? static_cast<size_t>(cmd - AllCommands().data())
-                           : stats.commands();
+  const size_t index = cmd != nullptr ? CommandIndex(*cmd) : stats.commands();
   const bool failed = !reply.empty() && reply[0] == '-';
   if (failed) stats.NoteError(CommandStats::ClassifyError(reply), IsWrite(cmd));
   if (refused) {

@@ -39,8 +39,7 @@ namespace server {
 
 enum class Route : uint8_t;  // fast_path.h
 
-// Wall-clock milliseconds since the epoch (CLIENT LIST's age).
-int64_t NowMs();
+// (NowMs, CLIENT LIST's clock: server_state.h.)
 // Monotonic milliseconds, for idle times and deadlines.
 int64_t SteadyMs();
 

@@ -345,7 +345,7 @@ Status MetricsExporter::Start(const MetricsOptions& options, DB* db,
   if (info == nullptr) {
     return Status::Corruption("the command table has no INFO");
   }
-  const size_t index = static_cast<size_t>(info - AllCommands().data());
+  const size_t index = CommandIndex(*info);
   // Open only where a RESP connection may run INFO without AUTH.
   const AclUser* anyone =
       options.acl != nullptr ? options.acl->InitialUser() : nullptr;

@@ -2,10 +2,31 @@
 
 #include "server_state.h"
 
+#include <chrono>
+
 #include "command_table.h"
 
 namespace fencedkv {
 namespace server {
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+int64_t ShownMulti(const ClientState& client) {
+  return client.in_multi ? static_cast<int64_t>(client.queued.size()) : -1;
+}
+
+std::string ClientListLine(uint64_t id, const std::string& addr,
+                           const std::string& name, int64_t age_s,
+                           int64_t idle_s, int64_t multi, const AclUser* user) {
+  return "id=" + std::to_string(id) + " addr=" + addr + " name=" + name +
+         " age=" + std::to_string(age_s) + " idle=" + std::to_string(idle_s) +
+         " db=0 multi=" + std::to_string(multi) +
+         " user=" + ShownUserName(user) + "\n";
+}
 
 ServerState::ServerState()
     : command_stats(std::make_unique<CommandStats>(AllCommands().size())) {}

@@ -39,6 +39,9 @@ struct QueuedCommand {
   WriteCommand write;  // if is_write
 };
 
+// Wall-clock milliseconds since the epoch (CLIENT LIST's age).
+int64_t NowMs();
+
 // One connection's state. Not thread-safe: only the connection's own
 // commands touch it, one at a time (on its io loop, or on the thread a
 // command was handed to while the loop leaves the connection alone).
@@ -70,6 +73,14 @@ struct ClientState {
   // per argument its bytes plus sizeof(std::string).
   size_t queued_bytes = 0;
 };
+
+// MULTI's queue length as CLIENT LIST shows it (multi=): -1 outside MULTI.
+int64_t ShownMulti(const ClientState& client);
+// One line of CLIENT LIST (and CLIENT INFO's reply): Redis's fields that
+// fencedkv keeps, ages in seconds.
+std::string ClientListLine(uint64_t id, const std::string& addr,
+                           const std::string& name, int64_t age_s,
+                           int64_t idle_s, int64_t multi, const AclUser* user);
 
 // Which connections CLIENT KILL closes: those matching every filter given.
 struct KillFilter {
