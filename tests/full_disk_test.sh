@@ -13,10 +13,6 @@ FENCEDKV_SERVER=$1
 HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/lib.sh"
 
-skip() {
-  echo "SKIPPED: $*"
-  exit 77
-}
 PY=/usr/bin/python3
 [ -x "$PY" ] || PY=python3
 "$PY" -c 'import redis' 2>/dev/null || skip "python3-redis is not installed"

@@ -56,6 +56,12 @@ for _ in range(1000):
         s.close()'
 }
 
+# skip WHY: the test cannot run here; exits 77 (ctest's SKIP_RETURN_CODE).
+skip() {
+  echo "SKIPPED: $*"
+  exit 77
+}
+
 # mount_tmpfs DIR SIZE: mounts a tmpfs of SIZE (e.g. 24m) on DIR (made if
 # missing) and unmounts it on exit, after killing the servers (their files
 # keep a mount busy). Exits 77 (ctest's SKIP_RETURN_CODE) if it cannot.
@@ -72,10 +78,8 @@ tmpfs_cleanup() {
 }
 mount_tmpfs() {
   mkdir -p "$1"
-  if ! mount -t tmpfs -o size="$2",mode=0700 tmpfs "$1" 2>/dev/null; then
-    echo "SKIPPED: cannot mount a tmpfs here (a container without CAP_SYS_ADMIN?)"
-    exit 77
-  fi
+  mount -t tmpfs -o size="$2",mode=0700 tmpfs "$1" 2>/dev/null ||
+    skip "cannot mount a tmpfs here (a container without CAP_SYS_ADMIN?)"
   TMPFS_DIR=$1
   trap tmpfs_cleanup EXIT
 }

@@ -13,7 +13,6 @@ set -euo pipefail
 FENCEDKV_SERVER=$1
 HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/lib.sh"
-skip() { echo "SKIPPED: $*"; exit 77; }
 command -v redis-cli >/dev/null || skip "redis-cli is not installed"
 [ "$(id -u)" = 0 ] || skip "mounting a tmpfs needs root"
 MNT="$E2E_TMP/mnt"
