@@ -173,12 +173,17 @@ RespParser::Result RespParser::ParseInline(const char* buf, size_t n,
   auto hex_value = [](char c) {
     return c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10;
   };
+  // Words end at any isspace() byte, as there (a stray \r too).
+  auto blank = [](char c) {
+    return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\v' ||
+           c == '\f';
+  };
   const char* p = buf;
   while (p < line_end) {
-    while (p < line_end && (*p == ' ' || *p == '\t')) ++p;
+    while (p < line_end && blank(*p)) ++p;
     if (p == line_end) break;
     const size_t start = inline_.size();
-    while (p < line_end && *p != ' ' && *p != '\t') {
+    while (p < line_end && !blank(*p)) {
       if (*p != '"' && *p != '\'') {
         inline_.push_back(*p++);
         continue;
@@ -214,7 +219,7 @@ RespParser::Result RespParser::ParseInline(const char* buf, size_t n,
         }
       }
       // As Redis: "ab"cd is refused, and so is a quote left open.
-      if (!closed || (p < line_end && *p != ' ' && *p != '\t')) {
+      if (!closed || (p < line_end && !blank(*p))) {
         return Fail("unbalanced quotes in request");
       }
     }

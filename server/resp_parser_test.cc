@@ -412,5 +412,15 @@ TEST(RespParserTest, InlineQuotesUnescapeAsRedis) {
   }
 }
 
+// Redis splits inline words at every isspace() byte (\v \f and a stray \r
+// too): "PING\r\r\n" is PING there, and was an unknown "PING\r" here.
+TEST(RespParserTest, InlineWordsSplitAtEveryBlankAsRedis) {
+  EXPECT_EQ("PING|", ParseAll("PING\r\r\n"));
+  EXPECT_EQ("GET k|", ParseAll("GET\rk\r\n"));
+  EXPECT_EQ("GET k|", ParseAll("GET\vk\f\r\n"));
+  EXPECT_EQ("ECHO a b|", ParseAll("ECHO \"a\"\r'b'\r\n"));
+  EXPECT_EQ("ECHO a\rb|", ParseAll("ECHO \"a\rb\"\r\n"));  // quoted: kept
+}
+
 }  // namespace server
 }  // namespace fencedkv
