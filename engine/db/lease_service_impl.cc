@@ -311,18 +311,27 @@ class LeaseServiceImpl final : public LeaseService {
       return Status::LeaseLost(who + " is not held");
     }
     const LeaseRecord& r = it->second.r;
+    const bool expired = r.expires_at_ms <= now;
+    const std::string ago =
+        "expired " + std::to_string(now - r.expires_at_ms) + " ms ago";
+    const std::string last = "\"" + EscapeBytes(r.holder) + "\" with token " +
+                             std::to_string(r.token);
+    // An expired lease is held by nobody (its record waits for the
+    // reclaimer): not called held by its last holder.
+    if (expired && !allow_expired) {
+      stats_.refusals++;
+      if (r.holder == holder && r.token == token) {
+        return Status::LeaseLost(who + " " + ago);
+      }
+      return Status::LeaseLost(who + " " + ago + " (last held by " + last +
+                               ")");
+    }
     if (r.holder != holder || r.token != token) {
       stats_.refusals++;
-      return Status::LeaseLost(who + " is held by \"" + EscapeBytes(r.holder) +
-                               "\" with token " + std::to_string(r.token) +
-                               ", not by \"" + EscapeBytes(holder) +
-                               "\" with token " + std::to_string(token));
-    }
-    if (!allow_expired && r.expires_at_ms <= now) {
-      stats_.refusals++;
-      return Status::LeaseLost(who + " expired " +
-                               std::to_string(now - r.expires_at_ms) +
-                               " ms ago");
+      return Status::LeaseLost(
+          who + (expired ? " was held by " : " is held by ") + last +
+          (expired ? ", which " + ago : "") + ", not by \"" +
+          EscapeBytes(holder) + "\" with token " + std::to_string(token));
     }
     return Status::OK();
   }

@@ -250,6 +250,36 @@ TEST_F(LeaseServiceTest, ExpiredLeasesAreReclaimed) {
   EXPECT_EQ(last + 1, g.token);  // the counter is kept apart
 }
 
+// An expired lease is held by nobody: a renewal or release that does not
+// match its last grant must not be told that lease is "held by" its old
+// holder.
+TEST_F(LeaseServiceTest, AnExpiredLeaseIsNotCalledHeld) {
+  OpenWithClock();
+  LeaseGrant g;
+  ASSERT_FENCEDKV_OK(leases_->Acquire("l", "A", 100, &g));
+  const Token t = g.token;
+  now_ += 150;
+  const std::string renew_b = leases_->Renew("l", "B", t, 100, &g).ToString();
+  EXPECT_EQ(std::string::npos, renew_b.find("is held by")) << renew_b;
+  EXPECT_NE(std::string::npos, renew_b.find("expired 50 ms ago")) << renew_b;
+  const std::string renew_a =
+      leases_->Renew("l", "A", t + 1, 100, &g).ToString();
+  EXPECT_EQ(std::string::npos, renew_a.find("is held by")) << renew_a;
+  const std::string release_b = leases_->Release("l", "B", t).ToString();
+  EXPECT_EQ(std::string::npos, release_b.find("is held by")) << release_b;
+  EXPECT_NE(std::string::npos, release_b.find("was held by \"A\""))
+      << release_b;
+  // The holder itself: expired, not refused for a mismatch.
+  const std::string renew_own = leases_->Renew("l", "A", t, 100, &g).ToString();
+  EXPECT_NE(std::string::npos, renew_own.find("expired 50 ms ago"))
+      << renew_own;
+  // Still held: the holder is named.
+  ASSERT_FENCEDKV_OK(leases_->Acquire("m", "A", 100, &g));
+  const std::string held =
+      leases_->Renew("m", "B", g.token, 100, &g).ToString();
+  EXPECT_NE(std::string::npos, held.find("is held by \"A\"")) << held;
+}
+
 // The background thread reclaims without being asked.
 TEST_F(LeaseServiceTest, ReclaimingRunsInTheBackground) {
   LeaseOptions lo;
