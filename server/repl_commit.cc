@@ -201,6 +201,12 @@ void CommitTracker::Tick() {
   fired.Run();
 }
 
+bool CommitTracker::Quiet() {
+  MutexLock lock(&mu_);
+  return replicas_.empty() && waiters_.empty() && replica_waiters_.empty() &&
+         required_.empty() && lease_deadline_ms_ == INT64_MAX;
+}
+
 void CommitTracker::Shutdown(ShutdownStep step) {
   Fired fired;
   {

@@ -78,6 +78,11 @@ class CommitTracker {
   // Fails waiters past the lease deadline and WAITs past their timeout.
   // The coordinator calls it every few tens of ms.
   void Tick() LOCKS_EXCLUDED(mu_);
+  // Nothing a tick could change: no replica known, no write or WAIT
+  // waiting, no lease deadline, no required replica. The coordinator then
+  // ticks less often (an idle server is not woken 100 times a second); a
+  // WAIT wakes it (Replication::WaitReplicas).
+  bool Quiet() LOCKS_EXCLUDED(mu_);
   // The server stops, in two steps. kRefuseWrites: writes are refused
   // (-SHUTDOWN, nothing written) from now on; writes already released are
   // still decided by the commit rule (a replica may still acknowledge

@@ -322,6 +322,7 @@ class Replication {
   Mutex mu_;
   std::condition_variable_any cv_;
   bool stopped_ GUARDED_BY(mu_) = false;
+  bool tick_soon_ GUARDED_BY(mu_) = false;  // WaitReplicas: tick now
   ReplState state_ GUARDED_BY(mu_);
   uint64_t epoch_ GUARDED_BY(mu_) = 0;  // as a primary: the current epoch
   // As a replica: the primary, the thread's generation (a new REPLICAOF
