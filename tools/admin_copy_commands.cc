@@ -282,6 +282,10 @@ class BackupsCommand : public AdminCommand {
     engine->GetBackupInfo(&infos);
     std::vector<rocksdb::BackupID> corrupt;
     engine->GetCorruptedBackups(&corrupt);
+    if (infos.empty() && corrupt.empty()) {
+      return ExecResult::Error("no backup in " + FLAGS_backup_dir +
+                               " (its meta directory lists none)");
+    }
     size_t bad = corrupt.size();
     for (const auto& bi : infos) {
       const std::time_t t = static_cast<std::time_t>(bi.timestamp);

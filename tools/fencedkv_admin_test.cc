@@ -1140,6 +1140,18 @@ TEST_F(AdminTest, MissingAndCorruptBackups) {
   EXPECT_NE(std::string::npos, r.err.find("no backup in")) << r.err;
   EXPECT_FALSE(fs::exists(bk));
   EXPECT_FALSE(fs::exists(target));
+  // A meta directory that lists no backup holds none either: --verify
+  // must not pass it (it passed with exit 0 and nothing printed).
+  fs::create_directories(bk + "/meta");
+  for (bool verify : {true, false}) {
+    r = Admin({"backups", "--backup_dir=" + bk,
+               verify ? "--verify" : "--verify=false"});
+    EXPECT_EQ(1, r.code) << r.out;
+    EXPECT_EQ("fencedkv-admin backups: no backup in " + bk +
+                  " (its meta directory lists none)\n",
+              r.err);
+  }
+  fs::remove_all(bk);
 
   {
     std::unique_ptr<DB> db;
