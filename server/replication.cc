@@ -21,6 +21,7 @@
 
 #include "db/read_only_store.h"
 #include "resp_writer.h"
+#include "util/sync_point.h"
 #include "util/thread_name.h"
 
 namespace fencedkv {
@@ -233,6 +234,7 @@ Replication::Replication(ReplicationOptions options, DB* db, LeaseSlot* leases)
         tick_soon_ = false;
         if (stopped_) return;
       }
+      TEST_SYNC_POINT("Replication::Tick");
       tracker_.Tick();
       UpdateIsr();
     }
@@ -556,6 +558,8 @@ Status Replication::BecomePrimary(const ShardRecord* record,
   {
     MutexLock lock(&mu_);
     isr_.clear();
+    required_isr_.clear();
+    join_floor_.clear();
   }
   tracker_.SetIsr({}, 1);
   if (etcd_mode()) {
@@ -1191,43 +1195,105 @@ void Replication::UpdateIsr() {
   if (read_only_.load()) return;
   const uint64_t latest = db_->GetLatestSequenceNumber();
   const auto replicas = tracker_.Replicas(latest);
-  std::vector<std::string> isr;
+  std::vector<std::string> isr, required;
+  std::vector<std::string> new_joiners;
   {
     MutexLock lock(&mu_);
+    std::vector<std::string> candidates;
+    std::map<std::string, uint64_t> acked;
     for (const auto& r : replicas) {
       const bool member =
           std::find(isr_.begin(), isr_.end(), r.addr) != isr_.end();
       // A member stays while it keeps up within replica_lag_ms; a replica
-      // joins once well within it (half: no flapping at the edge) and
-      // within kJoinSlack sequence numbers of the latest (a replica still
-      // copying old batches may have acknowledged recently sent ones). In
-      // etcd mode it enters the record's ISR only once it has everything
-      // acknowledged without it (join_floor in replication_etcd.cc).
+      // is a candidate once well within it (half: no flapping at the edge)
+      // and within kJoinSlack sequence numbers of the latest (a replica
+      // still copying old batches may have acknowledged recently sent
+      // ones).
       const int64_t bound =
           member ? options_.replica_lag_ms : options_.replica_lag_ms / 2;
       const bool close = member || r.acked + kJoinSlack >= latest;
       if (r.connected && r.state == "online" && r.lag_ms <= bound && close) {
-        isr.push_back(r.addr);
+        candidates.push_back(r.addr);
+        acked[r.addr] = r.acked;
       }
     }
-    if (isr == isr_) return;
-    for (const auto& a : isr_) {
-      if (std::find(isr.begin(), isr.end(), a) == isr.end()) {
-        LOG(WARNING) << "replication: " << a << " leaves the in-sync set";
+    if (etcd_mode()) {
+      // The candidates are the etcd thread's wish; it enters one in the
+      // record's ISR only once it has everything acknowledged without it
+      // (join_floor in replication_etcd.cc), then sets the tracker.
+      isr = candidates;
+    } else {
+      // The same rule here: a candidate is required from now on (every
+      // write waits for it) and joins once it has acknowledged the latest
+      // sequence of when it was first required, so an ISR member never
+      // lacks an acknowledged write (Kafka: a follower joins at the high
+      // watermark). Before, INFO listed a replica as in sync while it
+      // lacked up to kJoinSlack acknowledged sequence numbers.
+      for (const auto& a : candidates) {
+        const bool member =
+            std::find(isr_.begin(), isr_.end(), a) != isr_.end();
+        auto floor = join_floor_.find(a);
+        if (member ||
+            (floor != join_floor_.end() && acked[a] >= floor->second)) {
+          isr.push_back(a);
+        } else if (floor == join_floor_.end()) {
+          new_joiners.push_back(a);
+        }
+        required.push_back(a);
+      }
+      for (auto it = join_floor_.begin(); it != join_floor_.end();) {
+        const bool joining =
+            std::find(required.begin(), required.end(), it->first) !=
+                required.end() &&
+            std::find(isr.begin(), isr.end(), it->first) == isr.end();
+        it = joining ? std::next(it) : join_floor_.erase(it);
       }
     }
-    for (const auto& a : isr) {
-      if (std::find(isr_.begin(), isr_.end(), a) == isr_.end()) {
-        LOG(INFO) << "replication: " << a << " joins the in-sync set";
+    if (isr != isr_) {
+      for (const auto& a : isr_) {
+        if (std::find(isr.begin(), isr.end(), a) == isr.end()) {
+          LOG(WARNING) << "replication: " << a << " leaves the in-sync set";
+        }
       }
+      for (const auto& a : isr) {
+        if (std::find(isr_.begin(), isr_.end(), a) == isr_.end()) {
+          LOG(INFO) << "replication: " << a << " joins the in-sync set";
+        }
+      }
+      isr_ = isr;
+    } else if (new_joiners.empty() && required_isr_ == required) {
+      return;
     }
-    isr_ = isr;
+    required_isr_ = required;
   }
   // In etcd mode the record's ISR is what counts: the etcd thread changes
   // it, then the tracker (replication_etcd.cc).
   if (etcd_mode()) return;
-  const size_t size = isr.size() + 1;
-  tracker_.SetIsr(std::move(isr), size);
+  tracker_.SetIsr(required, isr.size() + 1);
+  if (new_joiners.empty()) return;
+  // Taken once they are required: a write released before this is at or
+  // below the floor, and every later one waits for them. One that has the
+  // floor already (an idle or caught-up replica) joins in this same pass.
+  const uint64_t floor = db_->GetLatestSequenceNumber();
+  bool joined = false;
+  {
+    MutexLock lock(&mu_);
+    for (const auto& a : new_joiners) {
+      if (tracker_.Acked(a) >= floor) {
+        LOG(INFO) << "replication: " << a << " joins the in-sync set";
+        isr_.push_back(a);
+        joined = true;
+        continue;
+      }
+      join_floor_.emplace(a, floor);
+      LOG(INFO) << "replication: " << a
+                << " is required from now on and joins the in-sync set once "
+                   "it has sequence "
+                << floor;
+    }
+    isr = isr_;
+  }
+  if (joined) tracker_.SetIsr(required, isr.size() + 1);
 }
 
 // ---------------------------------------------------------------- replica

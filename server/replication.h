@@ -356,6 +356,10 @@ class Replication {
   // As a primary: the replicas of the in-sync set (the commit rule waits
   // for each), kept by UpdateIsr.
   std::vector<std::string> isr_ GUARDED_BY(mu_);
+  // Manual mode: the replicas writes wait for (the ISR and the joiners),
+  // and each joiner's floor, the sequence it must acknowledge to join.
+  std::vector<std::string> required_isr_ GUARDED_BY(mu_);
+  std::map<std::string, uint64_t> join_floor_ GUARDED_BY(mu_);
   std::thread ticker_;  // Tick()s the tracker (WAIT timeouts), UpdateIsr
   // The links NotifyLinks wakes (through their eventfds).
   Mutex wake_mu_;
