@@ -32,9 +32,15 @@ bool LeaseSlot::is_open() {
   return service_ != nullptr;
 }
 
+void LeaseSlot::RefuseGrants(std::string why) {
+  MutexLock lock(&mu_);
+  grants_refused_ = std::move(why);
+}
+
 Status LeaseSlot::Acquire(std::string_view name, std::string_view holder,
                           int64_t ttl_ms, LeaseGrant* grant) {
   MutexLock lock(&mu_);
+  if (!grants_refused_.empty()) return Status::NotSupported(grants_refused_);
   if (service_ == nullptr) return Closed();
   return service_->Acquire(name, holder, ttl_ms, grant);
 }
@@ -42,6 +48,7 @@ Status LeaseSlot::Acquire(std::string_view name, std::string_view holder,
 Status LeaseSlot::Renew(std::string_view name, std::string_view holder,
                         Token token, int64_t ttl_ms, LeaseGrant* grant) {
   MutexLock lock(&mu_);
+  if (!grants_refused_.empty()) return Status::NotSupported(grants_refused_);
   if (service_ == nullptr) return Closed();
   return service_->Renew(name, holder, token, ttl_ms, grant);
 }

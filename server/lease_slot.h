@@ -16,6 +16,7 @@
 #define FENCEDKV_SERVER_LEASE_SLOT_H_
 
 #include <memory>
+#include <string>
 
 #include "fencedkv/db.h"
 #include "fencedkv/lease.h"
@@ -36,6 +37,11 @@ class LeaseSlot : public LeaseService {
   // Closes it (its reclaimer stops); calls fail from then on.
   void Close() LOCKS_EXCLUDED(mu_);
   bool is_open() LOCKS_EXCLUDED(mu_);
+  // Acquire and Renew fail with `why` from now on (NotSupported): tokens
+  // come from another issuer (--token_source=etcd), and a grant of this
+  // service's would count as issued for the skew guard and share that
+  // issuer's numbers. Release, Inspect and List still work.
+  void RefuseGrants(std::string why) LOCKS_EXCLUDED(mu_);
 
   Status Acquire(std::string_view name, std::string_view holder, int64_t ttl_ms,
                  LeaseGrant* grant) override LOCKS_EXCLUDED(mu_);
@@ -60,6 +66,7 @@ class LeaseSlot : public LeaseService {
   const LeaseOptions options_;
   Mutex mu_;
   std::unique_ptr<LeaseService> service_ GUARDED_BY(mu_);
+  std::string grants_refused_ GUARDED_BY(mu_);  // RefuseGrants
 };
 
 }  // namespace server

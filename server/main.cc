@@ -434,6 +434,10 @@ int main(int argc, char** argv) {
   // With etcd as the token source, the skew guard follows its revision.
   std::unique_ptr<fencedkv::server::EtcdRevisionSource> etcd;
   if (FLAGS_token_source == "etcd") {
+    leases->RefuseGrants(
+        "LEASE.ACQUIRE and LEASE.RENEW are off with --token_source=etcd: "
+        "tokens are etcd's revisions (e.g. etcdctl lock's ETCD_LOCK_REV); "
+        "a built-in grant would count as issued for the skew guard");
     fencedkv::server::EtcdRevisionSource::Options eo;
     std::stringstream endpoints(FLAGS_etcd_endpoints);
     for (std::string e; std::getline(endpoints, e, ',');) {

@@ -71,7 +71,8 @@ DEFINE_int64(max_token_skew, -1,
 DEFINE_string(token_source, "builtin",
               "Where fencing tokens come from, for the skew guard: builtin "
               "(LEASE.ACQUIRE) or etcd (revisions, e.g. etcdctl lock's "
-              "ETCD_LOCK_REV; needs --etcd_endpoints)");
+              "ETCD_LOCK_REV; needs --etcd_endpoints; LEASE.ACQUIRE and "
+              "LEASE.RENEW are then refused: one issuer)");
 DEFINE_string(etcd_endpoints, "",
               "With --token_source=etcd: etcd client URLs, comma-separated "
               "(http://127.0.0.1:2379); asked in turn");

@@ -240,6 +240,17 @@ etcdskew)
   out=$(timeout 20 etcdctl --endpoints="$EP" lock --ttl=5 orders -- sh -c \
     'sleep 0.3; redis-cli -h 127.0.0.1 -p '"$PORT_s"' SET orders:next 1 FENCE "$ETCD_LOCK_REV"')
   check "ETCD_LOCK_REV" "OK" "$out"
+  # One issuer: with etcd's revisions as the tokens the built-in lease
+  # service grants none. Before, any client's LEASE.ACQUIRE loop raised the
+  # ceiling far past etcd's revision (each grant counted as issued), so
+  # that a FENCE.ADVANCE there locked every etcd holder out.
+  before=$(cli INFO fencing | tr -d '\r' | grep '^highest_token_issued:')
+  check_prefix "LEASE.ACQUIRE is off" "ERR LEASE.ACQUIRE and LEASE.RENEW are off with --token_source=etcd" \
+        "$(cli LEASE.ACQUIRE spin x 60000)"
+  check_prefix "LEASE.RENEW is off" "ERR LEASE.ACQUIRE and LEASE.RENEW are off with --token_source=etcd" \
+        "$(cli LEASE.RENEW spin x 1 60000)"
+  check "the ceiling did not move" "$before" \
+        "$(cli INFO fencing | tr -d '\r' | grep '^highest_token_issued:')"
   stop_server s
   rc=0; "$FENCEDKV_SERVER" --port=0 --db="$E2E_TMP/x" --token_source=etcd >/dev/null 2>&1 || rc=$?
   check "etcd without endpoints is refused" 1 "$rc"
