@@ -100,7 +100,7 @@ class LeaseServiceImpl final : public LeaseService {
     MutexLock lock(&mu_);
     const int64_t now = options_.now_ms();
     auto it = leases_.find(name);
-    if (it != leases_.end() && it->second.r.expires_at_ms > now) {
+    if (it != leases_.end() && Held(it->second.r, now)) {
       const LeaseRecord& held = it->second.r;
       if (held.holder != holder) {
         stats_.refusals++;
@@ -192,7 +192,7 @@ class LeaseServiceImpl final : public LeaseService {
     MutexLock lock(&mu_);
     const int64_t now = options_.now_ms();
     auto it = leases_.find(name);
-    if (it == leases_.end() || it->second.r.expires_at_ms <= now) {
+    if (it == leases_.end() || !Held(it->second.r, now)) {
       return Status::NotFound("lease \"" + EscapeBytes(name) + "\" is free");
     }
     Fill(name, it->second.r, now, grant);
@@ -205,7 +205,7 @@ class LeaseServiceImpl final : public LeaseService {
     const int64_t now = options_.now_ms();
     LeaseGrant g;
     for (auto it = leases_.upper_bound(after); it != leases_.end(); ++it) {
-      if (it->second.r.expires_at_ms <= now) continue;
+      if (!Held(it->second.r, now)) continue;
       Fill(it->first, it->second.r, now, &g);
       if (!visit(g)) return;
     }
@@ -318,6 +318,14 @@ class LeaseServiceImpl final : public LeaseService {
                              std::to_string(r.token);
     // An expired lease is held by nobody (its record waits for the
     // reclaimer): not called held by its last holder.
+    if (!allow_expired && BelowFloor(r.token)) {
+      stats_.refusals++;
+      return Status::LeaseLost(
+          who + "'s token " + std::to_string(r.token) +
+          " is below the fence floor " + std::to_string(db_->GetFenceFloor()) +
+          " (raised after it was granted to \"" + EscapeBytes(r.holder) +
+          "\"): every write with it is refused; acquire the lease again");
+    }
     if (expired && !allow_expired) {
       stats_.refusals++;
       if (r.holder == holder && r.token == token) {
@@ -334,6 +342,18 @@ class LeaseServiceImpl final : public LeaseService {
           EscapeBytes(holder) + "\" with token " + std::to_string(token));
     }
     return Status::OK();
+  }
+
+  // A token the fence floor refuses (FENCE.FLOOR raised above it, or to it
+  // in strict mode) is no lease: its holder can write nothing with it.
+  bool BelowFloor(Token token) const {
+    const Token floor = db_->GetFenceFloor();
+    return token < floor ||
+           (token == floor && db_->GetFenceMode() == FenceMode::kStrict);
+  }
+  // Held: unexpired, with a token writes can still use.
+  bool Held(const LeaseRecord& r, int64_t now) const {
+    return r.expires_at_ms > now && !BelowFloor(r.token);
   }
 
   static void Fill(std::string_view name, const LeaseRecord& r, int64_t now,

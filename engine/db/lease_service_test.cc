@@ -280,6 +280,36 @@ TEST_F(LeaseServiceTest, AnExpiredLeaseIsNotCalledHeld) {
   EXPECT_NE(std::string::npos, held.find("is held by \"A\"")) << held;
 }
 
+// A floor raised above a held lease's token (FENCE.FLOOR, an operator's
+// action) ends that lease: every write with its token is refused, so it
+// must neither be renewed nor keep others out. Before, its holder renewed
+// it forever while each of its writes was STALE, and another holder's
+// LEASE.ACQUIRE got LEASED.
+TEST_F(LeaseServiceTest, AFloorAboveALeasesTokenEndsTheLease) {
+  OpenWithClock();
+  LeaseGrant g;
+  ASSERT_FENCEDKV_OK(leases_->Acquire("l", "A", 60000, &g));
+  const Token t = g.token;
+  ASSERT_FENCEDKV_OK(db_->SetFenceFloor(WriteOptions(), t + 10));
+  Status s = leases_->Renew("l", "A", t, 60000, &g);
+  EXPECT_TRUE(s.IsLeaseLost()) << s.ToString();
+  EXPECT_NE(std::string::npos, s.ToString().find("below the fence floor"))
+      << s.ToString();
+  EXPECT_TRUE(leases_->Inspect("l", &g).IsNotFound());
+  ASSERT_FENCEDKV_OK(leases_->Acquire("l", "B", 60000, &g));
+  EXPECT_EQ("B", g.holder);
+  EXPECT_EQ(t + 11, g.token);  // above the floor
+  // A's own acquire is a new grant too, never its old token.
+  ASSERT_FENCEDKV_OK(leases_->Acquire("m", "A", 60000, &g));
+  const Token m = g.token;
+  ASSERT_FENCEDKV_OK(db_->SetFenceFloor(WriteOptions(), m + 1));
+  ASSERT_FENCEDKV_OK(leases_->Acquire("m", "A", 60000, &g));
+  EXPECT_GT(g.token, m + 1);
+  // A floor at the token: in monotonic mode that token is still accepted.
+  ASSERT_FENCEDKV_OK(db_->SetFenceFloor(WriteOptions(), g.token));
+  EXPECT_FENCEDKV_OK(leases_->Renew("m", "A", g.token, 60000, &g));
+}
+
 // The background thread reclaims without being asked.
 TEST_F(LeaseServiceTest, ReclaimingRunsInTheBackground) {
   LeaseOptions lo;
