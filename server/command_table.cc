@@ -60,8 +60,13 @@ bool ParseTokenArg(std::string_view text, Token* token, std::string* out) {
 bool ParseInt64Arg(std::string_view text, int64_t* v, std::string* out) {
   int64_t value = 0;
   auto r = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (text.empty() || r.ec != std::errc() ||
-      r.ptr != text.data() + text.size()) {
+  // As Redis's string2ll: "0", or an optional '-' and a digit 1-9 first
+  // (no leading zero, no "-0").
+  const std::string_view digits =
+      text.empty() || text[0] != '-' ? text : text.substr(1);
+  const bool canonical =
+      text == "0" || (!digits.empty() && digits[0] >= '1' && digits[0] <= '9');
+  if (!canonical || r.ec != std::errc() || r.ptr != text.data() + text.size()) {
     resp::Error(out, "ERR value is not an integer or out of range");
     return false;
   }

@@ -454,6 +454,15 @@ TEST_F(CommandTest, Leases) {
             Run({"LEASE.ACQUIRE", "x", "C", "0"}));
   EXPECT_EQ("-ERR value is not an integer or out of range\r\n",
             Run({"LEASE.ACQUIRE", "x", "C", "soon"}));
+  // Integers as Redis's string2ll reads them: no leading zero, no "-0",
+  // no sign but '-' (tokens refuse "007" too).
+  for (const char* bad : {"007", "-0", "+5", "00", "-01", " 5", "5 "}) {
+    EXPECT_EQ("-ERR value is not an integer or out of range\r\n",
+              Run({"LEASE.ACQUIRE", "x", "C", bad}))
+        << bad;
+  }
+  EXPECT_EQ("-ERR invalid ttl_ms: must be a positive integer\r\n",
+            Run({"LEASE.ACQUIRE", "x", "C", "-5"}));
 }
 
 // A primary past its etcd lease deadline may already have been replaced:
