@@ -225,13 +225,25 @@ Replication::Replication(ReplicationOptions options, DB* db, LeaseSlot* leases)
     SetThreadName("fencedkv:isr");
     for (;;) {
       // Every 10 ms while replicas, waiters or a lease deadline need the
-      // clock; every 100 ms (Redis's default hz) when nothing does.
-      const milliseconds period(tracker_.Quiet() ? 100 : 10);
+      // clock; every 100 ms (Redis's default hz) when nothing does. A WAIT
+      // wakes a quiet ticker (WaitReplicas): the flag is up before the
+      // tracker is asked, so a WAIT registered after that question sees it,
+      // and one registered before makes the tracker not quiet.
+      {
+        MutexLock lock(&mu_);
+        ticker_quiet_ = true;
+      }
+      const bool quiet = tracker_.Quiet();
       {
         MutexLock lock(&mu_);
         if (stopped_) return;
-        if (!tick_soon_) cv_.wait_for(mu_, period);
+        if (!quiet) {
+          ticker_quiet_ = false;
+          tick_soon_ = false;  // (a WAIT in that instant: 10 ms is soon)
+        }
+        if (!tick_soon_) tick_cv_.wait_for(mu_, milliseconds(quiet ? 100 : 10));
         tick_soon_ = false;
+        ticker_quiet_ = false;
         if (stopped_) return;
       }
       TEST_SYNC_POINT("Replication::Tick");
@@ -431,6 +443,7 @@ void Replication::Stop() {
     if (stopped_) return;
     stopped_ = true;
     cv_.notify_all();
+    tick_cv_.notify_all();
   }
   // Writes are refused from now on; those already released are still
   // decided by the commit rule while the links run (a replica may still
@@ -1808,12 +1821,15 @@ uint64_t Replication::WaitReplicas(size_t n, int64_t timeout_ms,
           : 0;
   const uint64_t id = tracker_.WaitReplicas(seq, n, deadline, std::move(done));
   {
-    // A quiet ticker: this WAIT's timeout needs it (set under the lock: a
-    // ticker that found the tracker quiet just before sees it).
+    // A quiet ticker (100 ms) wakes for this WAIT's timeout; a ticking one
+    // (10 ms) is left alone: WAITs at any rate cost no extra ticks, and the
+    // etcd thread (on cv_) is not woken by them.
     MutexLock lock(&mu_);
-    tick_soon_ = true;
+    if (ticker_quiet_) {
+      tick_soon_ = true;
+      tick_cv_.notify_all();
+    }
   }
-  cv_.notify_all();
   return id;
 }
 

@@ -322,7 +322,12 @@ class Replication {
   Mutex mu_;
   std::condition_variable_any cv_;
   bool stopped_ GUARDED_BY(mu_) = false;
-  bool tick_soon_ GUARDED_BY(mu_) = false;  // WaitReplicas: tick now
+  // The ticker's own wake-ups (not cv_, which the etcd thread waits on):
+  // it may be asleep for 100 ms (quiet), and WaitReplicas then asks for a
+  // tick now.
+  std::condition_variable_any tick_cv_;
+  bool ticker_quiet_ GUARDED_BY(mu_) = false;
+  bool tick_soon_ GUARDED_BY(mu_) = false;
   ReplState state_ GUARDED_BY(mu_);
   uint64_t epoch_ GUARDED_BY(mu_) = 0;  // as a primary: the current epoch
   // As a replica: the primary, the thread's generation (a new REPLICAOF
