@@ -121,6 +121,18 @@ class LeaseServiceImpl final : public LeaseService {
            ++e) {
         reclaim.push_back(*e->second);
       }
+      // Leases the floor ended are no leases either (a walk over them all,
+      // only at the limit with nothing expired).
+      // Grants are above the floor: after a walk that left none below it,
+      // none is until the floor moves again.
+      const Token floor = db_->GetFenceFloor();
+      if (reclaim.empty() && floor != floor_walked_) {
+        for (auto l = leases_.begin();
+             reclaim.size() < 16 && l != leases_.end(); ++l) {
+          if (l->second.r.token < floor) reclaim.push_back(l->first);
+        }
+        if (reclaim.size() < 16) floor_walked_ = floor;
+      }
       if (reclaim.empty()) {
         stats_.refusals++;
         return Status::Busy(
@@ -269,6 +281,9 @@ class LeaseServiceImpl final : public LeaseService {
     std::multimap<int64_t, const std::string*>::iterator expiry;
   };
   using LeaseMap = std::map<std::string, Entry, std::less<>>;
+  // The floor at the last walk for leases below it that left none (at the
+  // max_leases limit).
+  Token floor_walked_ GUARDED_BY(mu_) = 0;
 
   // REQUIRES: mu_ held. Records `r` as lease `name` (new or replacing).
   void Put(std::string name, LeaseRecord r) EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -336,21 +351,23 @@ class LeaseServiceImpl final : public LeaseService {
     }
     if (r.holder != holder || r.token != token) {
       stats_.refusals++;
+      const std::string gone = expired ? ", which " + ago
+                               : BelowFloor(r.token)
+                                   ? ", a token now below the fence floor " +
+                                         std::to_string(db_->GetFenceFloor())
+                                   : "";
       return Status::LeaseLost(
-          who + (expired ? " was held by " : " is held by ") + last +
-          (expired ? ", which " + ago : "") + ", not by \"" +
-          EscapeBytes(holder) + "\" with token " + std::to_string(token));
+          who + (gone.empty() ? " is held by " : " was held by ") + last +
+          gone + ", not by \"" + EscapeBytes(holder) + "\" with token " +
+          std::to_string(token));
     }
     return Status::OK();
   }
 
-  // A token the fence floor refuses (FENCE.FLOOR raised above it, or to it
-  // in strict mode) is no lease: its holder can write nothing with it.
-  bool BelowFloor(Token token) const {
-    const Token floor = db_->GetFenceFloor();
-    return token < floor ||
-           (token == floor && db_->GetFenceMode() == FenceMode::kStrict);
-  }
+  // A token the fence floor refuses (FENCE.FLOOR raised above it; in every
+  // mode the floor itself is accepted, fence_check.h) is no lease: its
+  // holder can write nothing with it.
+  bool BelowFloor(Token token) const { return token < db_->GetFenceFloor(); }
   // Held: unexpired, with a token writes can still use.
   bool Held(const LeaseRecord& r, int64_t now) const {
     return r.expires_at_ms > now && !BelowFloor(r.token);

@@ -305,9 +305,27 @@ TEST_F(LeaseServiceTest, AFloorAboveALeasesTokenEndsTheLease) {
   ASSERT_FENCEDKV_OK(db_->SetFenceFloor(WriteOptions(), m + 1));
   ASSERT_FENCEDKV_OK(leases_->Acquire("m", "A", 60000, &g));
   EXPECT_GT(g.token, m + 1);
-  // A floor at the token: in monotonic mode that token is still accepted.
+  // A floor at the token: that token is still accepted (in every mode).
   ASSERT_FENCEDKV_OK(db_->SetFenceFloor(WriteOptions(), g.token));
   EXPECT_FENCEDKV_OK(leases_->Renew("m", "A", g.token, 60000, &g));
+  // Another holder is not told such a lease "is held".
+  const std::string other = leases_->Release("l", "Z", t).ToString();
+  EXPECT_EQ(std::string::npos, other.find("is held")) << other;
+}
+
+// Leases the floor ended take no place under max_leases.
+TEST_F(LeaseServiceTest, LeasesTheFloorEndedLeaveRoomUnderTheLimit) {
+  LeaseOptions lo;
+  lo.max_leases = 2;
+  OpenWithClock(lo);
+  LeaseGrant g;
+  ASSERT_FENCEDKV_OK(leases_->Acquire("a", "A", 60000, &g));
+  ASSERT_FENCEDKV_OK(leases_->Acquire("b", "B", 60000, &g));
+  EXPECT_TRUE(leases_->Acquire("c", "C", 60000, &g).IsBusy());
+  ASSERT_FENCEDKV_OK(db_->SetFenceFloor(WriteOptions(), g.token + 1));
+  ASSERT_FENCEDKV_OK(leases_->Acquire("c", "C", 60000, &g));
+  ASSERT_FENCEDKV_OK(leases_->Acquire("d", "D", 60000, &g));
+  EXPECT_TRUE(leases_->Acquire("e", "E", 60000, &g).IsBusy());
 }
 
 // The background thread reclaims without being asked.
