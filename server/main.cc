@@ -315,6 +315,12 @@ int main(int argc, char** argv) {
   // the I/O-error recovery's sentinel): its sequence numbers are the
   // primary's. Promoted, it writes (Replication::BecomePrimary).
   options.log_replica = !replicaof.empty() || !FLAGS_shard.empty();
+  // A primary may follow another one later (REPLICAOF) without a reopen:
+  // no pipelined writes, whose failed groups take sequence numbers
+  // (Options::pipelined_write). Its writes come from one thread at a time
+  // (the database thread or a loop's group), which the pipeline does not
+  // speed up (tools/server_bench.sh showed no difference).
+  options.pipelined_write = false;
   options.allow_unfenced = FLAGS_allow_unfenced;
   options.max_token_skew = FLAGS_max_token_skew < 0
                                ? fencedkv::kNoTokenSkewLimit

@@ -16,7 +16,10 @@
 #include "fencedkv/db.h"
 #include "fencedkv/lease.h"
 
+#include "db/db_impl.h"
+#include "db/error_recovery.h"
 #include "db/fence_format.h"
+#include "util/fault_injection_fs.h"
 #include "util/sync_point.h"
 #include "util/testutil.h"
 
@@ -148,6 +151,71 @@ TEST_F(ReplicationTest, GapsAndRepeatsAreRefused) {
       replica->ApplyLogBatch(WriteOptions(), s2, "junk").IsInvalidArgument());
   ASSERT_FENCEDKV_OK(replica->ApplyLogBatch(WriteOptions(), s2, second));
   CatchUp(primary.get(), replica.get());  // (the recovery sentinel, if any)
+  EXPECT_EQ(Digest(primary.get()), Digest(replica.get()));
+}
+
+// A replica's apply that fails (its disk full) takes no sequence number:
+// once the disk has room, the same batch applies at the same number and
+// the copy is exact. Before, RocksDB's pipelined write path numbered the
+// failed batch anyway (its write thread keeps the last sequence it handed
+// out), so the log moved past a batch the replica never held: the retry
+// was refused, and a replica that resumed from its log skipped that batch
+// and acknowledged it. Replicas now write without the pipeline.
+TEST_F(ReplicationTest, AFailedApplyTakesNoSequenceNumbers) {
+  // (The Env before the databases: it must outlive the replica.)
+  auto fs = std::make_shared<test::FaultInjectionFS>(
+      rocksdb::FileSystem::Default(), /*buffer_unsynced=*/false);
+  std::unique_ptr<rocksdb::Env> env = test::FaultInjectionFS::NewEnv(fs);
+  std::unique_ptr<DB> primary, replica;
+  PrimaryCopiedThenWritten(&primary);
+  ASSERT_FENCEDKV_OK(primary->Put(WriteOptions(), "b", "2", 6));
+  Options ro;
+  ro.log_replica = true;
+  ro.env = env.get();
+  ASSERT_FENCEDKV_OK(DB::Open(ro, dir_.Sub("r"), &replica));
+  std::unique_ptr<LogReader> reader;
+  ASSERT_FENCEDKV_OK(
+      primary->NewLogReader(replica->GetLatestSequenceNumber(), &reader));
+  std::vector<std::pair<uint64_t, std::string>> batches;
+  uint64_t seq;
+  std::string_view d;
+  while (reader->Next(&seq, &d)) batches.emplace_back(seq, std::string(d));
+  ASSERT_GE(batches.size(), 2u);  // a=1, b=2 (and any recovery sentinel)
+  // All but the last (b=2): the memtables hold data (a WAL fault with every
+  // memtable empty needs a reopen, error_recovery.h rule 4(b)).
+  for (size_t i = 0; i + 1 < batches.size(); ++i) {
+    ASSERT_FENCEDKV_OK(replica->ApplyLogBatch(WriteOptions(), batches[i].first,
+                                              batches[i].second));
+  }
+  const auto& last = batches.back();
+  const uint64_t before = replica->GetLatestSequenceNumber();
+  ASSERT_EQ(last.first - 1, before);
+  fs->InjectFault(test::FaultPoint::kWalAppend, test::FaultError::kNoSpace);
+  EXPECT_FALSE(
+      replica->ApplyLogBatch(WriteOptions(), last.first, last.second).ok());
+  EXPECT_EQ(before, replica->GetLatestSequenceNumber());
+  fs->ClearFaults();
+  // The engine resumes within its interval; until then writes fail fast.
+  Status s;
+  for (int i = 0; i < 500; ++i) {
+    s = replica->ApplyLogBatch(WriteOptions(), last.first, last.second);
+    if (s.ok() || !s.IsIOError()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  const ErrorRecovery::Stats st =
+      static_cast<DBImpl*>(replica.get())->TEST_error_recovery()->GetStats();
+  ASSERT_TRUE(s.ok()) << s.ToString() << "; recovery: errors " << st.errors
+                      << ", resumes " << st.resumed << "/" << st.attempts
+                      << ", reopen " << st.needs_reopen << ": "
+                      << st.last_error;
+  EXPECT_EQ(primary->GetLatestSequenceNumber(),
+            replica->GetLatestSequenceNumber());
+  EXPECT_EQ(Digest(primary.get()), Digest(replica.get()));
+  // And after a reopen.
+  replica.reset();
+  ASSERT_FENCEDKV_OK(DB::Open(ro, dir_.Sub("r"), &replica));
+  EXPECT_EQ(primary->GetLatestSequenceNumber(),
+            replica->GetLatestSequenceNumber());
   EXPECT_EQ(Digest(primary.get()), Digest(replica.get()));
 }
 

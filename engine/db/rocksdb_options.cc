@@ -73,7 +73,15 @@ Status BuildRocksDBOptions(const Options& options,
   // turns through the whole write, the waiting one spinning in sched_yield
   // (fenced_bench fillrandom --threads=2 shows the difference). A write still
   // returns only once its own memtable insert is visible.
-  db_options->enable_pipelined_write = true;
+  // Not for a database following a primary's log (Options::pipelined_write):
+  // there a failed write must take no sequence number, and RocksDB 7.8's
+  // pipelined path numbers a group whose WAL write failed anyway (its write
+  // thread keeps the last sequence it handed out), so the replica's log
+  // moved past a batch it never held and its next apply landed two numbers
+  // late (ReplicationTest.AFailedApplyTakesNoSequenceNumbers). The plain
+  // path publishes a group's numbers only when it succeeded.
+  db_options->enable_pipelined_write =
+      options.pipelined_write && !options.log_replica;
   // RocksDB's default bound on the live WAL is 4 x every column family's
   // memtables (2 each): 1.5 GiB at 64 MiB, all of it replayed by the next
   // open, since a column family written rarely (meta: leases, the floor)

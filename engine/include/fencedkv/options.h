@@ -211,6 +211,17 @@ struct Options {
   // Default: false. Not persisted.
   bool log_replica = false;
 
+  // RocksDB's pipelined write path (its enable_pipelined_write): the next
+  // group of concurrent writers writes the WAL while this one fills the
+  // memtables. But it numbers a group whose WAL write failed (a full disk)
+  // anyway, so a failed write leaves a gap in the log's sequence numbers; a
+  // database that follows a primary's log must have none (its numbers are
+  // the primary's: a replica would move past a batch it never held). So it
+  // is off with log_replica, and a server, which may begin to follow a
+  // primary without reopening (REPLICAOF), turns it off too. With one
+  // writer thread it gains nothing. Default: true. Not persisted.
+  bool pipelined_write = true;
+
   // Advanced: the RocksDB Env the database does its I/O through (it must
   // outlive the DB). nullptr = rocksdb::Env::Default(). An escape hatch for
   // encrypted or in-memory file systems, and for tests, which inject I/O
