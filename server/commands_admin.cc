@@ -625,6 +625,10 @@ void CmdInfo(ServerState& server, ClientState&, const Args& args,
          std::to_string(IntProperty(db, "rocksdb.block-cache-usage")));
     line("rocksdb_block_cache_capacity",
          std::to_string(IntProperty(db, "rocksdb.block-cache-capacity")));
+    // Blocks pinned by iterators (parked SCANs) and reads in progress,
+    // charged to the cache even past its capacity.
+    line("rocksdb_block_cache_pinned_bytes",
+         std::to_string(IntProperty(db, "rocksdb.block-cache-pinned-usage")));
     line("rocksdb_table_readers_bytes",
          std::to_string(IntProperty(
              db, "fencedkv.aggregated.rocksdb.estimate-table-readers-mem")));
