@@ -243,8 +243,12 @@ TEST_F(FastPathTest, LargeWritesLeaveTheLoop) {
             RouteOf({"MSET", "a", big.substr(1), "b", "v", "FENCE", "1"}));
   const std::string below(kOffloadBytes - 64, 'v');
   EXPECT_EQ("grouped-write", RouteOf({"SET", "k", below, "FENCE", "1"}));
-  // Without keys, bytes do not count.
-  EXPECT_EQ("execute", RouteOf({"ECHO", big}));
+  // Without keys, bytes count only for ECHO and PING, which copy them into
+  // their reply (a 60 MiB ECHO held the loop 0.4 s).
+  EXPECT_EQ("long-exec", RouteOf({"ECHO", big}));
+  EXPECT_EQ("long-exec", RouteOf({"PING", big}));
+  EXPECT_EQ("execute", RouteOf({"ECHO", below}));
+  EXPECT_EQ("execute", RouteOf({"CLIENT", "SETNAME", big}));
 }
 
 // REPLICAOF resolves the target and asks it whether it was deposed (up to
