@@ -117,6 +117,10 @@ class Acl {
   // The user a new connection starts as: 'default' if it is on and nopass;
   // null if the connection must AUTH first.
   const AclUser* InitialUser() const;
+  // The longest password (a rule '>p' or '<p', --requirepass): before
+  // authentication a bulk is at most 16 KiB (resp_parser.h), so a longer one
+  // could never log a connection in; AUTH with a longer one fails at once.
+  static constexpr size_t kMaxPasswordBytes = 16 << 10;
   // The user if it exists, is on and `password` is one of its; else null.
   const AclUser* Authenticate(std::string_view user,
                               std::string_view password) const;
@@ -143,6 +147,12 @@ std::string ShownUserName(const AclUser* user);
 
 // SHA-256 of `data`, lower-case hex.
 std::string Sha256Hex(std::string_view data);
+
+// The whole of a configuration file (an ACL file, --requirepass_file):
+// IOError naming `what` and `path` if it cannot be opened or read, or is not
+// a regular file (a directory read as empty).
+Status ReadConfigFile(const std::string& path, const std::string& what,
+                      std::string* text);
 
 }  // namespace server
 }  // namespace fencedkv

@@ -151,5 +151,46 @@ TEST(AclTest, TheFileMayRedefineDefault) {
 }
 
 }  // namespace
+// AUTH with a password longer than any user's can have fails at once,
+// without hashing it (a 60 MiB AUTH hashed on the loop for 90 ms); a rule
+// with such a password is refused.
+TEST(AclTest, PasswordsAreBoundedAsAuthBeforeLoginIs) {
+  const std::string longest(Acl::kMaxPasswordBytes, 'p');
+  std::shared_ptr<const Acl> acl;
+  ASSERT_TRUE(
+      Acl::Parse("user u on >" + longest + " ~* +@all", "acl", "", &acl).ok());
+  EXPECT_NE(nullptr, acl->Authenticate("u", longest));
+  EXPECT_EQ(nullptr, acl->Authenticate("u", longest + "p"));
+  const Status s =
+      Acl::Parse("user u on >" + longest + "p ~* +@all", "acl", "", &acl);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(std::string::npos, s.ToString().find("more than 16384 bytes"))
+      << s.ToString();
+}
+
+// An ACL file that is a directory opened as a stream and read as empty: the
+// server started with 'default' on nopass, no authentication at all. Now
+// it is an error, as a missing file is.
+TEST(AclTest, AnAclFileThatIsNotARegularFileIsRefused) {
+  char dir[] = "/tmp/fencedkv_acl_XXXXXX";
+  ASSERT_NE(nullptr, mkdtemp(dir));
+  std::shared_ptr<const Acl> acl;
+  Status s = Acl::LoadFile(dir, "", &acl);
+  EXPECT_TRUE(s.IsIOError()) << s.ToString();
+  EXPECT_NE(std::string::npos, s.ToString().find("not a regular file"))
+      << s.ToString();
+  s = Acl::LoadFile(std::string(dir) + "/missing", "", &acl);
+  EXPECT_TRUE(s.IsIOError()) << s.ToString();
+  const std::string file = std::string(dir) + "/users.acl";
+  FILE* f = fopen(file.c_str(), "w");
+  ASSERT_NE(nullptr, f);
+  fputs("user default on >pw ~* +@all\n", f);
+  fclose(f);
+  ASSERT_TRUE(Acl::LoadFile(file, "", &acl).ok());
+  EXPECT_EQ(nullptr, acl->InitialUser());  // must AUTH
+  remove(file.c_str());
+  rmdir(dir);
+}
+
 }  // namespace server
 }  // namespace fencedkv

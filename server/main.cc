@@ -486,7 +486,20 @@ int main(int argc, char** argv) {
   s = server.Start(db.get(), leases.get(), repl.get());
   if (!s.ok()) return Fail("start", s);
   if (!FLAGS_port_file.empty()) {
-    std::ofstream(FLAGS_port_file) << server.port() << "\n";
+    // Whole or not at all (a reader never sees half a number), and a file
+    // that cannot be written stops the start: a supervisor waiting for it
+    // would wait for ever (before, the failure was silent).
+    const std::string tmp = FLAGS_port_file + ".tmp";
+    std::ofstream out(tmp, std::ios::trunc);
+    out << server.port() << "\n";
+    out.close();
+    if (!out || std::rename(tmp.c_str(), FLAGS_port_file.c_str()) != 0) {
+      const std::string err = std::strerror(errno);
+      std::remove(tmp.c_str());
+      return Fail("port file",
+                  fencedkv::Status::IOError(
+                      "cannot write --port_file " + FLAGS_port_file, err));
+    }
   }
   std::printf("fencedkv-server %s ready on %s:%d (db %s)\n",
               FENCEDKV_VERSION_STRING, FLAGS_bind.c_str(), server.port(),

@@ -11,6 +11,7 @@
 #include "fencedkv/fence_domain.h"
 #include "fencedkv/options.h"
 
+#include "acl.h"
 #include "util/help_flags.h"
 
 DEFINE_string(bind, "127.0.0.1",
@@ -494,14 +495,10 @@ Status ResolveRequirepass(std::string* password) {
         "set one of --requirepass, --requirepass_file, FENCEDKV_REQUIREPASS");
   }
   if (!FLAGS_requirepass_file.empty()) {
-    std::ifstream in(FLAGS_requirepass_file, std::ios::binary);
-    if (!in) {
-      return Status::IOError("cannot read --requirepass_file " +
-                             FLAGS_requirepass_file);
-    }
-    std::stringstream text;
-    text << in.rdbuf();
-    std::string pass = text.str();
+    std::string pass;
+    Status s =
+        ReadConfigFile(FLAGS_requirepass_file, "--requirepass_file", &pass);
+    if (!s.ok()) return s;
     if (!pass.empty() && pass.back() == '\n') pass.pop_back();
     if (!pass.empty() && pass.back() == '\r') pass.pop_back();
     if (pass.empty() || pass.find('\n') != std::string::npos) {

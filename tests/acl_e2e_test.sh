@@ -112,4 +112,20 @@ check "with its line"            "fencedkv-server: aclfile: Invalid argument: $E
 rc=0; "$FENCEDKV_SERVER" --port=0 --db="$E2E_TMP/bad" --aclfile="$E2E_TMP/users.acl" \
   --requirepass=pw >/dev/null 2>&1 || rc=$?
 check "--requirepass with a 'user default' line is refused" 1 "$rc"
+# An ACL file that is a directory read as empty: the server started with no
+# authentication at all. Refused now, before anything is opened.
+mkdir -p "$E2E_TMP/acldir"
+rc=0; err=$("$FENCEDKV_SERVER" --port=0 --db="$E2E_TMP/bad2" --aclfile="$E2E_TMP/acldir" 2>&1 >/dev/null) || rc=$?
+check "--aclfile naming a directory is refused" 1 "$rc"
+check "and says why" true "$(grep -q 'not a regular file' <<<"$err" && echo true)"
+check "nothing was created" false "$([ -e "$E2E_TMP/bad2" ] && echo true || echo false)"
+rc=0; err=$("$FENCEDKV_SERVER" --port=0 --db="$E2E_TMP/bad3" --requirepass_file="$E2E_TMP/acldir" 2>&1 >/dev/null) || rc=$?
+check "--requirepass_file naming a directory is refused" 1 "$rc"
+check "and says why" true "$(grep -q 'not a regular file' <<<"$err" && echo true)"
+# A --port_file that cannot be written stops the start (a supervisor
+# waiting for it would wait for ever; before, the failure was silent).
+rc=0; err=$(timeout 20 "$FENCEDKV_SERVER" --port=0 --bind=127.0.0.1 --db="$E2E_TMP/pf" \
+  --port_file="$E2E_TMP/no/such/dir/port" 2>&1 >/dev/null) || rc=$?
+check "an unwritable --port_file stops the start" 1 "$rc"
+check "and says why" true "$(grep -q 'cannot write --port_file' <<<"$err" && echo true)"
 finish
