@@ -23,6 +23,7 @@
 #include <rocksdb/statistics.h>
 #include <signal.h>
 #include <sys/auxv.h>
+#include <netdb.h>
 #include <unistd.h>
 
 #include "fencedkv/db.h"
@@ -177,6 +178,49 @@ int main(int argc, char** argv) {
                     " names no host that others could reach: with --shard "
                     "set --announce_addr=host:port (the address replicas "
                     "and clients connect to)"));
+  }
+  // Flags that need one another, checked before anything is opened: a
+  // start refused later had already created the database, written a
+  // promotion into REPLICATION (its epoch list is bounded) and flushed.
+  {
+    const bool etcd_endpoints =
+        !fencedkv::server::SplitEtcdEndpoints(FLAGS_etcd_endpoints).empty();
+    std::string host;
+    int port = 0;
+    const char* bad = nullptr;
+    std::string why;
+    if (!FLAGS_shard.empty() && !FLAGS_replicaof.empty()) {
+      bad = "replication";
+      why = "--shard (etcd mode) and --replicaof exclude each other";
+    } else if (!FLAGS_shard.empty() && !etcd_endpoints) {
+      bad = "replication";
+      why = "--shard needs --etcd_endpoints";
+    } else if (FLAGS_token_source == "etcd" && !etcd_endpoints) {
+      bad = "token source";
+      why = "--token_source=etcd needs --etcd_endpoints";
+    } else if (!FLAGS_replicaof.empty() &&
+               !fencedkv::server::IsReplicaOfNone(FLAGS_replicaof) &&
+               !fencedkv::server::SplitHostPort(FLAGS_replicaof, &host,
+                                                &port)) {
+      bad = "replication";
+      why = "--replicaof=" + FLAGS_replicaof + " is not host:port (or none)";
+    } else if (FLAGS_metrics_port > 0) {
+      addrinfo hints{};
+      hints.ai_flags = AI_PASSIVE;
+      hints.ai_socktype = SOCK_STREAM;
+      addrinfo* res = nullptr;
+      const int rc = getaddrinfo(FLAGS_metrics_bind.c_str(), nullptr, &hints,
+                                 &res);
+      if (res != nullptr) freeaddrinfo(res);
+      if (rc != 0) {
+        bad = "metrics";
+        why = "--metrics_bind=" + FLAGS_metrics_bind +
+              " is not an address to listen on (" + gai_strerror(rc) + ")";
+      }
+    }
+    if (bad != nullptr) {
+      return Fail(bad, fencedkv::Status::InvalidArgument(why));
+    }
   }
   LOG(INFO) << "fencedkv-server " << FENCEDKV_VERSION_STRING << " (RocksDB "
             << fencedkv::RocksDBVersion() << ")";

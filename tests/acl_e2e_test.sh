@@ -115,11 +115,11 @@ check "--requirepass with a 'user default' line is refused" 1 "$rc"
 # An ACL file that is a directory read as empty: the server started with no
 # authentication at all. Refused now, before anything is opened.
 mkdir -p "$E2E_TMP/acldir"
-rc=0; err=$("$FENCEDKV_SERVER" --port=0 --db="$E2E_TMP/bad2" --aclfile="$E2E_TMP/acldir" 2>&1 >/dev/null) || rc=$?
+rc=0; err=$(timeout 20 "$FENCEDKV_SERVER" --port=0 --bind=127.0.0.1 --db="$E2E_TMP/bad2" --aclfile="$E2E_TMP/acldir" 2>&1 >/dev/null) || rc=$?
 check "--aclfile naming a directory is refused" 1 "$rc"
 check "and says why" true "$(grep -q 'not a regular file' <<<"$err" && echo true)"
 check "nothing was created" false "$([ -e "$E2E_TMP/bad2" ] && echo true || echo false)"
-rc=0; err=$("$FENCEDKV_SERVER" --port=0 --db="$E2E_TMP/bad3" --requirepass_file="$E2E_TMP/acldir" 2>&1 >/dev/null) || rc=$?
+rc=0; err=$(timeout 20 "$FENCEDKV_SERVER" --port=0 --bind=127.0.0.1 --db="$E2E_TMP/bad3" --requirepass_file="$E2E_TMP/acldir" 2>&1 >/dev/null) || rc=$?
 check "--requirepass_file naming a directory is refused" 1 "$rc"
 check "and says why" true "$(grep -q 'not a regular file' <<<"$err" && echo true)"
 # A --port_file that cannot be written stops the start (a supervisor
@@ -128,4 +128,18 @@ rc=0; err=$(timeout 20 "$FENCEDKV_SERVER" --port=0 --bind=127.0.0.1 --db="$E2E_T
   --port_file="$E2E_TMP/no/such/dir/port" 2>&1 >/dev/null) || rc=$?
 check "an unwritable --port_file stops the start" 1 "$rc"
 check "and says why" true "$(grep -q 'cannot write --port_file' <<<"$err" && echo true)"
+# Flags that need one another are checked before anything is opened: a
+# start refused later had created the database and written a promotion
+# into its REPLICATION file (each refused start moved its epoch).
+n=0
+for flags in "--token_source=etcd" "--shard=s1" "--replicaof=garbage" \
+    "--shard=s1 --replicaof=127.0.0.1:1 --etcd_endpoints=http://127.0.0.1:1" \
+    "--metrics_port=1 --metrics_bind=no.such.host.invalid"; do
+  n=$((n + 1))
+  # shellcheck disable=SC2086
+  rc=0; timeout 20 "$FENCEDKV_SERVER" --port=0 --bind=127.0.0.1 --db="$E2E_TMP/early$n" $flags \
+    >/dev/null 2>&1 || rc=$?
+  check "refused: $flags" 1 "$rc"
+  check "nothing created: $flags" false "$([ -e "$E2E_TMP/early$n" ] && echo true || echo false)"
+done
 finish
