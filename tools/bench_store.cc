@@ -314,6 +314,19 @@ bool MayReplace(const std::string& path, std::string* error) {
     return false;
   }
   if (fs::is_empty(path, ec) && !ec) return true;
+  // A server's store (it keeps its node id and replication state beside
+  // the database): never destroyed for a benchmark. Before, fenced_bench
+  // deleted its RocksDB files, then could not open what was left (those
+  // two files, no CURRENT), and neither could the server.
+  for (const char* f : {"NODE_ID", "REPLICATION"}) {
+    if (fs::exists(path + "/" + f, ec)) {
+      *error = path + " holds a fencedkv-server's store (its " +
+               std::string(f) +
+               "): fenced_bench destroys --db before a fresh benchmark and "
+               "will not destroy that; give it another --db";
+      return false;
+    }
+  }
   const rocksdb::DBOptions options;
   if (!StoreExists(path)) {
     *error = "not a fencedkv database: " + path +

@@ -195,6 +195,20 @@ foreign_db)
   [ "$(rc files)" = 1 ] && pass || fail "files: exit status $(rc files)"
   expect files "^fenced_bench: refusing --db .*/db: not a fencedkv database: " "$WORK/files.err"
   [ "$(snapshot "$WORK/db")" = "$before" ] && pass || fail "files: files were removed or changed"
+  # A server's store (NODE_ID, REPLICATION beside the database): refused
+  # and left as it was. Before, fenced_bench deleted its RocksDB files and
+  # then neither it nor the server could open what was left.
+  rm -rf "$WORK/db"
+  bench mkserver --num=50 --benchmarks=fillseq
+  [ "$(rc mkserver)" = 0 ] && pass || fail "server store: setup exit status $(rc mkserver)"
+  printf '0123456789abcdef0123456789abcdef\n' >"$WORK/db/NODE_ID"
+  before=$(snapshot "$WORK/db")
+  bench server_store --num=10 --benchmarks=fillseq
+  [ "$(rc server_store)" = 1 ] && pass || fail "server store: exit status $(rc server_store)"
+  expect server_store "^fenced_bench: refusing --db .*/db: .* holds a fencedkv-server's store" "$WORK/server_store.err"
+  [ "$(snapshot "$WORK/db")" = "$before" ] && pass || fail "server store: files were removed or changed"
+  rm -rf "$WORK/db"; mkdir "$WORK/db"
+  for n in 000001.log LOG LOG.old.1 notes.txt; do echo "$n" >"$WORK/db/$n"; done
   # A refused --db leaves the report file of an earlier run as it was
   # ("Nothing was changed"): before, the check of the report path had
   # already emptied it.
