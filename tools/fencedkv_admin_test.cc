@@ -1805,8 +1805,15 @@ TEST_F(AdminTest, BadBackupDirectoriesAndFlagValuesAreRefused) {
         Want{tmp_.Sub("a/b"), "contains the database directory"},
         Want{tmp_.Sub("a/b/"), "contains the database directory"},
         Want{tmp_.Sub("a"), "contains the database directory"},
-        Want{db, "is inside the database directory"}}) {
+        Want{db, "is inside the database directory"},
+        // A file, and a directory whose parent is missing: before, the
+        // store was opened (and written) first, then the backup failed.
+        Want{tmp_.Sub("a_file"), "exists and is not a directory"},
+        Want{tmp_.Sub("no/such/dir"), "is not an existing directory"}}) {
     SCOPED_TRACE(w.backup_dir);
+    if (w.backup_dir == tmp_.Sub("a_file") && !fs::exists(w.backup_dir)) {
+      std::ofstream(w.backup_dir) << "x";
+    }
     const auto before = Snapshot(tmp_.path());
     Result r = OnDb(db, {"backup", "--backup_dir=" + w.backup_dir});
     EXPECT_EQ(1, r.code);
@@ -1825,11 +1832,17 @@ TEST_F(AdminTest, BadBackupDirectoriesAndFlagValuesAreRefused) {
       EXPECT_TRUE(before.count(path) > 0 && before.at(path) == what) << path;
     }
   }
-  {  // A checkpoint directory that exists: refused before the open too.
+  // A checkpoint directory that exists, or whose parent does not: refused
+  // before the open too.
+  for (const auto& [dest, error] :
+       std::vector<std::pair<std::string, std::string>>{
+           {other, "already exists"},
+           {tmp_.Sub("no/such/x"), "is not an existing directory"}}) {
+    SCOPED_TRACE(dest);
     const auto before = Snapshot(tmp_.path());
-    Result r = OnDb(db, {"checkpoint", other});
+    Result r = OnDb(db, {"checkpoint", dest});
     EXPECT_EQ(1, r.code);
-    EXPECT_NE(std::string::npos, r.err.find("already exists")) << r.err;
+    EXPECT_NE(std::string::npos, r.err.find(error)) << r.err;
     for (const auto& [path, what] : Snapshot(tmp_.path())) {
       if (path.find("/stdout") != std::string::npos ||
           path.find("/stderr") != std::string::npos) {

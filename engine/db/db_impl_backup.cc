@@ -62,6 +62,22 @@ Status CheckOutside(const std::string& db_path, const std::string& dir,
 
 }  // namespace
 
+namespace {
+// InvalidArgument unless the directory `path` would be made in exists and
+// is a directory: checked before the database is opened (a refused copy
+// must leave the store as it was; opening it writes).
+Status CheckParentDir(const std::string& path, const char* what) {
+  fs::path parent = fs::absolute(fs::path(path)).parent_path();
+  std::error_code ec;
+  if (!fs::is_directory(parent, ec)) {
+    return Status::InvalidArgument(
+        std::string(what) + " " + path,
+        "its parent " + parent.string() + " is not an existing directory");
+  }
+  return Status::OK();
+}
+}  // namespace
+
 Status CheckCheckpointDir(const std::string& db_path, const std::string& dir) {
   if (dir.empty()) return Status::InvalidArgument("empty checkpoint directory");
   Status s = CheckOutside(db_path, dir, "checkpoint directory");
@@ -71,7 +87,7 @@ Status CheckCheckpointDir(const std::string& db_path, const std::string& dir) {
     return Status::InvalidArgument("checkpoint directory " + dir,
                                    "already exists (it must not)");
   }
-  return Status::OK();
+  return CheckParentDir(dir, "checkpoint directory");
 }
 
 Status CheckExportFile(const std::string& db_path, const std::string& file) {
@@ -94,6 +110,15 @@ Status CheckBackupDir(const std::string& db_path,
         "a backup directory must be a directory of its own");
   }
   std::error_code ec;
+  if (fs::exists(d, ec)) {
+    if (!fs::is_directory(d, ec)) {
+      return Status::InvalidArgument("backup directory " + backup_dir,
+                                     "exists and is not a directory");
+    }
+  } else {
+    s = CheckParentDir(d, "backup directory");
+    if (!s.ok()) return s;
+  }
   if (fs::exists(fs::path(d) / "CURRENT", ec) ||
       fs::exists(fs::path(d) / "IDENTITY", ec)) {
     return Status::InvalidArgument(
