@@ -244,6 +244,17 @@ flag_bounds)
   expect jobs "Invalid value for --max_background_jobs: 1000000 \(must be 1\.\.256\)" "$WORK/jobs.err"
   bench jobs257 --num=10 --max_background_jobs=257 --benchmarks=fillseq
   [ "$(rc jobs257)" = 1 ] && pass || fail "max_background_jobs=257: exit status $(rc jobs257)"
+  # Values refused before anything runs: a key_size past max_key_size (it
+  # ran for seconds and grew to 1.9 GB before failing), counts below -1
+  # (taken as --num), a negative fence cache (taken as 0), and an empty
+  # --benchmarks (it ran nothing and exited 0).
+  for bad in key_size=1000000000 reads=-5 writes=-2 deletes=-3 \
+      fence_cache_bytes=-1 benchmarks=; do
+    name=bad_${bad%%=*}
+    bench "$name" --num=10 --"$bad"
+    [ "$(rc "$name")" = 1 ] && pass || fail "--$bad: exit status $(rc "$name")"
+    expect "$name" "Invalid value for --${bad%%=*}" "$WORK/$name.err"
+  done
   [ ! -e "$WORK/db" ] && pass || fail "refused flags: the database was created"
   # The bounds themselves are accepted.
   bench top --num=10 --writes=2 --threads=1024 --max_background_jobs=256 \

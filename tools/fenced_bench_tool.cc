@@ -208,6 +208,30 @@ bool ValidateThreads(const char* flag, int32_t v) {
 }
 // A value the store takes: fencedkv::Options' default max_value_size
 // (2147483647 took 97 s and 14 GB for one write).
+// What fencedkv::Options accepts (a larger one ran for seconds, grew to
+// 1.9 GB, then failed with "exceeds max_key_size").
+bool ValidateKeySize(const char* flag, int32_t v) {
+  return fencedkv::FlagInRange(
+      flag, v, 1, static_cast<int64_t>(fencedkv::Options().max_key_size));
+}
+// -1 means --num (db_bench's); other negatives were taken as -1 silently.
+bool ValidateCountOrDefault(const char* flag, int64_t v) {
+  if (v >= -1) return true;
+  std::fprintf(stderr,
+               "Invalid value for --%s: %" PRId64
+               " (must be >= 0, or -1 for "
+               "--num)\n",
+               flag, v);
+  return false;
+}
+bool ValidateBenchmarks(const char* flag, const std::string& v) {
+  if (v.find_first_not_of(", ") != std::string::npos) return true;
+  std::fprintf(stderr,
+               "Invalid value for --%s: \"%s\" names no benchmark (it ran "
+               "nothing and exited 0)\n",
+               flag, v.c_str());
+  return false;
+}
 bool ValidateValueSize(const char* flag, int32_t v) {
   return fencedkv::FlagInRange(
       flag, v, 0, static_cast<int64_t>(fencedkv::Options().max_value_size));
@@ -299,7 +323,13 @@ bool ValidateMemtablerep(const char* flag, const std::string& v) {
 const bool kRegistered = [] {
   gflags::RegisterFlagValidator(&FLAGS_num, &ValidatePositive64);
   gflags::RegisterFlagValidator(&FLAGS_threads, &ValidateThreads);
-  gflags::RegisterFlagValidator(&FLAGS_key_size, &ValidatePositive32);
+  gflags::RegisterFlagValidator(&FLAGS_key_size, &ValidateKeySize);
+  gflags::RegisterFlagValidator(&FLAGS_reads, &ValidateCountOrDefault);
+  gflags::RegisterFlagValidator(&FLAGS_writes, &ValidateCountOrDefault);
+  gflags::RegisterFlagValidator(&FLAGS_deletes, &ValidateCountOrDefault);
+  gflags::RegisterFlagValidator(&FLAGS_fence_cache_bytes,
+                                &ValidateNonNegative64);
+  gflags::RegisterFlagValidator(&FLAGS_benchmarks, &ValidateBenchmarks);
   gflags::RegisterFlagValidator(&FLAGS_value_size, &ValidateValueSize);
   gflags::RegisterFlagValidator(&FLAGS_write_buffer_size,
                                 &ValidateWriteBufferSize);
