@@ -20,10 +20,10 @@
 #include <gflags/gflags.h>
 #include <glog/logging.h>
 #include <malloc.h>
+#include <netdb.h>
 #include <rocksdb/statistics.h>
 #include <signal.h>
 #include <sys/auxv.h>
-#include <netdb.h>
 #include <unistd.h>
 
 #include "fencedkv/db.h"
@@ -209,8 +209,8 @@ int main(int argc, char** argv) {
       hints.ai_flags = AI_PASSIVE;
       hints.ai_socktype = SOCK_STREAM;
       addrinfo* res = nullptr;
-      const int rc = getaddrinfo(FLAGS_metrics_bind.c_str(), nullptr, &hints,
-                                 &res);
+      const int rc =
+          getaddrinfo(FLAGS_metrics_bind.c_str(), nullptr, &hints, &res);
       if (res != nullptr) freeaddrinfo(res);
       if (rc != 0) {
         bad = "metrics";
