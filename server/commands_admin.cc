@@ -634,6 +634,8 @@ void CmdInfo(ServerState& server, ClientState&, const Args& args,
              db, "fencedkv.aggregated.rocksdb.estimate-table-readers-mem")));
     line("fence_cache_bytes",
          std::to_string(IntProperty(db, "fencedkv.fence-cache-bytes")));
+    line("fence_cache_capacity",
+         std::to_string(IntProperty(db, "fencedkv.fence-cache-capacity")));
     line("value_cache_bytes",
          std::to_string(IntProperty(db, "fencedkv.value-cache-bytes")));
     line("value_cache_capacity",

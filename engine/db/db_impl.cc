@@ -468,6 +468,10 @@ bool DBImpl::GetProperty(std::string_view property, std::string* value) {
     *value = std::to_string(values_ == nullptr ? 0 : values_->Capacity());
     return true;
   }
+  if (property == "fencedkv.fence-cache-capacity") {
+    *value = std::to_string(table_->Capacity());
+    return true;
+  }
   if (property == "fencedkv.fence-cache-bytes") {
     *value = std::to_string(table_->ApproximateMemoryUsage());
     return true;
