@@ -291,16 +291,14 @@ Status ReadConfigFile(const std::string& path, const std::string& what,
                       std::string* text) {
   // A directory opens as a stream and reads as empty: an --aclfile naming
   // one started the server with no authentication at all.
+  std::string cannot = "cannot read ";
+  cannot.append(what).append(" ").append(path);
   const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    return Status::IOError("cannot read " + what + " " + path,
-                           std::strerror(errno));
-  }
+  if (fd < 0) return Status::IOError(cannot, std::strerror(errno));
   struct stat st {};
   if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     close(fd);
-    return Status::IOError("cannot read " + what + " " + path,
-                           "not a regular file");
+    return Status::IOError(cannot, "not a regular file");
   }
   text->clear();
   char buf[1 << 16];
@@ -311,7 +309,7 @@ Status ReadConfigFile(const std::string& path, const std::string& what,
       if (errno == EINTR) continue;
       const std::string err = std::strerror(errno);
       close(fd);
-      return Status::IOError("cannot read " + what + " " + path, err);
+      return Status::IOError(cannot, err);
     }
     text->append(buf, static_cast<size_t>(n));
   }

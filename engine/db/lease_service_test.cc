@@ -23,7 +23,8 @@ namespace {
 
 class LeaseServiceTest : public testing::Test {
  protected:
-  void Open(Options options = Options(), LeaseOptions lease_options = {}) {
+  void Open(Options options = Options(),
+            const LeaseOptions& lease_options = {}) {
     options.create_if_missing = true;
     leases_.reset();
     db_.reset();
