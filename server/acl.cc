@@ -209,7 +209,7 @@ bool Acl::ApplyRule(std::string_view rule, AclUser* u, std::string* error) {
     command_rules->clear();
     std::fill(allowed->begin(), allowed->end(), 0);
   } else {
-    *error = "unknown ACL rule '" + std::string(rule) + "'";
+    *error = "unknown ACL rule '" + EscapeBytesBounded(rule) + "'";
     return false;
   }
   return true;

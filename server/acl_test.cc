@@ -119,6 +119,9 @@ TEST(AclTest, Refusals) {
             ParseError("user a on +frob"));
   EXPECT_EQ("Invalid argument: users.acl:1: unknown ACL rule 'sideways'",
             ParseError("user a sideways"));
+  // Control bytes are escaped, not echoed raw into logs and terminals.
+  EXPECT_EQ("Invalid argument: users.acl:1: unknown ACL rule '\\x01\\x1b'",
+            ParseError(std::string("user a \x01\x1b")));
   EXPECT_EQ(
       "Invalid argument: users.acl:1: key pattern '~user:*' is not "
       "supported: fencedkv grants every key (~*) or none",

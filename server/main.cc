@@ -192,6 +192,16 @@ int main(int argc, char** argv) {
     if (!FLAGS_shard.empty() && !FLAGS_replicaof.empty()) {
       bad = "replication";
       why = "--shard (etcd mode) and --replicaof exclude each other";
+    } else if (FLAGS_min_insync_replicas > FLAGS_max_replicas + 1) {
+      bad = "replication";
+      why =
+          "--min_insync_replicas=" + std::to_string(FLAGS_min_insync_replicas) +
+          " can never be met with --max_replicas=" +
+          std::to_string(FLAGS_max_replicas) +
+          " (the primary and its replicas): every write would be refused";
+    } else if (!FLAGS_masteruser.empty() && FLAGS_masterauth.empty()) {
+      bad = "replication";
+      why = "--masteruser goes with --masterauth (its password)";
     } else if (!FLAGS_shard.empty() && !etcd_endpoints) {
       bad = "replication";
       why = "--shard needs --etcd_endpoints";

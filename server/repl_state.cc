@@ -345,8 +345,12 @@ Status ReadNodeId(const std::string& dir, std::string* id) {
   if (access(path.c_str(), F_OK) != 0) return Status::OK();
   std::ifstream in(path);
   std::string text;
-  if (!in || !std::getline(in, text)) {
-    return Status::IOError("cannot read " + path);
+  if (!in) return Status::IOError("cannot read " + path);
+  if (!std::getline(in, text)) {
+    // (A directory opens and reads as nothing too.)
+    return Status::Corruption(path +
+                              " is empty or not a file, not a node id "
+                              "(32 hex digits)");
   }
   if (!IsNodeId(text)) {
     return Status::Corruption(path + " is not a node id (32 hex digits)");

@@ -114,6 +114,12 @@ TEST(ReplStateTest, TheNodeIdIsMadeOnceAndKept) {
   EXPECT_NE(first, again);
   std::ofstream(dir.path() + "/" + kNodeIdFile) << "not an id\n";
   EXPECT_TRUE(LoadOrCreateNodeId(dir.path(), &again).IsCorruption());
+  // An empty file is damage, not an I/O error (it said "cannot read").
+  std::ofstream(dir.path() + "/" + kNodeIdFile, std::ios::trunc).flush();
+  const Status empty = LoadOrCreateNodeId(dir.path(), &again);
+  EXPECT_TRUE(empty.IsCorruption()) << empty.ToString();
+  EXPECT_NE(std::string::npos, empty.ToString().find("is empty"))
+      << empty.ToString();
 
   MemberRecord m, back;
   m.epoch = 3;

@@ -134,7 +134,8 @@ check "and says why" true "$(grep -q 'cannot write --port_file' <<<"$err" && ech
 n=0
 for flags in "--token_source=etcd" "--shard=s1" "--replicaof=garbage" \
     "--shard=s1 --replicaof=127.0.0.1:1 --etcd_endpoints=http://127.0.0.1:1" \
-    "--metrics_port=1 --metrics_bind=no.such.host.invalid"; do
+    "--metrics_port=1 --metrics_bind=no.such.host.invalid" \
+    "--min_insync_replicas=3 --max_replicas=1" "--masteruser=repl"; do
   n=$((n + 1))
   # shellcheck disable=SC2086
   rc=0; timeout 20 "$FENCEDKV_SERVER" --port=0 --bind=127.0.0.1 --db="$E2E_TMP/early$n" $flags \
