@@ -314,21 +314,6 @@ TEST_F(LeaseServiceTest, AFloorAboveALeasesTokenEndsTheLease) {
   EXPECT_EQ(std::string::npos, other.find("is held")) << other;
 }
 
-// Leases the floor ended take no place under max_leases.
-TEST_F(LeaseServiceTest, LeasesTheFloorEndedLeaveRoomUnderTheLimit) {
-  LeaseOptions lo;
-  lo.max_leases = 2;
-  OpenWithClock(lo);
-  LeaseGrant g;
-  ASSERT_FENCEDKV_OK(leases_->Acquire("a", "A", 60000, &g));
-  ASSERT_FENCEDKV_OK(leases_->Acquire("b", "B", 60000, &g));
-  EXPECT_TRUE(leases_->Acquire("c", "C", 60000, &g).IsBusy());
-  ASSERT_FENCEDKV_OK(db_->SetFenceFloor(WriteOptions(), g.token + 1));
-  ASSERT_FENCEDKV_OK(leases_->Acquire("c", "C", 60000, &g));
-  ASSERT_FENCEDKV_OK(leases_->Acquire("d", "D", 60000, &g));
-  EXPECT_TRUE(leases_->Acquire("e", "E", 60000, &g).IsBusy());
-}
-
 // The background thread reclaims without being asked.
 TEST_F(LeaseServiceTest, ReclaimingRunsInTheBackground) {
   LeaseOptions lo;
@@ -366,6 +351,14 @@ TEST_F(LeaseServiceTest, TheNumberOfLeasesIsBounded) {
   ASSERT_FENCEDKV_OK(leases_->Acquire("d", "h", 60000, &g));
   EXPECT_EQ(3u, leases_->GetStats().held);
   EXPECT_EQ(3u, StoredLeases());  // "a" is gone from disk as well
+  // Leases a floor raised above their tokens ended take no place either
+  // (before, they kept theirs until their TTL: BUSY for everyone else).
+  EXPECT_TRUE(leases_->Acquire("e", "h", 60000, &g).IsBusy());
+  ASSERT_FENCEDKV_OK(db_->SetFenceFloor(WriteOptions(), g.token + 1));
+  for (const char* n : {"e", "f", "g"}) {
+    ASSERT_FENCEDKV_OK(leases_->Acquire(n, "h", 60000, &g));
+  }
+  EXPECT_TRUE(leases_->Acquire("i", "h", 60000, &g).IsBusy());
 }
 
 TEST_F(LeaseServiceTest, SkewGuardRefusesTokensNoLeaseCarried) {
