@@ -324,11 +324,9 @@ const bool kRegistered = [] {
   gflags::RegisterFlagValidator(&FLAGS_num, &ValidatePositive64);
   gflags::RegisterFlagValidator(&FLAGS_threads, &ValidateThreads);
   gflags::RegisterFlagValidator(&FLAGS_key_size, &ValidateKeySize);
-  gflags::RegisterFlagValidator(&FLAGS_reads, &ValidateCountOrDefault);
-  gflags::RegisterFlagValidator(&FLAGS_writes, &ValidateCountOrDefault);
-  gflags::RegisterFlagValidator(&FLAGS_deletes, &ValidateCountOrDefault);
-  gflags::RegisterFlagValidator(&FLAGS_fence_cache_bytes,
-                                &ValidateNonNegative64);
+  for (const int64_t* counts : {&FLAGS_reads, &FLAGS_writes, &FLAGS_deletes}) {
+    gflags::RegisterFlagValidator(counts, &ValidateCountOrDefault);
+  }
   gflags::RegisterFlagValidator(&FLAGS_benchmarks, &ValidateBenchmarks);
   gflags::RegisterFlagValidator(&FLAGS_value_size, &ValidateValueSize);
   gflags::RegisterFlagValidator(&FLAGS_write_buffer_size,
@@ -342,6 +340,8 @@ const bool kRegistered = [] {
                                 &ValidateBackgroundJobs);
   gflags::RegisterFlagValidator(&FLAGS_level0_file_num_compaction_trigger,
                                 &ValidatePositive32);
+  gflags::RegisterFlagValidator(&FLAGS_fence_cache_bytes,
+                                &ValidateNonNegative64);
   gflags::RegisterFlagValidator(&FLAGS_stats_interval, &ValidateNonNegative64);
   gflags::RegisterFlagValidator(&FLAGS_stats_interval_seconds,
                                 &ValidateNonNegative64);
