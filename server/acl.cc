@@ -242,6 +242,13 @@ Status Acl::AddUser(std::string_view line, std::string* error) {
 Status Acl::Parse(std::string_view text, std::string_view source,
                   const std::string& requirepass,
                   std::shared_ptr<const Acl>* acl) {
+  if (requirepass.size() > kMaxPasswordBytes) {
+    return Status::InvalidArgument(
+        "the password (--requirepass, --requirepass_file or "
+        "FENCEDKV_REQUIREPASS) has more than " +
+        std::to_string(kMaxPasswordBytes) +
+        " bytes: AUTH before authentication cannot carry it");
+  }
   auto result = std::make_shared<Acl>();
   size_t line_no = 0;
   while (!text.empty()) {
@@ -290,16 +297,21 @@ Status Acl::Parse(std::string_view text, std::string_view source,
 Status ReadConfigFile(const std::string& path, const std::string& what,
                       std::string* text) {
   // A directory opens as a stream and reads as empty: an --aclfile naming
-  // one started the server with no authentication at all.
+  // one started the server with no authentication at all. A pipe or a
+  // device is read (--requirepass_file=<(cmd), /dev/stdin); opened without
+  // blocking, so a FIFO with no writer reads as empty instead of hanging.
   std::string cannot = "cannot read ";
   cannot.append(what).append(" ").append(path);
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return Status::IOError(cannot, std::strerror(errno));
   struct stat st {};
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+  if (fstat(fd, &st) != 0 || S_ISDIR(st.st_mode)) {
     close(fd);
-    return Status::IOError(cannot, "not a regular file");
+    return Status::IOError(cannot, "a directory, not a file");
   }
+  // Blocking reads from here on (a pipe's writer may not have written yet).
+  const int flags = fcntl(fd, F_GETFL);
+  if (flags >= 0) fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
   text->clear();
   char buf[1 << 16];
   for (;;) {

@@ -169,6 +169,9 @@ TEST(AclTest, PasswordsAreBoundedAsAuthBeforeLoginIs) {
   EXPECT_FALSE(s.ok());
   EXPECT_NE(std::string::npos, s.ToString().find("more than 16384 bytes"))
       << s.ToString();
+  // --requirepass (and its file and variable) too.
+  EXPECT_TRUE(Acl::Parse("", "acl", longest, &acl).ok());
+  EXPECT_FALSE(Acl::Parse("", "acl", longest + "p", &acl).ok());
 }
 
 // An ACL file that is a directory opened as a stream and read as empty: the
@@ -180,7 +183,7 @@ TEST(AclTest, AnAclFileThatIsNotARegularFileIsRefused) {
   std::shared_ptr<const Acl> acl;
   Status s = Acl::LoadFile(dir, "", &acl);
   EXPECT_TRUE(s.IsIOError()) << s.ToString();
-  EXPECT_NE(std::string::npos, s.ToString().find("not a regular file"))
+  EXPECT_NE(std::string::npos, s.ToString().find("a directory, not a file"))
       << s.ToString();
   s = Acl::LoadFile(std::string(dir) + "/missing", "", &acl);
   EXPECT_TRUE(s.IsIOError()) << s.ToString();

@@ -391,8 +391,10 @@ void CmdScan(ServerState& server, ClientState& client, const Args& args,
   std::string next = "0";
   if (it->Valid()) {
     std::string key(it->key());
+    // (Without a block cache, --block_cache_size=0, RocksDB charges
+    // nothing and the pins cannot be counted: no iterator is parked.)
     std::string pinned;
-    if (server.db->GetProperty("rocksdb.block-cache-pinned-usage", &pinned) &&
+    if (!server.db->GetProperty("rocksdb.block-cache-pinned-usage", &pinned) ||
         std::strtoll(pinned.c_str(), nullptr, 10) > kParkedBlockBudget) {
       it.reset();
     }

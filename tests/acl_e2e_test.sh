@@ -117,11 +117,17 @@ check "--requirepass with a 'user default' line is refused" 1 "$rc"
 mkdir -p "$E2E_TMP/acldir"
 rc=0; err=$(timeout 20 "$FENCEDKV_SERVER" --port=0 --bind=127.0.0.1 --db="$E2E_TMP/bad2" --aclfile="$E2E_TMP/acldir" 2>&1 >/dev/null) || rc=$?
 check "--aclfile naming a directory is refused" 1 "$rc"
-check "and says why" true "$(grep -q 'not a regular file' <<<"$err" && echo true)"
+check "and says why" true "$(grep -q 'a directory, not a file' <<<"$err" && echo true)"
 check "nothing was created" false "$([ -e "$E2E_TMP/bad2" ] && echo true || echo false)"
 rc=0; err=$(timeout 20 "$FENCEDKV_SERVER" --port=0 --bind=127.0.0.1 --db="$E2E_TMP/bad3" --requirepass_file="$E2E_TMP/acldir" 2>&1 >/dev/null) || rc=$?
 check "--requirepass_file naming a directory is refused" 1 "$rc"
-check "and says why" true "$(grep -q 'not a regular file' <<<"$err" && echo true)"
+check "and says why" true "$(grep -q 'a directory, not a file' <<<"$err" && echo true)"
+# A password from a pipe (process substitution), a common way to keep it
+# out of argv and the environment, is read.
+start_server piped --requirepass_file=<(printf 'pipedpw\n')
+check "a --requirepass_file that is a pipe" "OK" \
+  "$(redis-cli -h 127.0.0.1 -p "$PORT_piped" -a pipedpw --no-auth-warning SET p v FENCE 1 2>&1)"
+stop_server piped
 # A --port_file that cannot be written stops the start (a supervisor
 # waiting for it would wait for ever; before, the failure was silent).
 rc=0; err=$(timeout 20 "$FENCEDKV_SERVER" --port=0 --bind=127.0.0.1 --db="$E2E_TMP/pf" \

@@ -206,8 +206,6 @@ constexpr int32_t kMaxThreads = 1024;
 bool ValidateThreads(const char* flag, int32_t v) {
   return fencedkv::FlagInRange(flag, v, 1, kMaxThreads);
 }
-// A value the store takes: fencedkv::Options' default max_value_size
-// (2147483647 took 97 s and 14 GB for one write).
 // What fencedkv::Options accepts (a larger one ran for seconds, grew to
 // 1.9 GB, then failed with "exceeds max_key_size").
 bool ValidateKeySize(const char* flag, int32_t v) {
@@ -232,6 +230,8 @@ bool ValidateBenchmarks(const char* flag, const std::string& v) {
                flag, v.c_str());
   return false;
 }
+// A value the store takes: fencedkv::Options' default max_value_size
+// (2147483647 took 97 s and 14 GB for one write).
 bool ValidateValueSize(const char* flag, int32_t v) {
   return fencedkv::FlagInRange(
       flag, v, 0, static_cast<int64_t>(fencedkv::Options().max_value_size));

@@ -844,6 +844,11 @@ TEST_F(AdminTest, CheckpointBackupAndFencingSafeRestoreOffline) {
   EXPECT_EQ("checkpoint " + tmp_.Sub("cp") + " created\n", r.out);
   EXPECT_EQ(0, OnDb(tmp_.Sub("cp"), {"check"}).code);
   EXPECT_EQ(OnDb(dir, {"dump"}).out, OnDb(tmp_.Sub("cp"), {"dump"}).out);
+  // A destination written with a trailing slash is the same directory
+  // (the parent check once took "cp2/" for a directory inside "cp2").
+  r = OnDb(dir, {"checkpoint", tmp_.Sub("cp2") + "/"});
+  ASSERT_EQ(0, r.code) << r.err;
+  EXPECT_EQ(0, OnDb(tmp_.Sub("cp2"), {"check"}).code);
 
   r = OnDb(dir, {"backup", "--backup_dir=" + bk, "--verify"});
   ASSERT_EQ(0, r.code) << r.err;

@@ -469,7 +469,7 @@ bool DBImpl::GetProperty(std::string_view property, std::string* value) {
     return true;
   }
   if (property == "fencedkv.fence-cache-capacity") {
-    *value = std::to_string(table_->Capacity());
+    *value = std::to_string(table_->capacity_bytes());
     return true;
   }
   if (property == "fencedkv.fence-cache-bytes") {

@@ -87,7 +87,7 @@ Status CheckCheckpointDir(const std::string& db_path, const std::string& dir) {
     return Status::InvalidArgument("checkpoint directory " + dir,
                                    "already exists (it must not)");
   }
-  return CheckParentDir(dir, "checkpoint directory");
+  return CheckParentDir(Normalized(dir), "checkpoint directory");
 }
 
 Status CheckExportFile(const std::string& db_path, const std::string& file) {

@@ -108,9 +108,6 @@ class FenceTable {
   // Bytes of entries in use (takes no lock: INFO memory must not wait for
   // the stripes a long write holds; a moment later it may be other).
   size_t ApproximateMemoryUsage();
-  // The bytes of buckets mapped at construction: 0 if the mapping failed
-  // (the table then runs without a cache) or none was asked for.
-  size_t Capacity() const { return buckets_bytes_; }
   // Bytes reserved for buckets (the budget rounded down to whole buckets).
   size_t capacity_bytes() const;
 

@@ -44,14 +44,14 @@ Token MissBound(FenceTable& t, const std::string& d) {
 }  // namespace
 
 // A cache the machine cannot map leaves the table without one, and says so
-// through Capacity() (the server warns: before, a --fence_cache_bytes of
+// through capacity_bytes() (the server warns: before, a --fence_cache_bytes of
 // 1 TiB ran silently with no cache).
 TEST(FenceTableTest, ACacheThatCannotBeMappedHasNoCapacity) {
   FenceTable big(4, size_t{1} << 50, /*prefault=*/false);  // 1 PiB
-  EXPECT_EQ(0u, big.Capacity());
+  EXPECT_EQ(0u, big.capacity_bytes());
   FenceTable small(4, 64 << 10, /*prefault=*/false);
-  EXPECT_GT(small.Capacity(), 0u);
-  EXPECT_LE(small.Capacity(), size_t{64} << 10);
+  EXPECT_GT(small.capacity_bytes(), 0u);
+  EXPECT_LE(small.capacity_bytes(), size_t{64} << 10);
 }
 
 TEST(FenceTableTest, HitsAreExactAndMissesAreMisses) {

@@ -115,6 +115,7 @@ class LeaseServiceImpl final : public LeaseService {
     // A new name at the limit takes the place of expired leases, reclaimed
     // in the grant's own write.
     std::vector<std::string> reclaim;
+    Token walked = floor_walked_;  // kept once the grant is written
     if (it == leases_.end() && leases_.size() >= options_.max_leases) {
       for (auto e = by_expiry_.begin();
            e != by_expiry_.end() && e->first <= now && reclaim.size() < 16;
@@ -131,9 +132,10 @@ class LeaseServiceImpl final : public LeaseService {
              reclaim.size() < 16 && l != leases_.end(); ++l) {
           if (l->second.r.token < floor) reclaim.push_back(l->first);
         }
-        if (reclaim.size() < 16) floor_walked_ = floor;
+        if (reclaim.size() < 16) walked = floor;
       }
       if (reclaim.empty()) {
+        floor_walked_ = walked;  // none below the floor: no walk till it moves
         stats_.refusals++;
         return Status::Busy(
             "too many leases: " + std::to_string(leases_.size()) +
@@ -159,7 +161,8 @@ class LeaseServiceImpl final : public LeaseService {
         {{std::string(format::kMetaLeaseCounter), format::EncodeToken(next)},
          {MetaKey(name), format::EncodeLeaseRecord(r)}},
         deletes);
-    if (!s.ok()) return s;  // nothing granted
+    if (!s.ok()) return s;  // nothing granted (nor reclaimed: walk again)
+    floor_walked_ = walked;
     counter_ = next;
     db_->NoteIssuedToken(next);
     for (const auto& n : reclaim) Erase(leases_.find(n));
