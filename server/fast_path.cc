@@ -17,6 +17,8 @@ Route ChooseRoute(const Admission& admission, const ClientState& client,
   const CommandSpec* cmd = admission.cmd;
   static const CommandSpec* const kInfo = LookupCommand("info");
   static const CommandSpec* const kCommand = LookupCommand("command");
+  static const CommandSpec* const kEcho = LookupCommand("echo");
+  static const CommandSpec* const kPing = LookupCommand("ping");
   // Before the grouping: a huge MSET would hold the loop through its group.
   const bool has_keys =
       (cmd->keys.first > 0 || (cmd->flags & kCmdMovableKeys) != 0) &&
@@ -31,8 +33,6 @@ Route ChooseRoute(const Admission& admission, const ClientState& client,
   }
   // ECHO and PING copy their argument into the reply: a 60 MiB ECHO held
   // its loop 0.4 s.
-  static const CommandSpec* const kEcho = LookupCommand("echo");
-  static const CommandSpec* const kPing = LookupCommand("ping");
   if ((cmd == kEcho || cmd == kPing) && args.size() == 2 &&
       args[1].size() >= kOffloadBytes) {
     return Route::kLongExec;
