@@ -162,6 +162,15 @@ holders)
   [ "$(reads h64)" -gt 3000 ] && pass || fail "64 holders: only $(reads h64) lookups for 8000 writes"
   bench h1 --num=4000 --fence_cache_bytes=0 --statistics --benchmarks=fillrandom,overwrite
   [ "$(reads h1)" = 0 ] && pass || fail "1 holder: $(reads h1) lookups"
+  # The fence view is made resident at open, as the server does
+  # (--fence_cache_prefault): a 20-key run then peaks above the budget.
+  # Without it only the pages its writes touch are (huge pages: 2 MiB each).
+  peak() { awk '/^Peak RSS:/ { print int($3) }' "$WORK/$1.out"; }
+  bench pf --num=20 --fence_cache_bytes=268435456 --benchmarks=fillrandom
+  [ "$(peak pf)" -ge 256 ] && pass || fail "prefault: peak RSS $(peak pf) MB, budget 256"
+  bench nopf --num=20 --fence_cache_bytes=268435456 --fence_cache_prefault=false \
+    --benchmarks=fillrandom
+  [ "$(peak nopf)" -lt 200 ] && pass || fail "no prefault: peak RSS $(peak nopf) MB"
   # Raw RocksDB runs the same workloads.
   bench hraw --fenced=false --num=4000 --token_holders=64 \
     --benchmarks=fillrandom,overwrite,readrandomwriterandom

@@ -181,6 +181,12 @@ DEFINE_int32(token_renew_every, 1000,
 DEFINE_int64(fence_cache_bytes, fencedkv::Options().fence_cache_bytes,
              "Memory budget of the in-memory view of domain max tokens; "
              "bounds memory whatever the number of domains");
+DEFINE_bool(fence_cache_prefault, true,
+            "Make the fence view's --fence_cache_bytes resident when the "
+            "store opens, as fencedkv-server does by default "
+            "(--fence_cache_prefault): the open zeroes them, not the first "
+            "writes. false: the embedded library's default, pages faulted in "
+            "as writes touch them");
 DEFINE_bool(cpu_time, false,
             "After each result line, print to stderr the CPU time the process "
             "(every thread, RocksDB's background work included) spent in the "
@@ -678,6 +684,7 @@ Benchmark::Benchmark()
   if (FLAGS_statistics) o.statistics = rocksdb::CreateDBStatistics();
   o.fence_cache_bytes =
       static_cast<size_t>(std::max<int64_t>(0, FLAGS_fence_cache_bytes));
+  o.prefault_fence_cache = FLAGS_fence_cache_prefault;
   store_options_.sync = FLAGS_sync;
   store_options_.fence_floor = FLAGS_fence_floor;
   db_path_ = FLAGS_db;
