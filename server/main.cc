@@ -215,22 +215,15 @@ int main(int argc, char** argv) {
                                                 &port)) {
       bad = "replication";
       why = "--replicaof=" + FLAGS_replicaof + " is not host:port (or none)";
-    } else if (FLAGS_metrics_port > 0) {
-      addrinfo hints{};
-      hints.ai_flags = AI_PASSIVE;
-      hints.ai_socktype = SOCK_STREAM;
-      addrinfo* res = nullptr;
-      const int rc =
-          getaddrinfo(FLAGS_metrics_bind.c_str(), nullptr, &hints, &res);
-      if (res != nullptr) freeaddrinfo(res);
-      if (rc != 0) {
-        bad = "metrics";
-        why = "--metrics_bind=" + FLAGS_metrics_bind +
-              " is not an address to listen on (" + gai_strerror(rc) + ")";
-      }
     }
     if (bad != nullptr) {
       return Fail(bad, fencedkv::Status::InvalidArgument(why));
+    }
+    if (FLAGS_metrics_port > 0) {
+      std::string address;
+      const fencedkv::Status ms = fencedkv::server::MetricsListenAddress(
+          FLAGS_metrics_bind, FLAGS_metrics_port, &address);
+      if (!ms.ok()) return Fail("metrics", ms);
     }
     // The port file is written once the server listens: that its directory
     // takes a file is checked now, before anything is opened (a failure

@@ -6,9 +6,12 @@
 #include <cstdlib>
 #include <limits>
 
+#include <civetweb.h>
+#include <netdb.h>
 #include <prometheus/collectable.h>
 #include <prometheus/exposer.h>
 #include <prometheus/metric_family.h>
+#include <sys/socket.h>
 
 #include "command_table.h"
 #include "process_memory.h"
@@ -324,6 +327,40 @@ class ExporterImpl final : public MetricsExporter {
 
 MetricsExporter::~MetricsExporter() = default;
 
+Status MetricsListenAddress(const std::string& bind, int port,
+                            std::string* address) {
+  addrinfo hints{};
+  hints.ai_flags = AI_PASSIVE;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  const int rc = getaddrinfo(bind.c_str(), nullptr, &hints, &res);
+  if (rc != 0 || res == nullptr) {
+    if (res != nullptr) freeaddrinfo(res);
+    return Status::InvalidArgument(
+        "--metrics_bind=" + bind + " is not an address to listen on",
+        rc != 0 ? gai_strerror(rc) : "no address");
+  }
+  char host[NI_MAXHOST];
+  const int nrc = getnameinfo(res->ai_addr, res->ai_addrlen, host, sizeof(host),
+                              nullptr, 0, NI_NUMERICHOST);
+  const bool v6 = res->ai_family == AF_INET6;
+  freeaddrinfo(res);
+  if (nrc != 0) {
+    return Status::InvalidArgument(
+        "--metrics_bind=" + bind + " is not an address to listen on",
+        gai_strerror(nrc));
+  }
+  if (v6 && mg_check_feature(MG_FEATURES_IPV6) == 0) {
+    return Status::InvalidArgument(
+        "--metrics_bind=" + bind + " is an IPv6 address",
+        "this build's HTTP server (civetweb) has no IPv6: give an IPv4 one");
+  }
+  const std::string p = std::to_string(port);
+  *address =
+      v6 ? "[" + std::string(host) + "]:" + p : std::string(host) + ":" + p;
+  return Status::OK();
+}
+
 Status MetricsExporter::Start(const MetricsOptions& options, DB* db,
                               LeaseService* leases, const ServerStats* stats,
                               const CommandStats* commands,
@@ -331,7 +368,9 @@ Status MetricsExporter::Start(const MetricsOptions& options, DB* db,
   auto impl = std::make_unique<ExporterImpl>();
   impl->collector = std::make_shared<Collector>(db, leases, stats, commands,
                                                 options.replication);
-  const std::string address = options.bind + ":" + std::to_string(options.port);
+  std::string address;
+  Status s = MetricsListenAddress(options.bind, options.port, &address);
+  if (!s.ok()) return s;
   try {
     impl->exposer =
         std::make_unique<prometheus::Exposer>(std::vector<std::string>{

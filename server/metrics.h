@@ -52,6 +52,14 @@ struct MetricsOptions {
   std::function<ReplicationGauges()> replication;
 };
 
+// The address civetweb listens on for `bind` and `port`: `bind` resolved
+// (a name to its first address) and written numerically, an IPv6 one in
+// brackets ("[::1]:9121"), as civetweb's listening_ports wants it.
+// InvalidArgument if `bind` resolves to nothing, or is IPv6 and this
+// civetweb was built without IPv6.
+Status MetricsListenAddress(const std::string& bind, int port,
+                            std::string* address);
+
 // Thread-safe (civetweb's workers call the collector concurrently).
 class MetricsExporter {
  public:

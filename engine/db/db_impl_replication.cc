@@ -519,6 +519,16 @@ void DBImpl::SetLogListener(std::function<void()> listener) {
 
 Status DBImpl::ApplyLogBatch(const WriteOptions& options,
                              uint64_t first_sequence, std::string_view data) {
+  // RocksDB 7.8's pipelined path numbers a group whose WAL write failed
+  // anyway (rocksdb_options.cc): a full disk would leave a gap, and the
+  // replica's next batch would land past the primary's numbers.
+  if (options_.pipelined_write && !options_.log_replica) {
+    return Status::NotSupported(
+        "log batches are applied only by a database opened without "
+        "pipelined writes",
+        "open it with Options::log_replica or Options::pipelined_write = "
+        "false: the pipelined path numbers a failed write anyway");
+  }
   if (LogBatchCount(data) == 0) {
     return Status::InvalidArgument("not a log batch (",
                                    std::to_string(data.size()) + " bytes)");

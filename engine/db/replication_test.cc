@@ -225,6 +225,39 @@ TEST_F(ReplicationTest, AFailedApplyTakesNoSequenceNumbers) {
   EXPECT_EQ(Digest(primary.get()), Digest(replica.get()));
 }
 
+// An embedder may make a primary follow a log at run time (SetFollowing),
+// as the server does for REPLICAOF; the server opens without pipelined
+// writes for that. A database opened with them refuses to apply, rather
+// than number a batch that failed (the test above): before, it applied.
+TEST_F(ReplicationTest, APipelinedDatabaseRefusesLogBatches) {
+  std::unique_ptr<DB> primary, replica;
+  PrimaryCopiedThenWritten(&primary);
+  ASSERT_FENCEDKV_OK(primary->Put(WriteOptions(), "b", "2", 6));
+  Options ro;  // pipelined_write: the default
+  ASSERT_FENCEDKV_OK(DB::Open(ro, dir_.Sub("r"), &replica));
+  replica->SetFollowing(true);
+  std::unique_ptr<LogReader> reader;
+  ASSERT_FENCEDKV_OK(
+      primary->NewLogReader(replica->GetLatestSequenceNumber(), &reader));
+  uint64_t seq;
+  std::string_view d;
+  ASSERT_TRUE(reader->Next(&seq, &d));
+  const uint64_t before = replica->GetLatestSequenceNumber();
+  const Status s = replica->ApplyLogBatch(WriteOptions(), seq, d);
+  EXPECT_TRUE(s.IsNotSupported()) << s.ToString();
+  EXPECT_NE(std::string::npos, s.ToString().find("pipelined"));
+  EXPECT_EQ(before, replica->GetLatestSequenceNumber());
+  // Reopened without them, the refusal is gone. (What it answers then
+  // depends on the numbering: this open, without log_replica, may have
+  // written a record of its own.)
+  replica.reset();
+  ro.pipelined_write = false;
+  ASSERT_FENCEDKV_OK(DB::Open(ro, dir_.Sub("r"), &replica));
+  replica->SetFollowing(true);
+  const Status again = replica->ApplyLogBatch(WriteOptions(), seq, d);
+  EXPECT_FALSE(again.IsNotSupported()) << again.ToString();
+}
+
 // A RocksDB batch in its wire form (as WriteBatch::Data() holds it):
 // sequence:fixed64 count:fixed32, then each record: a type byte, the column
 // family id for the *CF types, length-prefixed key and value.

@@ -323,7 +323,9 @@ class DB {
   // primary's fence checks; none is made here). `first_sequence` must be
   // GetLatestSequenceNumber() + 1, else InvalidArgument (a gap or a repeat)
   // and nothing is applied. The caller must be the only writer: see
-  // SetFollowing.
+  // SetFollowing. NotSupported on a database opened with
+  // Options::pipelined_write and without Options::log_replica (that path
+  // numbers a failed write anyway: a full disk would leave a gap).
   virtual Status ApplyLogBatch(const WriteOptions& options,
                                uint64_t first_sequence,
                                std::string_view data) = 0;

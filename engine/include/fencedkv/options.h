@@ -218,8 +218,9 @@ struct Options {
   // database that follows a primary's log must have none (its numbers are
   // the primary's: a replica would move past a batch it never held). So it
   // is off with log_replica, and a server, which may begin to follow a
-  // primary without reopening (REPLICAOF), turns it off too. With one
-  // writer thread it gains nothing. Default: true. Not persisted.
+  // primary without reopening (REPLICAOF), turns it off too;
+  // DB::ApplyLogBatch refuses to run with it on. With one writer thread it
+  // gains nothing. Default: true. Not persisted.
   bool pipelined_write = true;
 
   // Advanced: the RocksDB Env the database does its I/O through (it must
