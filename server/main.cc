@@ -183,6 +183,7 @@ int main(int argc, char** argv) {
   // Flags that need one another, checked before anything is opened: a
   // start refused later had already created the database, written a
   // promotion into REPLICATION (its epoch list is bounded) and flushed.
+  std::string metrics_host;  // --metrics_bind, resolved
   {
     const bool etcd_endpoints =
         !fencedkv::server::SplitEtcdEndpoints(FLAGS_etcd_endpoints).empty();
@@ -220,9 +221,10 @@ int main(int argc, char** argv) {
       return Fail(bad, fencedkv::Status::InvalidArgument(why));
     }
     if (FLAGS_metrics_port > 0) {
-      std::string address;
-      const fencedkv::Status ms = fencedkv::server::MetricsListenAddress(
-          FLAGS_metrics_bind, FLAGS_metrics_port, &address);
+      // Resolved now, once: a name that stops resolving later cannot fail
+      // the start after the database opened.
+      const fencedkv::Status ms = fencedkv::server::ResolveMetricsBind(
+          FLAGS_metrics_bind, &metrics_host);
       if (!ms.ok()) return Fail("metrics", ms);
     }
     // The port file is written once the server listens: that its directory
@@ -550,7 +552,7 @@ int main(int argc, char** argv) {
   std::unique_ptr<fencedkv::server::MetricsExporter> metrics;
   if (FLAGS_metrics_port > 0) {
     fencedkv::server::MetricsOptions mo;
-    mo.bind = FLAGS_metrics_bind;
+    mo.bind = metrics_host;
     mo.port = FLAGS_metrics_port;
     mo.acl = so.acl;
     fencedkv::server::Replication* r = repl.get();
@@ -559,9 +561,10 @@ int main(int argc, char** argv) {
         mo, db.get(), leases.get(), &server.stats(), &server.command_stats(),
         &metrics);
     if (!s.ok()) return Fail("metrics", s);
-    LOG(INFO) << "metrics on http://" << FLAGS_metrics_bind << ":"
-              << metrics->port() << "/metrics"
-              << (metrics->asks_auth() ? " (basic auth)" : "");
+    LOG(INFO) << "metrics on http://"
+              << fencedkv::server::MetricsHostPort(metrics_host,
+                                                   metrics->port())
+              << "/metrics" << (metrics->asks_auth() ? " (basic auth)" : "");
   }
 
   s = server.Start(db.get(), leases.get(), repl.get());

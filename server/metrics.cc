@@ -327,8 +327,7 @@ class ExporterImpl final : public MetricsExporter {
 
 MetricsExporter::~MetricsExporter() = default;
 
-Status MetricsListenAddress(const std::string& bind, int port,
-                            std::string* address) {
+Status ResolveMetricsBind(const std::string& bind, std::string* host) {
   addrinfo hints{};
   hints.ai_flags = AI_PASSIVE;
   hints.ai_socktype = SOCK_STREAM;
@@ -340,10 +339,19 @@ Status MetricsListenAddress(const std::string& bind, int port,
         "--metrics_bind=" + bind + " is not an address to listen on",
         rc != 0 ? gai_strerror(rc) : "no address");
   }
-  char host[NI_MAXHOST];
-  const int nrc = getnameinfo(res->ai_addr, res->ai_addrlen, host, sizeof(host),
+  // An IPv4 answer first: "localhost" is ::1 before 127.0.0.1 in Debian's
+  // /etc/hosts, and a client of the metrics port most likely uses IPv4.
+  const addrinfo* pick = res;
+  for (const addrinfo* a = res; a != nullptr; a = a->ai_next) {
+    if (a->ai_family == AF_INET) {
+      pick = a;
+      break;
+    }
+  }
+  char buf[NI_MAXHOST];
+  const int nrc = getnameinfo(pick->ai_addr, pick->ai_addrlen, buf, sizeof(buf),
                               nullptr, 0, NI_NUMERICHOST);
-  const bool v6 = res->ai_family == AF_INET6;
+  const bool v6 = pick->ai_family == AF_INET6;
   freeaddrinfo(res);
   if (nrc != 0) {
     return Status::InvalidArgument(
@@ -355,10 +363,14 @@ Status MetricsListenAddress(const std::string& bind, int port,
         "--metrics_bind=" + bind + " is an IPv6 address",
         "this build's HTTP server (civetweb) has no IPv6: give an IPv4 one");
   }
-  const std::string p = std::to_string(port);
-  *address =
-      v6 ? "[" + std::string(host) + "]:" + p : std::string(host) + ":" + p;
+  *host = buf;
   return Status::OK();
+}
+
+std::string MetricsHostPort(const std::string& host, int port) {
+  const std::string p = std::to_string(port);
+  return host.find(':') != std::string::npos ? "[" + host + "]:" + p
+                                             : host + ":" + p;
 }
 
 Status MetricsExporter::Start(const MetricsOptions& options, DB* db,
@@ -368,9 +380,10 @@ Status MetricsExporter::Start(const MetricsOptions& options, DB* db,
   auto impl = std::make_unique<ExporterImpl>();
   impl->collector = std::make_shared<Collector>(db, leases, stats, commands,
                                                 options.replication);
-  std::string address;
-  Status s = MetricsListenAddress(options.bind, options.port, &address);
+  std::string host;
+  Status s = ResolveMetricsBind(options.bind, &host);
   if (!s.ok()) return s;
+  const std::string address = MetricsHostPort(host, options.port);
   try {
     impl->exposer =
         std::make_unique<prometheus::Exposer>(std::vector<std::string>{

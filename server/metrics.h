@@ -52,13 +52,16 @@ struct MetricsOptions {
   std::function<ReplicationGauges()> replication;
 };
 
-// The address civetweb listens on for `bind` and `port`: `bind` resolved
-// (a name to its first address) and written numerically, an IPv6 one in
-// brackets ("[::1]:9121"), as civetweb's listening_ports wants it.
-// InvalidArgument if `bind` resolves to nothing, or is IPv6 and this
-// civetweb was built without IPv6.
-Status MetricsListenAddress(const std::string& bind, int port,
-                            std::string* address);
+// `bind` (--metrics_bind) as the numeric address the metrics port listens
+// on: a name resolved, its first IPv4 address if it has one (Debian's
+// "localhost" is ::1 first), else its first. InvalidArgument if it resolves
+// to nothing, or to IPv6 while this civetweb was built without IPv6.
+// Resolved once, before the database opens; Start is given the result.
+Status ResolveMetricsBind(const std::string& bind, std::string* host);
+
+// "host:port", an IPv6 host in brackets: civetweb's listening_ports form,
+// and a URL's.
+std::string MetricsHostPort(const std::string& host, int port);
 
 // Thread-safe (civetweb's workers call the collector concurrently).
 class MetricsExporter {

@@ -140,8 +140,9 @@ DEFINE_int32(metrics_port, 0,
 DEFINE_string(metrics_bind, "127.0.0.1",
               "Address the metrics port listens "
               "on (apart from --bind: metrics stay local unless exposed); a "
-              "name is resolved at start. IPv6 only if the system's civetweb "
-              "was built with it (Debian 12's was not: refused at start)");
+              "name is resolved once at start, to its first IPv4 address if "
+              "it has one. IPv6 only if the system's civetweb was built with "
+              "it (Debian 12's was not: refused at start)");
 DEFINE_int32(shutdown_timeout_ms, 5000,
              "On SIGTERM/SIGINT, how long running "
              "commands may take to finish before connections are closed");

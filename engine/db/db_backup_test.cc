@@ -279,8 +279,17 @@ TEST(DBBackupTest, RestoreRefusesWithoutAGoodFloorAndWritesNothing) {
     EXPECT_EQ(before, Entries(dir.path())) << floor;
   }
   ro.fence_floor = 50;
+  Status s;
+  // Into a directory that does not exist: refused, as a checkpoint's or a
+  // backup's destination is, with the same words.
+  s = DB::RestoreFromBackup(dir.Sub("bk"), dir.Sub("no/such/r"), ro, &result);
+  EXPECT_TRUE(s.IsInvalidArgument()) << s.ToString();
+  EXPECT_NE(std::string::npos,
+            s.ToString().find("is not an existing directory"))
+      << s.ToString();
+  EXPECT_EQ(before, Entries(dir.path()));
   // Over the database a process holds open: Busy, untouched.
-  Status s = DB::RestoreFromBackup(dir.Sub("bk"), dir.Sub("db"), ro, &result);
+  s = DB::RestoreFromBackup(dir.Sub("bk"), dir.Sub("db"), ro, &result);
   EXPECT_TRUE(s.IsBusy()) << s.ToString();
   EXPECT_EQ(before, Entries(dir.path()));
   ASSERT_FENCEDKV_OK(db->Put(WriteOptions(), "aa", "after", 45));

@@ -702,12 +702,10 @@ Status DB::RestoreFromBackup(const std::string& backup_dir_arg,
   *result = RestoreResult();
   rocksdb::Env* env = rocksdb::Env::Default();
   const std::string target = Normalized(path);
+  Status parent_ok = CheckParentDir(target, "restore target");
+  if (!parent_ok.ok()) return parent_ok;
   const std::string parent = fs::path(target).parent_path().string();
   std::error_code ec;
-  if (!fs::is_directory(parent, ec)) {
-    return Status::InvalidArgument(
-        path, "its parent directory " + parent + " does not exist");
-  }
   // A symbolic link to nothing looks missing, and its rename would fail
   // only after the whole copy: refused first.
   for (const std::string& p : {path, target}) {
