@@ -509,6 +509,7 @@ void CmdConfig(ServerState& server, ClientState&, const Args& args,
         {"bind", o.bind},
         {"port", std::to_string(server.port)},
         {"maxclients", std::to_string(o.maxclients)},
+        {"maxmemory-clients", std::to_string(o.maxmemory_clients)},
         {"databases", "1"},
         {"save", ""},
         {"appendonly", "yes"},  // the WAL is always on
@@ -641,6 +642,12 @@ void CmdInfo(ServerState& server, ClientState&, const Args& args,
     line("value_cache_capacity",
          std::to_string(IntProperty(db, "fencedkv.value-cache-capacity")));
     line("scan_cursor_bytes", std::to_string(server.cursors.bytes()));
+    // Redis 7's name: what clients hold past their idle buffers (grown
+    // input buffers and MULTI queues), and its cap.
+    line("mem_clients_normal",
+         std::to_string(std::max<int64_t>(0, st.client_bytes.load())));
+    line("maxmemory_clients",
+         std::to_string(server.options->maxmemory_clients));
     info += "\r\n";
   }
   if (want("stats")) {
@@ -651,6 +658,8 @@ void CmdInfo(ServerState& server, ClientState&, const Args& args,
     line("rejected_connections",
          std::to_string(st.connections_rejected.load()));
     line("protocol_errors", std::to_string(st.protocol_errors.load()));
+    line("client_memory_refusals",
+         std::to_string(st.client_memory_refusals.load()));
     line("scan_cursors", std::to_string(server.cursors.size()));
     line("scan_cursor_bytes", std::to_string(server.cursors.bytes()));
     line("scan_parked_iterators", std::to_string(server.cursors.parked()));

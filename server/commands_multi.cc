@@ -64,6 +64,21 @@ void QueueCommand(ServerState& server, ClientState& client, const Args& args,
                          "): the transaction is discarded");
     return;
   }
+  // And all clients together (maxmemory_clients; the queue is charged
+  // once the command is dispatched: Connection::Recharge).
+  if (!client.multi_failed && !server.ClientMemoryAllows(bytes)) {
+    client.multi_failed = true;
+    std::vector<QueuedCommand>().swap(client.queued);
+    if (server.stats != nullptr) {
+      server.stats->client_memory_refusals.fetch_add(1,
+                                                     std::memory_order_relaxed);
+    }
+    resp::Error(out, "ERR client memory limit reached (maxmemory_clients " +
+                         std::to_string(o.maxmemory_clients) +
+                         " bytes for all clients' requests and MULTI "
+                         "queues): the transaction is discarded");
+    return;
+  }
   if (!client.multi_failed) {
     queued.args.assign(args.begin(), args.end());
     client.queued.push_back(std::move(queued));

@@ -108,6 +108,7 @@ Connection::Connection(Server::Impl* server, Loop* loop,
 }
 
 Connection::~Connection() {
+  server_->stats_.client_bytes.fetch_sub(charged_, std::memory_order_relaxed);
   // Its SCAN cursors go (their parked iterators on the scan thread).
   server_->state_.DisposeIterators(
       server_->state_.cursors.DropOwner(client_.id));
@@ -289,7 +290,25 @@ void Connection::DoRead() {
       size_t grow = in_.size * 2;
       const size_t needed = parser_.bytes_needed();
       if (needed > grow && in_end_ >= needed / 2) grow = needed;
-      if (in_.size < cap) in_.Grow(std::min(cap, grow), in_end_);
+      grow = std::min(cap, grow);
+      if (in_.size < grow) {
+        // All clients together are bounded too (maxmemory_clients): this
+        // request would take them past it.
+        if (!server_->state_.ClientMemoryAllows(grow - in_.size)) {
+          server_->stats_.client_memory_refusals.fetch_add(
+              1, std::memory_order_relaxed);
+          resp::Error(&out_,
+                      "ERR client memory limit reached (maxmemory_clients " +
+                          std::to_string(server_->options_.maxmemory_clients) +
+                          " bytes for all clients' requests and MULTI "
+                          "queues): request refused");
+          client_.close_after_reply = true;
+          Continue();
+          return;
+        }
+        in_.Grow(grow, in_end_);
+        Recharge();
+      }
       if (in_end_ == in_.size) {
         resp::Error(&out_, "ERR Protocol error: request too large");
         client_.close_after_reply = true;
@@ -516,7 +535,19 @@ bool Connection::MayReadLargeValue(const Admission& admission, Route route) {
   return false;
 }
 
+void Connection::Recharge() {
+  const size_t input =
+      in_.size > kInitialReadBuffer ? in_.size - kInitialReadBuffer : 0;
+  const size_t queue = client_.queued.empty() ? 0 : client_.queued_bytes;
+  const auto held = static_cast<int64_t>(input + queue);
+  if (held == charged_) return;
+  server_->stats_.client_bytes.fetch_add(held - charged_,
+                                         std::memory_order_relaxed);
+  charged_ = held;
+}
+
 void Connection::AfterDispatch() {
+  Recharge();  // (a MULTI queue grew, or went)
   parser_.set_authenticated(client_.authed);
   const int64_t multi = ShownMulti(client_);
   if (multi == published_multi_ && client_.name == published_name_ &&
@@ -537,6 +568,7 @@ void Connection::ShrinkIdle() {
     in_ = InputBuffer(kInitialReadBuffer);
     in_begin_ = in_end_ = 0;
   }
+  Recharge();
   if (out_.capacity() > kKeepBufferBytes) std::string().swap(out_);
   if (args_.capacity() > kKeepScratchItems) {
     std::vector<std::string_view>().swap(args_);

@@ -106,6 +106,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // buffered and nothing waits (so that memory per idle client stays
   // small).
   void ShrinkIdle();
+  // Brings this connection's share of ServerStats::client_bytes (charged_)
+  // to what it holds now: its input buffer past the idle size and its
+  // MULTI queue. On the loop.
+  void Recharge();
   // The reply to a command that arrives once shutdown has begun.
   void RefuseShuttingDown();
   // Runs the admitted command in args_ elsewhere, so this loop's other
@@ -215,6 +219,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   };
   InputBuffer in_;
   size_t in_begin_ = 0, in_end_ = 0;
+  // This connection's share of ServerStats::client_bytes (Recharge).
+  int64_t charged_ = 0;
   std::string out_;
   std::vector<std::string_view> args_;
   std::vector<size_t> key_positions_;  // MayReadLargeValue's scratch

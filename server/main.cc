@@ -288,6 +288,16 @@ int main(int argc, char** argv) {
   so.max_reply_bytes = static_cast<size_t>(FLAGS_max_reply_bytes);
   so.max_multi_commands = static_cast<size_t>(FLAGS_max_multi_commands);
   so.max_multi_bytes = static_cast<size_t>(FLAGS_max_multi_bytes);
+  if (FLAGS_maxmemory_clients >= 0) {
+    so.maxmemory_clients = static_cast<size_t>(FLAGS_maxmemory_clients);
+  } else {  // a quarter of the machine's memory
+    const long pages = sysconf(_SC_PHYS_PAGES);
+    const long page = sysconf(_SC_PAGESIZE);
+    so.maxmemory_clients =
+        pages > 0 && page > 0
+            ? static_cast<size_t>(pages) / 4 * static_cast<size_t>(page)
+            : size_t{1} << 30;
+  }
   so.idle_timeout = std::chrono::seconds(FLAGS_timeout);
   so.tcp_keepalive_s = FLAGS_tcp_keepalive;
   so.auth_timeout = std::chrono::seconds(FLAGS_auth_timeout);

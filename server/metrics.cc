@@ -78,6 +78,14 @@ class Collector : public prometheus::Collectable {
     add("fencedkv_accept_errors_total",
         "accept() failures (e.g. out of file descriptors)", T::Counter,
         static_cast<double>(stats_->accept_errors.load()));
+    add("fencedkv_client_memory_bytes",
+        "What clients hold past their idle buffers: grown request buffers "
+        "and MULTI queues (--maxmemory_clients bounds it)",
+        T::Gauge,
+        static_cast<double>(std::max<int64_t>(0, stats_->client_bytes.load())));
+    add("fencedkv_client_memory_refusals_total",
+        "Requests and queued commands refused by --maxmemory_clients",
+        T::Counter, static_cast<double>(stats_->client_memory_refusals.load()));
     add("fencedkv_connection_timeouts_total",
         "Connections closed by --timeout or --auth_timeout", T::Counter,
         static_cast<double>(stats_->timeouts.load()));

@@ -84,6 +84,13 @@ struct ServerOptions {
   // queued_bytes), gets an error and is discarded (EXEC answers -EXECABORT).
   size_t max_multi_commands = 10000;
   size_t max_multi_bytes = 64 << 20;
+  // All clients together (Redis 7's maxmemory-clients): what connections'
+  // input buffers hold past their idle size and what their MULTI queues
+  // hold, summed over every connection (ServerStats::client_bytes). A
+  // request or a queued command that would take the sum past this is
+  // refused: the request with an error and the connection closed, the
+  // command as past max_multi_bytes. 0 = no cap.
+  size_t maxmemory_clients = 0;
   // Close a connection that sent no complete command for this long; 0 =
   // never (Redis' `timeout`).
   std::chrono::milliseconds idle_timeout{0};
@@ -127,6 +134,13 @@ struct ServerStats {
   std::atomic<uint64_t> accept_errors{0};  // accept() failed (e.g. EMFILE)
   std::atomic<uint64_t> timeouts{0};  // closed by idle_timeout/auth_timeout
   std::atomic<int64_t> blocked{0};    // connections blocked in WAIT
+  // What every connection holds past its idle buffers: its input buffer's
+  // growth and its MULTI queue (ServerOptions::maxmemory_clients). Each
+  // connection adds its own share and takes it back as it shrinks or goes
+  // (Connection::Recharge).
+  std::atomic<int64_t> client_bytes{0};
+  // Requests and queued commands refused by maxmemory_clients.
+  std::atomic<uint64_t> client_memory_refusals{0};
 
   static constexpr size_t kShards = 16;
   struct alignas(64) Shard {

@@ -109,6 +109,13 @@ DEFINE_int64(
     "Most bytes one MULTI's queue may hold: its arguments' bytes plus 32 "
     "per argument (its string) and a record per command (as "
     "--max_multi_commands)");
+DEFINE_int64(maxmemory_clients, -1,
+             "Most bytes all clients together may hold past their idle "
+             "buffers (Redis 7's maxmemory-clients): grown request buffers "
+             "and MULTI queues. A request that would take them past it gets "
+             "'-ERR client memory limit reached' and its connection is "
+             "closed; a queued command past it discards its transaction. "
+             "-1 = a quarter of this machine's memory; 0 = no cap");
 DEFINE_int32(timeout, 0,
              "Close a connection that sent no complete command "
              "for this many seconds (Redis' timeout); 0 = never");
@@ -363,6 +370,9 @@ bool ValidateMultiCommands(const char* flag, int32_t v) {
 bool ValidateMultiBytes(const char* flag, int64_t v) {
   return FlagInRange(flag, v, 1024, int64_t{4} << 30);
 }
+bool ValidateClientMemory(const char* flag, int64_t v) {
+  return FlagInRange(flag, v, -1, int64_t{1} << 50);
+}
 bool ValidateSeconds(const char* flag, int32_t v) {
   return FlagInRange(flag, v, 0, 365 * 24 * 3600);
 }
@@ -459,6 +469,8 @@ const bool kRegistered = [] {
   gflags::RegisterFlagValidator(&FLAGS_max_multi_commands,
                                 &ValidateMultiCommands);
   gflags::RegisterFlagValidator(&FLAGS_max_multi_bytes, &ValidateMultiBytes);
+  gflags::RegisterFlagValidator(&FLAGS_maxmemory_clients,
+                                &ValidateClientMemory);
   gflags::RegisterFlagValidator(&FLAGS_timeout, &ValidateSeconds);
   gflags::RegisterFlagValidator(&FLAGS_auth_timeout, &ValidateSeconds);
   gflags::RegisterFlagValidator(&FLAGS_tcp_keepalive, &ValidateKeepalive);

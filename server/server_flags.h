@@ -32,6 +32,7 @@ DECLARE_int64(max_request_bytes);
 DECLARE_int64(max_reply_bytes);
 DECLARE_int32(max_multi_commands);
 DECLARE_int64(max_multi_bytes);
+DECLARE_int64(maxmemory_clients);
 DECLARE_int32(timeout);
 DECLARE_int32(tcp_keepalive);
 DECLARE_int32(auth_timeout);

@@ -2,6 +2,7 @@
 
 #include "server_state.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "command_table.h"
@@ -30,6 +31,13 @@ std::string ClientListLine(uint64_t id, const std::string& addr,
 
 ServerState::ServerState()
     : command_stats(std::make_unique<CommandStats>(AllCommands().size())) {}
+
+bool ServerState::ClientMemoryAllows(size_t more) const {
+  const size_t cap = options != nullptr ? options->maxmemory_clients : 0;
+  if (cap == 0 || stats == nullptr) return true;
+  const int64_t held = stats->client_bytes.load(std::memory_order_relaxed);
+  return static_cast<size_t>(std::max<int64_t>(0, held)) + more <= cap;
+}
 
 void ServerState::DisposeIterators(
     std::vector<std::unique_ptr<Iterator>> iterators) {

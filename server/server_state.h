@@ -136,6 +136,10 @@ struct ServerState {
   // INFO memory's used_memory_peak: the largest used_memory seen (at INFO,
   // /metrics and the server's periodic sweep).
   std::atomic<uint64_t> peak_memory{0};
+  // Whether `more` bytes may be taken by clients now (maxmemory_clients).
+  // Checked, then charged: loops checking at once may together go past the
+  // cap by one request or queued command each.
+  bool ClientMemoryAllows(size_t more) const;
 
   ServerState();
 

@@ -659,6 +659,79 @@ TEST_F(HostileTest, MultiQueueIsBounded) {
   EXPECT_EQ(0, server_.Stop());
 }
 
+// All clients together are bounded (--maxmemory_clients, Redis 7's
+// maxmemory-clients). Before, each client was bounded alone (a 64 MiB
+// request, a 64 MiB MULTI queue), so enough of them held whatever memory
+// the machine had: 400 clients each half-way through a 64 MiB SET took
+// about 25 GB. Now a request or a queued command that would take them past
+// the cap is refused; the others go on.
+TEST_F(HostileTest, AllClientsTogetherAreBounded) {
+  constexpr size_t kCap = 48 << 20;
+  ASSERT_TRUE(StartServer({"--maxmemory_clients=" + std::to_string(kCap)}));
+  auto held = [&] {
+    return std::stoll(
+        test::InfoFields(server_.port(), "memory")["mem_clients_normal"]);
+  };
+  EXPECT_EQ(std::to_string(kCap),
+            test::InfoFields(server_.port(), "memory")["maxmemory_clients"]);
+  // A holds 30 MiB: more than half of its SET's value has come.
+  const size_t a_len = 30 << 20;
+  const std::string a_head =
+      "*5\r\n$3\r\nSET\r\n$1\r\na\r\n$" + std::to_string(a_len) + "\r\n";
+  RespTestClient a(server_.port(), 30000);
+  ASSERT_EQ(a_head.size() + (16 << 20),
+            a.SendRaw(a_head + std::string(16 << 20, 'a')));
+  // (Its buffer: the value and its header, less the idle 16 KiB.)
+  const auto a_held = static_cast<long long>(a_len) - (64 << 10);
+  for (int i = 0; i < 500 && held() < a_held; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_GE(held(), a_held);
+  // B's 25 MiB would take them past 48: refused, B closed. (B sends 16 MiB
+  // in all: its buffer grows to 16 MiB by doubling, which fits, and the
+  // next step, to the whole request, does not; nothing is left unread.)
+  const size_t b_len = 25 << 20;
+  RespTestClient b(server_.port(), 30000);
+  const std::string b_head =
+      "*5\r\n$3\r\nSET\r\n$1\r\nb\r\n$" + std::to_string(b_len) + "\r\n";
+  b.SendRaw(b_head + std::string((16 << 20) - b_head.size(), 'b'));
+  const std::string rb = b.Read();
+  EXPECT_EQ(0u, rb.rfind("-ERR client memory limit reached (maxmemory_clients "
+                         "50331648",
+                         0))
+      << rb.substr(0, 200);
+  EXPECT_TRUE(b.PeerClosed());
+  EXPECT_EQ(
+      "1", test::InfoFields(server_.port(), "stats")["client_memory_refusals"]);
+  // A, unharmed, completes; its buffer goes once it is idle.
+  a.SendRaw(std::string(a_len - (16 << 20), 'a') +
+            "\r\n$5\r\nFENCE\r\n$1\r\n1\r\n");
+  EXPECT_EQ("+OK", a.Read());
+  for (int i = 0; i < 500 && held() != 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(0, held());
+  // Now B's write fits.
+  RespTestClient c(server_.port(), 30000);
+  EXPECT_EQ("+OK", c.Call({"SET", "b", std::string(b_len, 'b'), "FENCE", "1"}));
+  // A MULTI queue counts too: 1 MiB commands, refused once the queue
+  // would take all clients past the cap, the transaction discarded.
+  EXPECT_EQ("+OK", c.Call({"MULTI"}));
+  const std::string mib(1 << 20, 'm');
+  int queued = 0;
+  std::string r;
+  while ((r = c.Call({"SET", "m", mib, "FENCE", "2"})) == "+QUEUED") ++queued;
+  EXPECT_GE(queued, 40);
+  EXPECT_LE(queued, 48);
+  EXPECT_EQ(0u, r.rfind("-ERR client memory limit reached", 0)) << r;
+  EXPECT_EQ("-EXECABORT Transaction discarded because of previous errors.",
+            c.Call({"EXEC"}));
+  EXPECT_EQ(0, held());
+  EXPECT_EQ(
+      "2", test::InfoFields(server_.port(), "stats")["client_memory_refusals"]);
+  EXPECT_EQ(0, server_.Stop());
+}
+
 // Issue 11.12: 100 connections trickling one byte a second kept real
 // clients out at --maxclients=100. Unauthenticated connections are closed
 // after --auth_timeout; with --timeout, so is any connection that sends no
