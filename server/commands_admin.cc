@@ -660,6 +660,7 @@ void CmdInfo(ServerState& server, ClientState&, const Args& args,
     line("protocol_errors", std::to_string(st.protocol_errors.load()));
     line("client_memory_refusals",
          std::to_string(st.client_memory_refusals.load()));
+    line("evicted_clients", std::to_string(st.evicted_clients.load()));
     line("scan_cursors", std::to_string(server.cursors.size()));
     line("scan_cursor_bytes", std::to_string(server.cursors.bytes()));
     line("scan_parked_iterators", std::to_string(server.cursors.parked()));

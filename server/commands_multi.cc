@@ -65,8 +65,12 @@ void QueueCommand(ServerState& server, ClientState& client, const Args& args,
     return;
   }
   // And all clients together (maxmemory_clients; the queue is charged
-  // once the command is dispatched: Connection::Recharge).
-  if (!client.multi_failed && !server.ClientMemoryAllows(bytes)) {
+  // once the command is dispatched: Connection::Recharge). Past it, the
+  // client holding the most goes, this one if it would.
+  if (!client.multi_failed &&
+      !server.MakeClientRoom(client.id,
+                             static_cast<int64_t>(client.queued_bytes + bytes),
+                             bytes)) {
     client.multi_failed = true;
     std::vector<QueuedCommand>().swap(client.queued);
     if (server.stats != nullptr) {

@@ -73,6 +73,7 @@ Connection::Connection(Server::Impl* server, Loop* loop,
     : server_(server),
       loop_(loop),
       socket_(std::move(socket)),
+      id_(id),
       parser_(server->options_.limits),
       in_(kInitialReadBuffer),
       connected_ms_(SteadyMs()),
@@ -108,7 +109,7 @@ Connection::Connection(Server::Impl* server, Loop* loop,
 }
 
 Connection::~Connection() {
-  server_->stats_.client_bytes.fetch_sub(charged_, std::memory_order_relaxed);
+  server_->stats_.client_bytes.fetch_sub(charged(), std::memory_order_relaxed);
   // Its SCAN cursors go (their parked iterators on the scan thread).
   server_->state_.DisposeIterators(
       server_->state_.cursors.DropOwner(client_.id));
@@ -292,9 +293,11 @@ void Connection::DoRead() {
       if (needed > grow && in_end_ >= needed / 2) grow = needed;
       grow = std::min(cap, grow);
       if (in_.size < grow) {
-        // All clients together are bounded too (maxmemory_clients): this
-        // request would take them past it.
-        if (!server_->state_.ClientMemoryAllows(grow - in_.size)) {
+        // All clients together are bounded too (maxmemory_clients): past
+        // it, the client holding the most goes, this one if it would.
+        const size_t more = grow - in_.size;
+        if (!server_->state_.MakeClientRoom(
+                client_.id, charged() + static_cast<int64_t>(more), more)) {
           server_->stats_.client_memory_refusals.fetch_add(
               1, std::memory_order_relaxed);
           resp::Error(&out_,
@@ -540,10 +543,10 @@ void Connection::Recharge() {
       in_.size > kInitialReadBuffer ? in_.size - kInitialReadBuffer : 0;
   const size_t queue = client_.queued.empty() ? 0 : client_.queued_bytes;
   const auto held = static_cast<int64_t>(input + queue);
-  if (held == charged_) return;
-  server_->stats_.client_bytes.fetch_add(held - charged_,
-                                         std::memory_order_relaxed);
-  charged_ = held;
+  const int64_t was = charged();
+  if (held == was) return;
+  server_->stats_.client_bytes.fetch_add(held - was, std::memory_order_relaxed);
+  charged_.store(held, std::memory_order_relaxed);
 }
 
 void Connection::AfterDispatch() {

@@ -65,6 +65,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void Describe(int64_t now_ms, int64_t now_steady_ms, std::string* out) const
       LOCKS_EXCLUDED(info_mu_);
 
+  // Its id, and its share of ServerStats::client_bytes and whether it was
+  // killed (maxmemory_clients' eviction). Thread-safe.
+  uint64_t id() const { return id_; }
+  int64_t charged() const { return charged_.load(std::memory_order_relaxed); }
+  bool killed() const { return killed_.load(std::memory_order_relaxed); }
+
   // CLIENT KILL: whether `filter` names this connection. Thread-safe.
   bool Matches(const KillFilter& filter) const LOCKS_EXCLUDED(info_mu_);
 
@@ -206,6 +212,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // Set by Kill (any thread): Process runs no further command.
   std::atomic<bool> killed_{false};
   bool writing_ = false;  // an asynchronous write of out_ is under way
+  const uint64_t id_;
   ClientState client_;
   RespParser parser_;
   // The input: a buffer that grows without being zero-filled, so a page is
@@ -220,7 +227,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   InputBuffer in_;
   size_t in_begin_ = 0, in_end_ = 0;
   // This connection's share of ServerStats::client_bytes (Recharge).
-  int64_t charged_ = 0;
+  // Written on the loop only; read by another loop looking for the largest
+  // client to evict (relaxed).
+  std::atomic<int64_t> charged_{0};
   std::string out_;
   std::vector<std::string_view> args_;
   std::vector<size_t> key_positions_;  // MayReadLargeValue's scratch

@@ -120,6 +120,26 @@ void RetainFreedMemory(int64_t mib) {
   mallopt(M_MMAP_THRESHOLD, 32 << 20);  // glibc's maximum on 64-bit
 }
 
+// The memory this process may use: the machine's, or its cgroup's limit if
+// that is lower (a container's; cgroup v2, else v1). 4 GiB if unknown.
+size_t AvailableMemory() {
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long page = sysconf(_SC_PAGESIZE);
+  size_t bytes = pages > 0 && page > 0
+                     ? static_cast<size_t>(pages) * static_cast<size_t>(page)
+                     : size_t{4} << 30;
+  for (const char* f : {"/sys/fs/cgroup/memory.max",
+                        "/sys/fs/cgroup/memory/memory.limit_in_bytes"}) {
+    std::ifstream in(f);
+    unsigned long long limit = 0;
+    if (in >> limit && limit > 0 && limit < bytes) {  // ("max": no limit)
+      bytes = static_cast<size_t>(limit);
+      break;
+    }
+  }
+  return bytes;
+}
+
 int Fail(const char* step, const fencedkv::Status& s) {
   LOG(ERROR) << step << ": " << s.ToString();
   std::fprintf(stderr, "fencedkv-server: %s: %s\n", step, s.ToString().c_str());
@@ -290,13 +310,8 @@ int main(int argc, char** argv) {
   so.max_multi_bytes = static_cast<size_t>(FLAGS_max_multi_bytes);
   if (FLAGS_maxmemory_clients >= 0) {
     so.maxmemory_clients = static_cast<size_t>(FLAGS_maxmemory_clients);
-  } else {  // a quarter of the machine's memory
-    const long pages = sysconf(_SC_PHYS_PAGES);
-    const long page = sysconf(_SC_PAGESIZE);
-    so.maxmemory_clients =
-        pages > 0 && page > 0
-            ? static_cast<size_t>(pages) / 4 * static_cast<size_t>(page)
-            : size_t{1} << 30;
+  } else {  // a quarter of the memory this process may have
+    so.maxmemory_clients = AvailableMemory() / 4;
   }
   so.idle_timeout = std::chrono::seconds(FLAGS_timeout);
   so.tcp_keepalive_s = FLAGS_tcp_keepalive;

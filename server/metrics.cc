@@ -86,6 +86,9 @@ class Collector : public prometheus::Collectable {
     add("fencedkv_client_memory_refusals_total",
         "Requests and queued commands refused by --maxmemory_clients",
         T::Counter, static_cast<double>(stats_->client_memory_refusals.load()));
+    add("fencedkv_evicted_clients_total",
+        "Clients closed by --maxmemory_clients (each held the most)",
+        T::Counter, static_cast<double>(stats_->evicted_clients.load()));
     add("fencedkv_connection_timeouts_total",
         "Connections closed by --timeout or --auth_timeout", T::Counter,
         static_cast<double>(stats_->timeouts.load()));

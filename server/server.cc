@@ -270,6 +270,9 @@ Status Server::Impl::Start(DB* db, LeaseService* leases, Replication* repl) {
   state_.started = std::chrono::steady_clock::now();
   state_.list_clients = [this](std::string* out) { ListClients(out); };
   state_.kill_clients = [this](const KillFilter& f) { return KillClients(f); };
+  state_.evict_client = [this](uint64_t self, int64_t at_least) {
+    return EvictLargestClient(self, at_least);
+  };
   if (options_.on_shutdown) {
     state_.request_shutdown = [this] {
       options_.on_shutdown();
@@ -546,6 +549,29 @@ size_t Server::Impl::KillClients(const KillFilter& filter) {
     }
   }
   return killed;
+}
+
+bool Server::Impl::EvictLargestClient(uint64_t self, int64_t at_least) {
+  // Rare (only past the cap), so a walk of every connection is fine.
+  std::shared_ptr<Connection> largest;
+  int64_t most = 0;
+  for (const auto& c : LiveConnections()) {
+    if (c->id() == self || c->killed()) continue;  // (a killed one is going)
+    const int64_t held = c->charged();
+    if (held > most) {
+      most = held;
+      largest = c;
+    }
+  }
+  if (largest == nullptr || most < at_least) return false;
+  largest->Kill();  // on its own loop
+  stats_.evicted_clients.fetch_add(1, std::memory_order_relaxed);
+  LOG(WARNING) << "client " << largest->id() << " evicted: it held " << most
+               << " bytes of request buffers and MULTI queue, the most of "
+                  "any client, and all clients together were at "
+                  "--maxmemory_clients="
+               << options_.maxmemory_clients;
+  return true;
 }
 
 void Server::Impl::Stop(std::chrono::milliseconds deadline) {

@@ -86,10 +86,11 @@ struct ServerOptions {
   size_t max_multi_bytes = 64 << 20;
   // All clients together (Redis 7's maxmemory-clients): what connections'
   // input buffers hold past their idle size and what their MULTI queues
-  // hold, summed over every connection (ServerStats::client_bytes). A
-  // request or a queued command that would take the sum past this is
-  // refused: the request with an error and the connection closed, the
-  // command as past max_multi_bytes. 0 = no cap.
+  // hold, summed over every connection (ServerStats::client_bytes). Past
+  // it the client holding the most is closed: another one (evicted), or
+  // the one asking (ServerState::MakeClientRoom): a request with an error
+  // and its connection closed, a queued command as past max_multi_bytes.
+  // 0 = no cap.
   size_t maxmemory_clients = 0;
   // Close a connection that sent no complete command for this long; 0 =
   // never (Redis' `timeout`).
@@ -139,8 +140,10 @@ struct ServerStats {
   // connection adds its own share and takes it back as it shrinks or goes
   // (Connection::Recharge).
   std::atomic<int64_t> client_bytes{0};
-  // Requests and queued commands refused by maxmemory_clients.
+  // Requests and queued commands refused by maxmemory_clients, and
+  // clients closed to make room (Redis 7's evicted_clients).
   std::atomic<uint64_t> client_memory_refusals{0};
+  std::atomic<uint64_t> evicted_clients{0};
 
   static constexpr size_t kShards = 16;
   struct alignas(64) Shard {

@@ -110,12 +110,14 @@ DEFINE_int64(
     "per argument (its string) and a record per command (as "
     "--max_multi_commands)");
 DEFINE_int64(maxmemory_clients, -1,
-             "Most bytes all clients together may hold past their idle "
-             "buffers (Redis 7's maxmemory-clients): grown request buffers "
-             "and MULTI queues. A request that would take them past it gets "
-             "'-ERR client memory limit reached' and its connection is "
-             "closed; a queued command past it discards its transaction. "
-             "-1 = a quarter of this machine's memory; 0 = no cap");
+             "Most bytes all clients together may hold in grown request "
+             "buffers and MULTI queues (as Redis 7's maxmemory-clients). "
+             "Past it the client holding the most is closed: another one "
+             "(evicted), or the one asking, if it would hold the most "
+             "('-ERR client memory limit reached', closed; in a MULTI the "
+             "transaction is discarded). -1 = a quarter of the memory the "
+             "process may have (the machine's, or its cgroup's limit); 0 = "
+             "no cap");
 DEFINE_int32(timeout, 0,
              "Close a connection that sent no complete command "
              "for this many seconds (Redis' timeout); 0 = never");

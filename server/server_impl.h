@@ -124,6 +124,9 @@ class Server::Impl {
   // CLIENT KILL: closes the connections `filter` matches, each on its
   // loop; how many.
   size_t KillClients(const KillFilter& filter) LOCKS_EXCLUDED(conns_mu_);
+  // ServerState::evict_client.
+  bool EvictLargestClient(uint64_t self, int64_t at_least)
+      LOCKS_EXCLUDED(conns_mu_);
   // The live connections, for CLIENT LIST and Stop.
   std::vector<std::shared_ptr<Connection>> LiveConnections()
       LOCKS_EXCLUDED(conns_mu_);

@@ -39,6 +39,12 @@ bool ServerState::ClientMemoryAllows(size_t more) const {
   return static_cast<size_t>(std::max<int64_t>(0, held)) + more <= cap;
 }
 
+bool ServerState::MakeClientRoom(uint64_t self, int64_t self_after,
+                                 size_t more) {
+  if (ClientMemoryAllows(more)) return true;
+  return evict_client && evict_client(self, self_after);
+}
+
 void ServerState::DisposeIterators(
     std::vector<std::unique_ptr<Iterator>> iterators) {
   if (iterators.empty()) return;

@@ -659,63 +659,83 @@ TEST_F(HostileTest, MultiQueueIsBounded) {
   EXPECT_EQ(0, server_.Stop());
 }
 
-// All clients together are bounded (--maxmemory_clients, Redis 7's
+// All clients together are bounded (--maxmemory_clients, as Redis 7's
 // maxmemory-clients). Before, each client was bounded alone (a 64 MiB
 // request, a 64 MiB MULTI queue), so enough of them held whatever memory
 // the machine had: 400 clients each half-way through a 64 MiB SET took
-// about 25 GB. Now a request or a queued command that would take them past
-// the cap is refused; the others go on.
+// about 25 GB. Now, past the cap, the client holding the most goes: another
+// one (evicted, as Redis does), or the one asking (refused).
 TEST_F(HostileTest, AllClientsTogetherAreBounded) {
   constexpr size_t kCap = 48 << 20;
   ASSERT_TRUE(StartServer({"--maxmemory_clients=" + std::to_string(kCap)}));
+  const int port = server_.port();
   auto held = [&] {
-    return std::stoll(
-        test::InfoFields(server_.port(), "memory")["mem_clients_normal"]);
+    return std::stoll(test::InfoFields(port, "memory")["mem_clients_normal"]);
   };
+  auto stat = [&](const char* field) {
+    return test::InfoFields(port, "stats")[field];
+  };
+  auto head = [](const std::string& key, size_t len) {
+    return "*5\r\n$3\r\nSET\r\n$" + std::to_string(key.size()) + "\r\n" + key +
+           "\r\n$" + std::to_string(len) + "\r\n";
+  };
+  auto wait_held = [&](long long at_least) {
+    for (int i = 0; i < 500 && held() < at_least; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return held();
+  };
+  auto wait_none = [&] {
+    for (int i = 0; i < 500 && held() != 0; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return held();
+  };
+  const std::string tail = "\r\n$5\r\nFENCE\r\n$1\r\n1\r\n";
   EXPECT_EQ(std::to_string(kCap),
-            test::InfoFields(server_.port(), "memory")["maxmemory_clients"]);
-  // A holds 30 MiB: more than half of its SET's value has come.
-  const size_t a_len = 30 << 20;
-  const std::string a_head =
-      "*5\r\n$3\r\nSET\r\n$1\r\na\r\n$" + std::to_string(a_len) + "\r\n";
-  RespTestClient a(server_.port(), 30000);
-  ASSERT_EQ(a_head.size() + (16 << 20),
-            a.SendRaw(a_head + std::string(16 << 20, 'a')));
-  // (Its buffer: the value and its header, less the idle 16 KiB.)
-  const auto a_held = static_cast<long long>(a_len) - (64 << 10);
-  for (int i = 0; i < 500 && held() < a_held; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  ASSERT_GE(held(), a_held);
-  // B's 25 MiB would take them past 48: refused, B closed. (B sends 16 MiB
-  // in all: its buffer grows to 16 MiB by doubling, which fits, and the
-  // next step, to the whole request, does not; nothing is left unread.)
-  const size_t b_len = 25 << 20;
-  RespTestClient b(server_.port(), 30000);
-  const std::string b_head =
-      "*5\r\n$3\r\nSET\r\n$1\r\nb\r\n$" + std::to_string(b_len) + "\r\n";
-  b.SendRaw(b_head + std::string((16 << 20) - b_head.size(), 'b'));
-  const std::string rb = b.Read();
-  EXPECT_EQ(0u, rb.rfind("-ERR client memory limit reached (maxmemory_clients "
+            test::InfoFields(port, "memory")["maxmemory_clients"]);
+
+  // 1. A holds 32 MiB: 16 MiB of a 30 MiB SET has come, and its buffer
+  // doubled to 32 MiB (less the idle 16 KiB). B's 25 MiB SET takes the
+  // clients past 48 MiB when its buffer doubles to 32 MiB: A holds as much
+  // as B would, so A is evicted and B's SET goes through.
+  RespTestClient a(port, 30000);
+  const std::string ah = head("a", 30 << 20);
+  ASSERT_EQ(ah.size() + (16 << 20), a.SendRaw(ah + std::string(16 << 20, 'a')));
+  ASSERT_GE(wait_held((32 << 20) - (16 << 10)), (32 << 20) - (16 << 10));
+  RespTestClient b(port, 30000);
+  EXPECT_EQ("+OK",
+            b.Call({"SET", "b", std::string(25 << 20, 'b'), "FENCE", "1"}));
+  EXPECT_EQ("EOF", a.Read());
+  EXPECT_EQ("1", stat("evicted_clients"));
+  EXPECT_EQ(0, wait_none());
+
+  // 2. C holds 16 MiB (9 MiB of a 20 MiB SET). D's 40 MiB SET grows its
+  // buffer to 32 MiB (that fits), then, with 32 MiB sent, to the whole
+  // request: past the cap, and D would hold more than C, so D is refused
+  // and closed (nothing it sent is left unread), and C completes.
+  RespTestClient c(port, 30000);
+  const std::string ch = head("c", 20 << 20);
+  ASSERT_EQ(ch.size() + (9 << 20), c.SendRaw(ch + std::string(9 << 20, 'c')));
+  ASSERT_GE(wait_held((16 << 20) - (16 << 10)), (16 << 20) - (16 << 10));
+  RespTestClient d(port, 30000);
+  const std::string dh = head("d", 40 << 20);
+  d.SendRaw(dh + std::string((32 << 20) - dh.size(), 'd'));
+  const std::string rd = d.Read();
+  EXPECT_EQ(0u, rd.rfind("-ERR client memory limit reached (maxmemory_clients "
                          "50331648",
                          0))
-      << rb.substr(0, 200);
-  EXPECT_TRUE(b.PeerClosed());
-  EXPECT_EQ(
-      "1", test::InfoFields(server_.port(), "stats")["client_memory_refusals"]);
-  // A, unharmed, completes; its buffer goes once it is idle.
-  a.SendRaw(std::string(a_len - (16 << 20), 'a') +
-            "\r\n$5\r\nFENCE\r\n$1\r\n1\r\n");
-  EXPECT_EQ("+OK", a.Read());
-  for (int i = 0; i < 500 && held() != 0; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  EXPECT_EQ(0, held());
-  // Now B's write fits.
-  RespTestClient c(server_.port(), 30000);
-  EXPECT_EQ("+OK", c.Call({"SET", "b", std::string(b_len, 'b'), "FENCE", "1"}));
-  // A MULTI queue counts too: 1 MiB commands, refused once the queue
-  // would take all clients past the cap, the transaction discarded.
+      << rd.substr(0, 200);
+  EXPECT_TRUE(d.PeerClosed());
+  EXPECT_EQ("1", stat("client_memory_refusals"));
+  EXPECT_EQ("1", stat("evicted_clients"));
+  c.SendRaw(std::string(11 << 20, 'c') + tail);
+  EXPECT_EQ("+OK", c.Read());
+  EXPECT_EQ(0, wait_none());
+
+  // 3. A MULTI queue counts too: 1 MiB commands, refused once the queue
+  // would take the clients past the cap (it holds the most), the
+  // transaction discarded.
   EXPECT_EQ("+OK", c.Call({"MULTI"}));
   const std::string mib(1 << 20, 'm');
   int queued = 0;
@@ -726,9 +746,9 @@ TEST_F(HostileTest, AllClientsTogetherAreBounded) {
   EXPECT_EQ(0u, r.rfind("-ERR client memory limit reached", 0)) << r;
   EXPECT_EQ("-EXECABORT Transaction discarded because of previous errors.",
             c.Call({"EXEC"}));
-  EXPECT_EQ(0, held());
-  EXPECT_EQ(
-      "2", test::InfoFields(server_.port(), "stats")["client_memory_refusals"]);
+  EXPECT_EQ(0, wait_none());
+  EXPECT_EQ("2", stat("client_memory_refusals"));
+  EXPECT_EQ("$" + std::string(25 << 20, 'b'), b.Call({"GET", "b"}));
   EXPECT_EQ(0, server_.Stop());
 }
 
