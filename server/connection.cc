@@ -109,7 +109,7 @@ Connection::Connection(Server::Impl* server, Loop* loop,
 }
 
 Connection::~Connection() {
-  server_->stats_.client_bytes.fetch_sub(charged(), std::memory_order_relaxed);
+  ReleaseCharge();
   // Its SCAN cursors go (their parked iterators on the scan thread).
   server_->state_.DisposeIterators(
       server_->state_.cursors.DropOwner(client_.id));
@@ -543,10 +543,28 @@ void Connection::Recharge() {
       in_.size > kInitialReadBuffer ? in_.size - kInitialReadBuffer : 0;
   const size_t queue = client_.queued.empty() ? 0 : client_.queued_bytes;
   const auto held = static_cast<int64_t>(input + queue);
-  const int64_t was = charged();
-  if (held == was) return;
+  int64_t was = charged_.load(std::memory_order_relaxed);
+  // Written off (ReleaseCharge: evicted, or gone): nothing more counts.
+  if (was < 0 || held == was) return;
+  // Exchanged first: a ReleaseCharge between the two steps takes back
+  // `held`, and this adds held - was, so the sum loses `was` either way.
+  if (!charged_.compare_exchange_strong(was, held, std::memory_order_relaxed)) {
+    return;  // written off meanwhile
+  }
   server_->stats_.client_bytes.fetch_add(held - was, std::memory_order_relaxed);
-  charged_.store(held, std::memory_order_relaxed);
+}
+
+int64_t Connection::ReleaseCharge() {
+  // Only a share above 0 is written off: one of 0 stays counted (from 0),
+  // or a connection that held nothing when an evictor looked would grow
+  // uncounted.
+  int64_t was = charged_.load(std::memory_order_relaxed);
+  while (was > 0 &&
+         !charged_.compare_exchange_weak(was, -1, std::memory_order_relaxed)) {
+  }
+  if (was <= 0) return was;
+  server_->stats_.client_bytes.fetch_sub(was, std::memory_order_relaxed);
+  return was;
 }
 
 void Connection::AfterDispatch() {

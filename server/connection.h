@@ -70,6 +70,13 @@ class Connection : public std::enable_shared_from_this<Connection> {
   uint64_t id() const { return id_; }
   int64_t charged() const { return charged_.load(std::memory_order_relaxed); }
   bool killed() const { return killed_.load(std::memory_order_relaxed); }
+  // Writes its share off ServerStats::client_bytes at once, for good (an
+  // evicted connection's memory is as good as gone; a command of its own
+  // still running on another thread frees its part when it ends): returns
+  // the share it had, -1 if it was written off already (another thread
+  // evicting it too), 0 if it holds nothing (then it stays counted from 0).
+  // Thread-safe.
+  int64_t ReleaseCharge();
 
   // CLIENT KILL: whether `filter` names this connection. Thread-safe.
   bool Matches(const KillFilter& filter) const LOCKS_EXCLUDED(info_mu_);
@@ -226,9 +233,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   };
   InputBuffer in_;
   size_t in_begin_ = 0, in_end_ = 0;
-  // This connection's share of ServerStats::client_bytes (Recharge).
-  // Written on the loop only; read by another loop looking for the largest
-  // client to evict (relaxed).
+  // This connection's share of ServerStats::client_bytes (Recharge), -1
+  // once written off (ReleaseCharge). Set on the loop; taken by whichever
+  // thread evicts it (an exchange: only one does).
   std::atomic<int64_t> charged_{0};
   std::string out_;
   std::vector<std::string_view> args_;

@@ -41,8 +41,14 @@ bool ServerState::ClientMemoryAllows(size_t more) const {
 
 bool ServerState::MakeClientRoom(uint64_t self, int64_t self_after,
                                  size_t more) {
-  if (ClientMemoryAllows(more)) return true;
-  return evict_client && evict_client(self, self_after);
+  // As Redis: the largest clients go until the others fit; once the asker
+  // would be the largest, it is the one refused. (Each eviction writes its
+  // client's share off at once, so this ends.)
+  for (int i = 0; i < 64; ++i) {
+    if (ClientMemoryAllows(more)) return true;
+    if (!evict_client || !evict_client(self, self_after)) return false;
+  }
+  return ClientMemoryAllows(more);
 }
 
 void ServerState::DisposeIterators(

@@ -141,15 +141,17 @@ struct ServerState {
   // cap by one request or queued command each.
   bool ClientMemoryAllows(size_t more) const;
   // Room for client `self` to take `more` bytes, which would make its share
-  // `self_after`: true if the cap allows it, or once the client holding the
-  // most, if it holds at least self_after, was evicted (as Redis evicts its
-  // largest clients; the memory goes when that connection has closed, so
-  // for a moment the sum may be past the cap by this growth); false if
-  // `self` would hold the most: it is the one refused.
+  // `self_after`: true if the cap allows it, or once the clients holding
+  // the most, each holding at least self_after, were evicted until it does
+  // (as Redis evicts its largest clients; an evicted client's share is
+  // written off at once, though a command of its own still running on
+  // another thread holds its memory until it ends); false once `self`
+  // would hold the most: it is the one refused.
   bool MakeClientRoom(uint64_t self, int64_t self_after, size_t more);
   // maxmemory_clients' eviction: closes the live client other than `self`
   // holding the most (its ServerStats::client_bytes share), if that is at
-  // least `at_least` bytes; whether it did. Null outside a server.
+  // least `at_least` bytes, and writes its share off; whether it did.
+  // Null outside a server.
   std::function<bool(uint64_t self, int64_t at_least)> evict_client;
 
   ServerState();
