@@ -69,7 +69,7 @@ void QueueCommand(ServerState& server, ClientState& client, const Args& args,
   // client holding the most goes, this one if it would.
   if (!client.multi_failed &&
       !server.MakeClientRoom(client.id,
-                             static_cast<int64_t>(client.queued_bytes + bytes),
+                             client.memory_share + static_cast<int64_t>(bytes),
                              bytes)) {
     client.multi_failed = true;
     std::vector<QueuedCommand>().swap(client.queued);

@@ -272,6 +272,10 @@ void Connection::InputBuffer::Grow(size_t n, size_t keep) {
 
 void Connection::DoRead() {
   if (closed_) return;
+  // Closing (Close, Kill: CloseNow is on its way), or evicted (its share
+  // written off): nothing more is read, and above all no buffer grows
+  // uncounted, nor evicts others on behalf of a client that is going.
+  if (gone_.load(std::memory_order_relaxed) || charged() < 0) return;
   if (in_end_ == in_.size) {
     if (in_begin_ > 0) {
       std::memmove(in_.data.get(), in_.data.get() + in_begin_,
@@ -552,6 +556,7 @@ void Connection::Recharge() {
     return;  // written off meanwhile
   }
   server_->stats_.client_bytes.fetch_add(held - was, std::memory_order_relaxed);
+  client_.memory_share = held;
 }
 
 int64_t Connection::ReleaseCharge() {

@@ -65,11 +65,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void Describe(int64_t now_ms, int64_t now_steady_ms, std::string* out) const
       LOCKS_EXCLUDED(info_mu_);
 
-  // Its id, and its share of ServerStats::client_bytes and whether it was
-  // killed (maxmemory_clients' eviction). Thread-safe.
+  // Its id, and its share of ServerStats::client_bytes (maxmemory_clients'
+  // eviction). Thread-safe.
   uint64_t id() const { return id_; }
   int64_t charged() const { return charged_.load(std::memory_order_relaxed); }
-  bool killed() const { return killed_.load(std::memory_order_relaxed); }
+  // Closed, or its close is on its way (Close, Kill). Thread-safe.
+  bool closing() const { return gone_.load(std::memory_order_relaxed); }
   // Writes its share off ServerStats::client_bytes at once, for good (an
   // evicted connection's memory is as good as gone; a command of its own
   // still running on another thread frees its part when it ends): returns

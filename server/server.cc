@@ -568,18 +568,18 @@ bool Server::Impl::EvictLargestClient(uint64_t self, int64_t at_least) {
     // The exchange claims it: of two loops picking the same client, one
     // writes it off and kills it, the other looks again.
     if (largest->ReleaseCharge() <= 0) continue;
-    // One killed by CLIENT KILL whose command still runs kept its share:
-    // written off now, not counted as an eviction.
-    if (largest->killed()) return true;
+    // One already closing (CLIENT KILL, a timeout, its peer gone) whose
+    // command still runs kept its share: written off now, not counted as an
+    // eviction.
+    if (largest->closing()) return true;
     largest->Kill();  // on its own loop
     const uint64_t n =
         stats_.evicted_clients.fetch_add(1, std::memory_order_relaxed) + 1;
     // At most one line per 10 s: clients holding little each at a small
     // cap could otherwise make one line per request.
-    static std::atomic<int64_t> last_log_ms{-10000};
     const int64_t now = SteadyMs();
-    int64_t last = last_log_ms.load(std::memory_order_relaxed);
-    if (now - last >= 10000 && last_log_ms.compare_exchange_strong(
+    int64_t last = last_evict_log_ms_.load(std::memory_order_relaxed);
+    if (now - last >= 10000 && last_evict_log_ms_.compare_exchange_strong(
                                    last, now, std::memory_order_relaxed)) {
       LOG(WARNING) << "client " << largest->id() << " evicted: it held " << most
                    << " bytes of request buffers and MULTI queue, the most "

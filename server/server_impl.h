@@ -127,6 +127,8 @@ class Server::Impl {
   // ServerState::evict_client.
   bool EvictLargestClient(uint64_t self, int64_t at_least)
       LOCKS_EXCLUDED(conns_mu_);
+  // When EvictLargestClient last logged (steady ms): one line per 10 s.
+  std::atomic<int64_t> last_evict_log_ms_{-10000};
   // The live connections, for CLIENT LIST and Stop.
   std::vector<std::shared_ptr<Connection>> LiveConnections()
       LOCKS_EXCLUDED(conns_mu_);

@@ -47,6 +47,9 @@ int64_t NowMs();
 // command was handed to while the loop leaves the connection alone).
 struct ClientState {
   uint64_t id = 0;
+  // Its share of ServerStats::client_bytes as of the last command
+  // (Connection::Recharge): its grown input buffer and its MULTI queue.
+  int64_t memory_share = 0;
   std::string name;
   std::string addr;
   int64_t created_ms = 0;

@@ -752,6 +752,37 @@ TEST_F(HostileTest, AllClientsTogetherAreBounded) {
   EXPECT_EQ(0, server_.Stop());
 }
 
+// maxmemory_clients in MULTI: the asker's share is its queue and its input
+// buffer. A 20 MiB SET queued with its 20 MiB buffer makes the asker hold
+// 40 MiB, more than X's 32 MiB: the asker is refused and X stays. (Counting
+// the queue alone, 20 MiB, X was evicted though the asker held more.)
+TEST_F(HostileTest, AQueuedCommandCountsItsBufferToo) {
+  constexpr size_t kCap = 64 << 20;
+  ASSERT_TRUE(StartServer({"--maxmemory_clients=" + std::to_string(kCap)}));
+  const int port = server_.port();
+  auto held = [&] {
+    return std::stoll(test::InfoFields(port, "memory")["mem_clients_normal"]);
+  };
+  RespTestClient x(port, 30000);
+  const std::string xh =
+      "*5\r\n$3\r\nSET\r\n$1\r\nx\r\n$" + std::to_string(30 << 20) + "\r\n";
+  ASSERT_EQ(xh.size() + (16 << 20), x.SendRaw(xh + std::string(16 << 20, 'x')));
+  for (int i = 0; i < 500 && held() < (32 << 20) - (16 << 10); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_GE(held(), (32 << 20) - (16 << 10));
+  RespTestClient e(port, 30000);
+  EXPECT_EQ("+OK", e.Call({"MULTI"}));
+  const std::string r =
+      e.Call({"SET", "e", std::string(20 << 20, 'e'), "FENCE", "1"});
+  EXPECT_EQ(0u, r.rfind("-ERR client memory limit reached", 0)) << r;
+  EXPECT_EQ("0", test::InfoFields(port, "stats")["evicted_clients"]);
+  // X, still there, completes.
+  x.SendRaw(std::string(14 << 20, 'x') + "\r\n$5\r\nFENCE\r\n$1\r\n1\r\n");
+  EXPECT_EQ("+OK", x.Read());
+  EXPECT_EQ(0, server_.Stop());
+}
+
 // Issue 11.12: 100 connections trickling one byte a second kept real
 // clients out at --maxclients=100. Unauthenticated connections are closed
 // after --auth_timeout; with --timeout, so is any connection that sends no
