@@ -659,6 +659,36 @@ TEST_F(HostileTest, MultiQueueIsBounded) {
   EXPECT_EQ(0, server_.Stop());
 }
 
+// For the --maxmemory_clients tests: what the clients of the server on
+// `port` hold (INFO memory mem_clients_normal); the same once it is at
+// least `at_least` (or 5 s passed); a SET's header up to its value.
+long long ClientBytes(int port) {
+  return std::stoll(test::InfoFields(port, "memory")["mem_clients_normal"]);
+}
+long long WaitClientBytes(int port, long long at_least) {
+  for (int i = 0; i < 500 && ClientBytes(port) < at_least; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return ClientBytes(port);
+}
+std::string SetHead(const std::string& key, size_t len) {
+  return "*5\r\n$3\r\nSET\r\n$" + std::to_string(key.size()) + "\r\n" + key +
+         "\r\n$" + std::to_string(len) + "\r\n";
+}
+// A client that has sent `sent` bytes of a SET of `len` bytes to `key`,
+// once the server's clients hold `expect_held` (nullptr if they never do).
+std::unique_ptr<RespTestClient> PartOfASet(int port, const std::string& key,
+                                           size_t len, size_t sent,
+                                           long long expect_held) {
+  auto c = std::make_unique<RespTestClient>(port, 30000);
+  const std::string head = SetHead(key, len);
+  if (c->SendRaw(head + std::string(sent, 'p')) != head.size() + sent ||
+      WaitClientBytes(port, expect_held) < expect_held) {
+    return nullptr;
+  }
+  return c;
+}
+
 // All clients together are bounded (--maxmemory_clients, as Redis 7's
 // maxmemory-clients). Before, each client was bounded alone (a 64 MiB
 // request, a 64 MiB MULTI queue), so enough of them held whatever memory
@@ -669,27 +699,14 @@ TEST_F(HostileTest, AllClientsTogetherAreBounded) {
   constexpr size_t kCap = 48 << 20;
   ASSERT_TRUE(StartServer({"--maxmemory_clients=" + std::to_string(kCap)}));
   const int port = server_.port();
-  auto held = [&] {
-    return std::stoll(test::InfoFields(port, "memory")["mem_clients_normal"]);
-  };
   auto stat = [&](const char* field) {
     return test::InfoFields(port, "stats")[field];
   };
-  auto head = [](const std::string& key, size_t len) {
-    return "*5\r\n$3\r\nSET\r\n$" + std::to_string(key.size()) + "\r\n" + key +
-           "\r\n$" + std::to_string(len) + "\r\n";
-  };
-  auto wait_held = [&](long long at_least) {
-    for (int i = 0; i < 500 && held() < at_least; ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    return held();
-  };
   auto wait_none = [&] {
-    for (int i = 0; i < 500 && held() != 0; ++i) {
+    for (int i = 0; i < 500 && ClientBytes(port) != 0; ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
-    return held();
+    return ClientBytes(port);
   };
   const std::string tail = "\r\n$5\r\nFENCE\r\n$1\r\n1\r\n";
   EXPECT_EQ(std::to_string(kCap),
@@ -699,14 +716,12 @@ TEST_F(HostileTest, AllClientsTogetherAreBounded) {
   // doubled to 32 MiB (less the idle 16 KiB). B's 25 MiB SET takes the
   // clients past 48 MiB when its buffer doubles to 32 MiB: A holds as much
   // as B would, so A is evicted and B's SET goes through.
-  RespTestClient a(port, 30000);
-  const std::string ah = head("a", 30 << 20);
-  ASSERT_EQ(ah.size() + (16 << 20), a.SendRaw(ah + std::string(16 << 20, 'a')));
-  ASSERT_GE(wait_held((32 << 20) - (16 << 10)), (32 << 20) - (16 << 10));
+  auto a = PartOfASet(port, "a", 30 << 20, 16 << 20, (32 << 20) - (16 << 10));
+  ASSERT_NE(nullptr, a);
   RespTestClient b(port, 30000);
   EXPECT_EQ("+OK",
             b.Call({"SET", "b", std::string(25 << 20, 'b'), "FENCE", "1"}));
-  EXPECT_EQ("EOF", a.Read());
+  EXPECT_EQ("EOF", a->Read());
   EXPECT_EQ("1", stat("evicted_clients"));
   EXPECT_EQ(0, wait_none());
 
@@ -714,12 +729,10 @@ TEST_F(HostileTest, AllClientsTogetherAreBounded) {
   // buffer to 32 MiB (that fits), then, with 32 MiB sent, to the whole
   // request: past the cap, and D would hold more than C, so D is refused
   // and closed (nothing it sent is left unread), and C completes.
-  RespTestClient c(port, 30000);
-  const std::string ch = head("c", 20 << 20);
-  ASSERT_EQ(ch.size() + (9 << 20), c.SendRaw(ch + std::string(9 << 20, 'c')));
-  ASSERT_GE(wait_held((16 << 20) - (16 << 10)), (16 << 20) - (16 << 10));
+  auto c = PartOfASet(port, "c", 20 << 20, 9 << 20, (16 << 20) - (16 << 10));
+  ASSERT_NE(nullptr, c);
   RespTestClient d(port, 30000);
-  const std::string dh = head("d", 40 << 20);
+  const std::string dh = SetHead("d", 40 << 20);
   d.SendRaw(dh + std::string((32 << 20) - dh.size(), 'd'));
   const std::string rd = d.Read();
   EXPECT_EQ(0u, rd.rfind("-ERR client memory limit reached (maxmemory_clients "
@@ -729,23 +742,25 @@ TEST_F(HostileTest, AllClientsTogetherAreBounded) {
   EXPECT_TRUE(d.PeerClosed());
   EXPECT_EQ("1", stat("client_memory_refusals"));
   EXPECT_EQ("1", stat("evicted_clients"));
-  c.SendRaw(std::string(11 << 20, 'c') + tail);
-  EXPECT_EQ("+OK", c.Read());
+  c->SendRaw(std::string(11 << 20, 'c') + tail);
+  EXPECT_EQ("+OK", c->Read());
   EXPECT_EQ(0, wait_none());
 
   // 3. A MULTI queue counts too: 1 MiB commands, refused once the queue
   // would take the clients past the cap (it holds the most), the
   // transaction discarded.
-  EXPECT_EQ("+OK", c.Call({"MULTI"}));
+  EXPECT_EQ("+OK", c->Call({"MULTI"}));
   const std::string mib(1 << 20, 'm');
   int queued = 0;
   std::string r;
-  while ((r = c.Call({"SET", "m", mib, "FENCE", "2"})) == "+QUEUED") ++queued;
+  while ((r = c->Call({"SET", "m", mib, "FENCE", "2"})) == "+QUEUED") {
+    ++queued;
+  }
   EXPECT_GE(queued, 40);
   EXPECT_LE(queued, 48);
   EXPECT_EQ(0u, r.rfind("-ERR client memory limit reached", 0)) << r;
   EXPECT_EQ("-EXECABORT Transaction discarded because of previous errors.",
-            c.Call({"EXEC"}));
+            c->Call({"EXEC"}));
   EXPECT_EQ(0, wait_none());
   EXPECT_EQ("2", stat("client_memory_refusals"));
   EXPECT_EQ("$" + std::string(25 << 20, 'b'), b.Call({"GET", "b"}));
@@ -760,17 +775,8 @@ TEST_F(HostileTest, AQueuedCommandCountsItsBufferToo) {
   constexpr size_t kCap = 64 << 20;
   ASSERT_TRUE(StartServer({"--maxmemory_clients=" + std::to_string(kCap)}));
   const int port = server_.port();
-  auto held = [&] {
-    return std::stoll(test::InfoFields(port, "memory")["mem_clients_normal"]);
-  };
-  RespTestClient x(port, 30000);
-  const std::string xh =
-      "*5\r\n$3\r\nSET\r\n$1\r\nx\r\n$" + std::to_string(30 << 20) + "\r\n";
-  ASSERT_EQ(xh.size() + (16 << 20), x.SendRaw(xh + std::string(16 << 20, 'x')));
-  for (int i = 0; i < 500 && held() < (32 << 20) - (16 << 10); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  ASSERT_GE(held(), (32 << 20) - (16 << 10));
+  auto x = PartOfASet(port, "x", 30 << 20, 16 << 20, (32 << 20) - (16 << 10));
+  ASSERT_NE(nullptr, x);
   RespTestClient e(port, 30000);
   EXPECT_EQ("+OK", e.Call({"MULTI"}));
   const std::string r =
@@ -778,8 +784,8 @@ TEST_F(HostileTest, AQueuedCommandCountsItsBufferToo) {
   EXPECT_EQ(0u, r.rfind("-ERR client memory limit reached", 0)) << r;
   EXPECT_EQ("0", test::InfoFields(port, "stats")["evicted_clients"]);
   // X, still there, completes.
-  x.SendRaw(std::string(14 << 20, 'x') + "\r\n$5\r\nFENCE\r\n$1\r\n1\r\n");
-  EXPECT_EQ("+OK", x.Read());
+  x->SendRaw(std::string(14 << 20, 'x') + "\r\n$5\r\nFENCE\r\n$1\r\n1\r\n");
+  EXPECT_EQ("+OK", x->Read());
   EXPECT_EQ(0, server_.Stop());
 }
 
