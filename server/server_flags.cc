@@ -112,10 +112,11 @@ DEFINE_int64(
 DEFINE_int64(maxmemory_clients, -1,
              "Most bytes all clients together may hold in grown request "
              "buffers and MULTI queues (as Redis 7's maxmemory-clients). "
-             "Past it the client holding the most is closed: another one "
-             "(evicted), or the one asking, if it would hold the most "
-             "('-ERR client memory limit reached', closed; in a MULTI the "
-             "transaction is discarded). -1 = a quarter of the memory the "
+             "Past it the clients holding the most are closed until the "
+             "others fit: other clients (evicted), or the one asking, once "
+             "it would hold the most ('-ERR client memory limit reached', "
+             "closed; in a MULTI the transaction is discarded). -1 = a "
+             "quarter of the memory the "
              "process may have (the machine's, or its cgroup's limit); 0 = "
              "no cap");
 DEFINE_int32(timeout, 0,
