@@ -67,7 +67,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   // Its id, and its share of ServerStats::client_bytes (maxmemory_clients'
   // eviction). Thread-safe.
-  uint64_t id() const { return id_; }
+  uint64_t id() const { return client_.id; }  // (set once, at construction)
   int64_t charged() const { return charged_.load(std::memory_order_relaxed); }
   // Closed, or its close is on its way (Close, Kill). Thread-safe.
   bool closing() const { return gone_.load(std::memory_order_relaxed); }
@@ -220,7 +220,6 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // Set by Kill (any thread): Process runs no further command.
   std::atomic<bool> killed_{false};
   bool writing_ = false;  // an asynchronous write of out_ is under way
-  const uint64_t id_;
   ClientState client_;
   RespParser parser_;
   // The input: a buffer that grows without being zero-filled, so a page is

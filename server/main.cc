@@ -21,7 +21,6 @@
 #include <gflags/gflags.h>
 #include <glog/logging.h>
 #include <malloc.h>
-#include <netdb.h>
 #include <rocksdb/statistics.h>
 #include <signal.h>
 #include <sys/auxv.h>

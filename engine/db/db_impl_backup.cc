@@ -60,9 +60,6 @@ Status CheckOutside(const std::string& db_path, const std::string& dir,
   return Status::OK();
 }
 
-}  // namespace
-
-namespace {
 // InvalidArgument unless the directory `path` would be made in exists and
 // is a directory: checked before the database is opened (a refused copy
 // must leave the store as it was; opening it writes).
@@ -76,6 +73,7 @@ Status CheckParentDir(const std::string& path, const char* what) {
   }
   return Status::OK();
 }
+
 }  // namespace
 
 Status CheckCheckpointDir(const std::string& db_path, const std::string& dir) {
