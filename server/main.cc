@@ -119,6 +119,31 @@ void RetainFreedMemory(int64_t mib) {
   mallopt(M_MMAP_THRESHOLD, 32 << 20);  // glibc's maximum on 64-bit
 }
 
+// --malloc_prefault_mb (server_flags.cc says why): the heap grown by that
+// much and every page of it touched, then freed, before any thread starts.
+// Freed in order, the blocks merge with each other and with the heap's top,
+// which glibc keeps while it is under --malloc_retain_mb, so later
+// allocations are carved from pages that are already there. The top also
+// holds RetainFreedMemory's 16 MiB pad and what was free before: main
+// keeps the prefault kHeapSlackMb under the retained size.
+constexpr int64_t kHeapSlackMb = 32;
+void PrefaultHeap(int64_t mib) {
+  if (mib <= 0) return;
+  constexpr size_t kBlock = 16 << 20;  // under the 32 MiB mapping threshold
+  const long page = sysconf(_SC_PAGESIZE);
+  const size_t step = page > 0 ? static_cast<size_t>(page) : 4096;
+  std::vector<char*> blocks;
+  for (size_t done = 0; done < static_cast<size_t>(mib) << 20; done += kBlock) {
+    char* block = static_cast<char*>(std::malloc(kBlock));
+    if (block == nullptr) break;
+    // volatile: the stores are the point, though nothing reads them.
+    volatile char* touch = block;
+    for (size_t at = 0; at < kBlock; at += step) touch[at] = 0;
+    blocks.push_back(block);
+  }
+  for (char* block : blocks) std::free(block);
+}
+
 // The memory this process may use: the machine's, or its cgroup's limit if
 // that is lower (a container's; cgroup v2, else v1). 4 GiB if unknown.
 size_t AvailableMemory() {
@@ -173,8 +198,27 @@ int main(int argc, char** argv) {
                  argv[1]);
     return 1;
   }
+  // Touched heap that the retained free memory cannot hold would be given
+  // back at the first free (server_flags.cc: --malloc_prefault_mb).
+  int64_t prefault_mb = FLAGS_malloc_prefault_mb;
+  if (prefault_mb < 0) {
+    prefault_mb =
+        std::max<int64_t>(0, std::min(FLAGS_malloc_retain_mb * 3 / 4,
+                                      FLAGS_malloc_retain_mb - kHeapSlackMb));
+  } else if (prefault_mb > 0 &&
+             prefault_mb + kHeapSlackMb > FLAGS_malloc_retain_mb) {
+    std::fprintf(stderr,
+                 "fencedkv-server: --malloc_prefault_mb=%lld needs "
+                 "--malloc_retain_mb of at least %lld (it is %lld): the heap "
+                 "would give the touched memory back at once\n",
+                 static_cast<long long>(prefault_mb),
+                 static_cast<long long>(prefault_mb) + kHeapSlackMb,
+                 static_cast<long long>(FLAGS_malloc_retain_mb));
+    return 1;
+  }
   if (FLAGS_malloc_hugepages) UseHugePages(original_args);
   RetainFreedMemory(FLAGS_malloc_retain_mb);
+  PrefaultHeap(prefault_mb);
   google::InitGoogleLogging(argv[0]);
   // The address others know this server by (--announce_addr, parsed once
   // here; else --bind and the port it listens on), checked before anything

@@ -48,6 +48,7 @@ DECLARE_int64(block_cache_size);
 DECLARE_int64(value_cache_size);
 DECLARE_bool(malloc_hugepages);
 DECLARE_int64(malloc_retain_mb);
+DECLARE_int64(malloc_prefault_mb);
 DECLARE_string(memtable);
 DECLARE_int64(slowlog_log_slower_than);
 DECLARE_int32(slowlog_max_len);

@@ -123,6 +123,15 @@ out=$("$FENCEDKV_SERVER" --db="$E2E_TMP/retain" --port=0 --malloc_retain_mb=2048
 check "malloc_retain_mb=2048 refused" "1 Invalid value for --malloc_retain_mb: 2048 (must be 0..2047)" \
       "$rc $(echo "$out" | head -1)"
 check "nothing created"         "no" "$([ -e "$E2E_TMP/retain" ] && echo yes || echo no)"
+# --malloc_prefault_mb must leave the retained heap room to keep it
+out=$("$FENCEDKV_SERVER" --db="$E2E_TMP/retain" --port=0 --malloc_prefault_mb=240 2>&1) && rc=0 || rc=$?
+check "malloc_prefault_mb=240 refused" "1 fencedkv-server: --malloc_prefault_mb=240 needs --malloc_retain_mb of at least 272 (it is 256): the heap would give the touched memory back at once" \
+      "$rc $(echo "$out" | head -1)"
+check "nothing created"         "no" "$([ -e "$E2E_TMP/retain" ] && echo yes || echo no)"
+out=$("$FENCEDKV_SERVER" --db="$E2E_TMP/retain" --port=0 --malloc_prefault_mb=-2 2>&1) && rc=0 || rc=$?
+check "malloc_prefault_mb=-2 refused" "1 Invalid value for --malloc_prefault_mb: -2 (must be -1..2047)" \
+      "$rc $(echo "$out" | head -1)"
+# (with --malloc_retain_mb=0 the default prefault is none: nothing to keep it)
 start_server retain --malloc_retain_mb=0
 check "glibc defaults serve"    "OK 1" \
       "$(redis-cli -h 127.0.0.1 -p "$PORT_retain" SET r v FENCE 1) $(redis-cli -h 127.0.0.1 -p "$PORT_retain" EXISTS r)"
