@@ -144,21 +144,55 @@ void PrefaultHeap(int64_t mib) {
   for (char* block : blocks) std::free(block);
 }
 
-// The memory this process may use: the machine's, or its cgroup's limit if
-// that is lower (a container's; cgroup v2, else v1). 4 GiB if unknown.
+// The files that may hold a memory limit of this process: the root ones of
+// the cgroup mounts (a container sees its own cgroup there), and for its
+// cgroup in /proc/self/cgroup (v2 "0::/path", v1 "N:memory:/path"; a
+// systemd service's MemoryMax=, a nested group) that cgroup's and every
+// ancestor's, since the lowest limit on the way up applies.
+std::vector<std::string> CgroupLimitFiles() {
+  std::vector<std::string> files = {
+      "/sys/fs/cgroup/memory.max",
+      "/sys/fs/cgroup/memory/memory.limit_in_bytes"};
+  std::ifstream in("/proc/self/cgroup");
+  std::string line;
+  while (std::getline(in, line)) {
+    const size_t a = line.find(':');
+    const size_t b = a == std::string::npos ? a : line.find(':', a + 1);
+    if (b == std::string::npos) continue;
+    const std::string controllers = "," + line.substr(a + 1, b - a - 1) + ",";
+    std::string path = line.substr(b + 1);
+    const char* base;
+    const char* file;
+    if (line.compare(0, a, "0") == 0 && controllers == ",,") {
+      base = "/sys/fs/cgroup";
+      file = "/memory.max";
+    } else if (controllers.find(",memory,") != std::string::npos) {
+      base = "/sys/fs/cgroup/memory";
+      file = "/memory.limit_in_bytes";
+    } else {
+      continue;
+    }
+    while (path.size() > 1 && path[0] == '/') {
+      files.push_back(base + path + file);
+      path.erase(path.rfind('/'));
+    }
+  }
+  return files;
+}
+
+// The memory this process may use: the machine's, or the lowest cgroup
+// limit above it if that is lower (v2 or v1). 4 GiB if unknown.
 size_t AvailableMemory() {
   const long pages = sysconf(_SC_PHYS_PAGES);
   const long page = sysconf(_SC_PAGESIZE);
   size_t bytes = pages > 0 && page > 0
                      ? static_cast<size_t>(pages) * static_cast<size_t>(page)
                      : size_t{4} << 30;
-  for (const char* f : {"/sys/fs/cgroup/memory.max",
-                        "/sys/fs/cgroup/memory/memory.limit_in_bytes"}) {
+  for (const std::string& f : CgroupLimitFiles()) {
     std::ifstream in(f);
     unsigned long long limit = 0;
     if (in >> limit && limit > 0 && limit < bytes) {  // ("max": no limit)
       bytes = static_cast<size_t>(limit);
-      break;
     }
   }
   return bytes;
@@ -199,12 +233,15 @@ int main(int argc, char** argv) {
     return 1;
   }
   // Touched heap that the retained free memory cannot hold would be given
-  // back at the first free (server_flags.cc: --malloc_prefault_mb).
+  // back at the first free (server_flags.cc: --malloc_prefault_mb). The
+  // default also stays within an eighth of the memory the process may have
+  // (a container's limit), so it cannot be what pushes a small one over.
   int64_t prefault_mb = FLAGS_malloc_prefault_mb;
   if (prefault_mb < 0) {
-    prefault_mb =
-        std::max<int64_t>(0, std::min(FLAGS_malloc_retain_mb * 3 / 4,
-                                      FLAGS_malloc_retain_mb - kHeapSlackMb));
+    const auto eighth = static_cast<int64_t>(AvailableMemory() >> 23);
+    prefault_mb = std::max<int64_t>(
+        0, std::min({FLAGS_malloc_retain_mb * 3 / 4,
+                     FLAGS_malloc_retain_mb - kHeapSlackMb, eighth}));
   } else if (prefault_mb > 0 &&
              prefault_mb + kHeapSlackMb > FLAGS_malloc_retain_mb) {
     std::fprintf(stderr,

@@ -240,7 +240,8 @@ DEFINE_int64(malloc_prefault_mb, -1,
              "already there instead of taking a page fault on a write's "
              "path. Resident from the start. Must be at least 32 below "
              "--malloc_retain_mb; -1: three quarters of it (192 by "
-             "default); 0: none");
+             "default), at most an eighth of the memory the process may "
+             "have (the machine's or its cgroup's limit); 0: none");
 DEFINE_int64(value_cache_size, 256 << 20,
              "Value cache bytes: the latest values of recently read or "
              "written keys, so a GET of a hot key skips RocksDB's lookups "

@@ -137,6 +137,33 @@ check "glibc defaults serve"    "OK 1" \
       "$(redis-cli -h 127.0.0.1 -p "$PORT_retain" SET r v FENCE 1) $(redis-cli -h 127.0.0.1 -p "$PORT_retain" EXISTS r)"
 stop_server retain
 
+# --- A memory cgroup's limit sizes what the server takes by default: a
+# quarter of it for --maxmemory_clients, an eighth at most touched at start
+# (--malloc_prefault_mb). The server runs in a child cgroup of 512 MiB (v1;
+# not the cgroup mounted at /sys/fs/cgroup, as under systemd's MemoryMax=).
+cg=/sys/fs/cgroup/memory/fencedkv-test-$$
+if [ -f /sys/fs/cgroup/memory/cgroup.procs ] && mkdir "$cg" 2>/dev/null; then
+  echo $((512 << 20)) > "$cg/memory.limit_in_bytes"
+  printf '#!/bin/sh\necho $$ > "%s/cgroup.procs" && exec "%s" "$@"\n' \
+    "$cg" "$FENCEDKV_SERVER" > "$E2E_TMP/in_cgroup.sh"
+  chmod +x "$E2E_TMP/in_cgroup.sh"
+  real_server=$FENCEDKV_SERVER
+  FENCEDKV_SERVER="$E2E_TMP/in_cgroup.sh"
+  start_server cg
+  FENCEDKV_SERVER=$real_server
+  check "cgroup: maxmemory_clients a quarter of 512 MiB" "maxmemory_clients:134217728" \
+        "$(redis-cli -h 127.0.0.1 -p "$PORT_cg" INFO memory | tr -d '\r' | grep '^maxmemory_clients:')"
+  # 64 MiB fence view + 64 MiB touched heap + the rest: about 150 MiB (a
+  # full 192 MiB prefault makes it 280).
+  rss_kib=$(awk '/^VmRSS:/ {print $2}' "/proc/$PID_cg/status")
+  check "cgroup: resident under 200 MiB (${rss_kib} KiB)" "yes" \
+        "$([ "$rss_kib" -lt $((200 << 10)) ] && echo yes || echo no)"
+  stop_server cg
+  rmdir "$cg" || true
+else
+  echo "(no writable v1 memory cgroup here: the cgroup checks did not run)"
+fi
+
 # --- AUTH on a second server ---
 start_server auth --requirepass=pw
 check "NOAUTH"                  "NOAUTH Authentication required." \
