@@ -121,27 +121,46 @@ void RetainFreedMemory(int64_t mib) {
 
 // --malloc_prefault_mb (server_flags.cc says why): the heap grown by that
 // much and every page of it touched, then freed, before any thread starts.
-// Freed in order, the blocks merge with each other and with the heap's top,
-// which glibc keeps while it is under --malloc_retain_mb, so later
+// The blocks (their list reserved first, so nothing lands between them)
+// merge with each other and with the heap's top when freed, and glibc
+// keeps that top while it is under --malloc_retain_mb, so later
 // allocations are carved from pages that are already there. The top also
-// holds RetainFreedMemory's 16 MiB pad and what was free before: main
-// keeps the prefault kHeapSlackMb under the retained size.
+// holds RetainFreedMemory's 16 MiB pad, up to a huge page of alignment and
+// what was free before: main keeps the prefault kHeapSlackMb under the
+// retained size. It is glibc's main heap: other threads allocate from it
+// only with one heap (glibc.malloc.arena_max=1, OneHeap below). A
+// sanitizer's allocator has no such heap: nothing is done under one.
 constexpr int64_t kHeapSlackMb = 32;
 void PrefaultHeap(int64_t mib) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  mib = 0;
+#endif
   if (mib <= 0) return;
   constexpr size_t kBlock = 16 << 20;  // under the 32 MiB mapping threshold
+  const size_t total = static_cast<size_t>(mib) << 20;
   const long page = sysconf(_SC_PAGESIZE);
   const size_t step = page > 0 ? static_cast<size_t>(page) : 4096;
   std::vector<char*> blocks;
-  for (size_t done = 0; done < static_cast<size_t>(mib) << 20; done += kBlock) {
-    char* block = static_cast<char*>(std::malloc(kBlock));
+  blocks.reserve(total / kBlock + 1);
+  for (size_t done = 0; done < total; done += kBlock) {
+    const size_t size = std::min(kBlock, total - done);
+    char* block = static_cast<char*>(std::malloc(size));
     if (block == nullptr) break;
     // volatile: the stores are the point, though nothing reads them.
     volatile char* touch = block;
-    for (size_t at = 0; at < kBlock; at += step) touch[at] = 0;
+    for (size_t at = 0; at < size; at += step) touch[at] = 0;
     blocks.push_back(block);
   }
   for (char* block : blocks) std::free(block);
+}
+
+// Whether every thread allocates from the main heap: GLIBC_TUNABLES names
+// glibc.malloc.arena_max=1 (--malloc_hugepages sets it; a user may too).
+bool OneHeap() {
+  const char* tunables = std::getenv("GLIBC_TUNABLES");
+  if (tunables == nullptr) return false;
+  const std::string all = std::string(":") + tunables + ":";
+  return all.find(":glibc.malloc.arena_max=1:") != std::string::npos;
 }
 
 // The files that may hold a memory limit of this process: the root ones of
@@ -233,17 +252,9 @@ int main(int argc, char** argv) {
     return 1;
   }
   // Touched heap that the retained free memory cannot hold would be given
-  // back at the first free (server_flags.cc: --malloc_prefault_mb). The
-  // default also stays within an eighth of the memory the process may have
-  // (a container's limit), so it cannot be what pushes a small one over.
+  // back at the first free (server_flags.cc: --malloc_prefault_mb).
   int64_t prefault_mb = FLAGS_malloc_prefault_mb;
-  if (prefault_mb < 0) {
-    const auto eighth = static_cast<int64_t>(AvailableMemory() >> 23);
-    prefault_mb = std::max<int64_t>(
-        0, std::min({FLAGS_malloc_retain_mb * 3 / 4,
-                     FLAGS_malloc_retain_mb - kHeapSlackMb, eighth}));
-  } else if (prefault_mb > 0 &&
-             prefault_mb + kHeapSlackMb > FLAGS_malloc_retain_mb) {
+  if (prefault_mb > 0 && prefault_mb + kHeapSlackMb > FLAGS_malloc_retain_mb) {
     std::fprintf(stderr,
                  "fencedkv-server: --malloc_prefault_mb=%lld needs "
                  "--malloc_retain_mb of at least %lld (it is %lld): the heap "
@@ -254,6 +265,17 @@ int main(int argc, char** argv) {
     return 1;
   }
   if (FLAGS_malloc_hugepages) UseHugePages(original_args);
+  // The default: only where every thread allocates from the heap it warms
+  // (else the database thread's own heap grows cold and the prefault is
+  // only resident memory), and within an eighth of the memory the process
+  // may have (a container's limit), so it cannot push a small one over.
+  if (prefault_mb < 0 && !OneHeap()) prefault_mb = 0;
+  if (prefault_mb < 0) {
+    const auto eighth = static_cast<int64_t>(AvailableMemory() >> 23);
+    prefault_mb = std::max<int64_t>(
+        0, std::min({FLAGS_malloc_retain_mb * 3 / 4,
+                     FLAGS_malloc_retain_mb - kHeapSlackMb, eighth}));
+  }
   RetainFreedMemory(FLAGS_malloc_retain_mb);
   PrefaultHeap(prefault_mb);
   google::InitGoogleLogging(argv[0]);

@@ -238,10 +238,13 @@ DEFINE_int64(malloc_prefault_mb, -1,
              "Heap memory touched at start, in MiB, then kept free for "
              "reuse: the value cache and memtables grow into pages that are "
              "already there instead of taking a page fault on a write's "
-             "path. Resident from the start. Must be at least 32 below "
-             "--malloc_retain_mb; -1: three quarters of it (192 by "
-             "default), at most an eighth of the memory the process may "
-             "have (the machine's or its cgroup's limit); 0: none");
+             "path. Resident from the start. It warms glibc's main heap, "
+             "which every thread uses only with one heap "
+             "(--malloc_hugepages, or glibc.malloc.arena_max=1). Must be "
+             "at least 32 below --malloc_retain_mb; -1: with one heap, "
+             "three quarters of that (192 by default), at most 32 below it "
+             "and an eighth of the memory the process may have (the "
+             "machine's or its cgroup's limit), else 0; 0: none");
 DEFINE_int64(value_cache_size, 256 << 20,
              "Value cache bytes: the latest values of recently read or "
              "written keys, so a GET of a hot key skips RocksDB's lookups "

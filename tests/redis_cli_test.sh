@@ -139,13 +139,25 @@ stop_server retain
 
 # --- A memory cgroup's limit sizes what the server takes by default: a
 # quarter of it for --maxmemory_clients, an eighth at most touched at start
-# (--malloc_prefault_mb). The server runs in a child cgroup of 512 MiB (v1;
-# not the cgroup mounted at /sys/fs/cgroup, as under systemd's MemoryMax=).
-cg=/sys/fs/cgroup/memory/fencedkv-test-$$
-if [ -f /sys/fs/cgroup/memory/cgroup.procs ] && mkdir "$cg" 2>/dev/null; then
+# (--malloc_prefault_mb). The limit (512 MiB) is on a v1 cgroup made under
+# this script's own, and the server runs in a child of it without a limit
+# of its own: the lowest limit on the way up applies (systemd's MemoryMax=
+# on a service's slice; nothing at the mount's root says it).
+mine=$(awk -F: '$2 ~ /(^|,)memory(,|$)/ {print $3; exit}' /proc/self/cgroup)
+cg=/sys/fs/cgroup/memory${mine%/}/fencedkv-test-$$
+cg_cleanup() {
+  if [ -n "${PID_cg:-}" ]; then
+    kill -9 "$PID_cg" 2>/dev/null && wait "$PID_cg" 2>/dev/null || true
+  fi
+  rmdir "$cg/server" "$cg" 2>/dev/null || true
+}
+if [ -n "$mine" ] && [ -f "/sys/fs/cgroup/memory${mine%/}/cgroup.procs" ] &&
+   mkdir "$cg" 2>/dev/null; then
+  trap 'cg_cleanup; e2e_cleanup' EXIT
+  mkdir "$cg/server"
   echo $((512 << 20)) > "$cg/memory.limit_in_bytes"
   printf '#!/bin/sh\necho $$ > "%s/cgroup.procs" && exec "%s" "$@"\n' \
-    "$cg" "$FENCEDKV_SERVER" > "$E2E_TMP/in_cgroup.sh"
+    "$cg/server" "$FENCEDKV_SERVER" > "$E2E_TMP/in_cgroup.sh"
   chmod +x "$E2E_TMP/in_cgroup.sh"
   real_server=$FENCEDKV_SERVER
   FENCEDKV_SERVER="$E2E_TMP/in_cgroup.sh"
@@ -159,10 +171,21 @@ if [ -f /sys/fs/cgroup/memory/cgroup.procs ] && mkdir "$cg" 2>/dev/null; then
   check "cgroup: resident under 200 MiB (${rss_kib} KiB)" "yes" \
         "$([ "$rss_kib" -lt $((200 << 10)) ] && echo yes || echo no)"
   stop_server cg
-  rmdir "$cg" || true
+  PID_cg=
+  cg_cleanup
+  check "cgroup: removed" "no" "$([ -e "$cg" ] && echo yes || echo no)"
+  trap e2e_cleanup EXIT
 else
   echo "(no writable v1 memory cgroup here: the cgroup checks did not run)"
 fi
+
+# --- Without one heap (--malloc_hugepages=false) the default touches
+# nothing at start: the database thread's own heap would not use it.
+start_server cold --malloc_hugepages=false
+rss_kib=$(awk '/^VmRSS:/ {print $2}' "/proc/$PID_cold/status")
+check "no one heap: resident under 200 MiB (${rss_kib} KiB)" "yes" \
+      "$([ "$rss_kib" -lt $((200 << 10)) ] && echo yes || echo no)"
+stop_server cold
 
 # --- AUTH on a second server ---
 start_server auth --requirepass=pw
