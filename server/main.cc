@@ -155,8 +155,10 @@ void PrefaultHeap(int64_t mib) {
 }
 
 // Whether every thread allocates from the main heap: GLIBC_TUNABLES names
-// glibc.malloc.arena_max=1 (--malloc_hugepages sets it; a user may too).
+// glibc.malloc.arena_max=1 (--malloc_hugepages sets it; a user may too),
+// and glibc read it (not in secure mode, where it drops tunables).
 bool OneHeap() {
+  if (getauxval(AT_SECURE) != 0) return false;
   const char* tunables = std::getenv("GLIBC_TUNABLES");
   if (tunables == nullptr) return false;
   const std::string all = std::string(":") + tunables + ":";

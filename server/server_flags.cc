@@ -226,8 +226,9 @@ DEFINE_int64(malloc_retain_mb, 256,
              "time (room for huge pages) and takes blocks up to 32 MiB "
              "rather than mapping each one. Fewer page faults (SET -P 16: "
              "73 to 37 per 1,000 requests, about 10% less CPU); the "
-             "resident size falls back only past this much free memory. "
-             "0: glibc's defaults; at most 2047");
+             "resident size falls back only once this much is free at the "
+             "heap's top (then to 16 MiB of it). 0: glibc's defaults; at "
+             "most 2047");
 // A page's first touch costs far more in a virtual machine than a write
 // does (the host backs it then; a VM that hands freed memory back to its
 // host pays it again for every new process): under perf, 15% of a fresh
@@ -242,7 +243,8 @@ DEFINE_int64(malloc_prefault_mb, -1,
              "which every thread uses only with one heap "
              "(--malloc_hugepages, or glibc.malloc.arena_max=1). Must be "
              "at least 32 below --malloc_retain_mb; -1: with one heap, "
-             "three quarters of that (192 by default), at most 32 below it "
+             "three quarters of --malloc_retain_mb (192 by default), at "
+             "most 32 below it "
              "and an eighth of the memory the process may have (the "
              "machine's or its cgroup's limit), else 0; 0: none");
 DEFINE_int64(value_cache_size, 256 << 20,
