@@ -145,11 +145,16 @@ stop_server retain
 # on a service's slice; nothing at the mount's root says it).
 mine=$(awk -F: '$2 ~ /(^|,)memory(,|$)/ {print $3; exit}' /proc/self/cgroup)
 cg=/sys/fs/cgroup/memory${mine%/}/fencedkv-test-$$
-cg_cleanup() {
-  if [ -n "${PID_cg:-}" ]; then
-    kill -9 "$PID_cg" 2>/dev/null && wait "$PID_cg" 2>/dev/null || true
-  fi
-  rmdir "$cg/server" "$cg" 2>/dev/null || true
+cg_cleanup() {  # whatever is left in the cgroups goes first: rmdir needs them empty
+  local pid
+  for pid in $(cat "$cg/server/cgroup.procs" "$cg/cgroup.procs" 2>/dev/null); do
+    kill -9 "$pid" 2>/dev/null || true
+  done
+  for _ in $(seq 1 100); do
+    rmdir "$cg/server" "$cg" 2>/dev/null || true
+    [ -e "$cg" ] || break
+    sleep 0.05
+  done
 }
 if [ -n "$mine" ] && [ -f "/sys/fs/cgroup/memory${mine%/}/cgroup.procs" ] &&
    mkdir "$cg" 2>/dev/null; then
@@ -171,7 +176,6 @@ if [ -n "$mine" ] && [ -f "/sys/fs/cgroup/memory${mine%/}/cgroup.procs" ] &&
   check "cgroup: resident under 200 MiB (${rss_kib} KiB)" "yes" \
         "$([ "$rss_kib" -lt $((200 << 10)) ] && echo yes || echo no)"
   stop_server cg
-  PID_cg=
   cg_cleanup
   check "cgroup: removed" "no" "$([ -e "$cg" ] && echo yes || echo no)"
   trap e2e_cleanup EXIT
