@@ -73,14 +73,8 @@ void QueueCommand(ServerState& server, ClientState& client, const Args& args,
                              bytes)) {
     client.multi_failed = true;
     std::vector<QueuedCommand>().swap(client.queued);
-    if (server.stats != nullptr) {
-      server.stats->client_memory_refusals.fetch_add(1,
-                                                     std::memory_order_relaxed);
-    }
-    resp::Error(out, "ERR client memory limit reached (maxmemory_clients " +
-                         std::to_string(o.maxmemory_clients) +
-                         " bytes for all clients' requests and MULTI "
-                         "queues): the transaction is discarded");
+    resp::Error(out,
+                server.ClientMemoryRefusal("the transaction is discarded"));
     return;
   }
   if (!client.multi_failed) {

@@ -301,13 +301,8 @@ void Connection::DoRead() {
         const size_t more = grow - in_.size;
         if (!server_->state_.MakeClientRoom(
                 client_.id, charged() + static_cast<int64_t>(more), more)) {
-          server_->stats_.client_memory_refusals.fetch_add(
-              1, std::memory_order_relaxed);
           resp::Error(&out_,
-                      "ERR client memory limit reached (maxmemory_clients " +
-                          std::to_string(server_->options_.maxmemory_clients) +
-                          " bytes for all clients' requests and MULTI "
-                          "queues): request refused");
+                      server_->state_.ClientMemoryRefusal("request refused"));
           client_.close_after_reply = true;
           Continue();
           return;

@@ -271,9 +271,11 @@ int main(int argc, char** argv) {
   // (else the database thread's own heap grows cold and the prefault is
   // only resident memory), and within an eighth of the memory the process
   // may have (a container's limit), so it cannot push a small one over.
+  // (Read once: --maxmemory_clients' default is a quarter of it.)
+  const size_t available_memory = AvailableMemory();
   if (prefault_mb < 0 && !OneHeap()) prefault_mb = 0;
   if (prefault_mb < 0) {
-    const auto eighth = static_cast<int64_t>(AvailableMemory() >> 23);
+    const auto eighth = static_cast<int64_t>(available_memory >> 23);
     prefault_mb = std::max<int64_t>(
         0, std::min({FLAGS_malloc_retain_mb * 3 / 4,
                      FLAGS_malloc_retain_mb - kHeapSlackMb, eighth}));
@@ -415,7 +417,7 @@ int main(int argc, char** argv) {
   if (FLAGS_maxmemory_clients >= 0) {
     so.maxmemory_clients = static_cast<size_t>(FLAGS_maxmemory_clients);
   } else {  // a quarter of the memory this process may have
-    so.maxmemory_clients = AvailableMemory() / 4;
+    so.maxmemory_clients = available_memory / 4;
   }
   so.idle_timeout = std::chrono::seconds(FLAGS_timeout);
   so.tcp_keepalive_s = FLAGS_tcp_keepalive;

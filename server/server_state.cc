@@ -39,6 +39,16 @@ bool ServerState::ClientMemoryAllows(size_t more) const {
   return static_cast<size_t>(std::max<int64_t>(0, held)) + more <= cap;
 }
 
+std::string ServerState::ClientMemoryRefusal(const char* outcome) {
+  if (stats != nullptr) {
+    stats->client_memory_refusals.fetch_add(1, std::memory_order_relaxed);
+  }
+  const size_t cap = options != nullptr ? options->maxmemory_clients : 0;
+  return "ERR client memory limit reached (maxmemory_clients " +
+         std::to_string(cap) +
+         " bytes for all clients' requests and MULTI queues): " + outcome;
+}
+
 bool ServerState::MakeClientRoom(uint64_t self, int64_t self_after,
                                  size_t more) {
   // As Redis: the largest clients go until the others fit; once the asker

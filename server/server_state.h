@@ -151,6 +151,10 @@ struct ServerState {
   // another thread holds its memory until it ends); false once `self`
   // would hold the most: it is the one refused.
   bool MakeClientRoom(uint64_t self, int64_t self_after, size_t more);
+  // After MakeClientRoom refused: counts the refusal (INFO stats
+  // client_memory_refusals) and returns the error line, ending with what
+  // became of the request (`outcome`).
+  std::string ClientMemoryRefusal(const char* outcome);
   // maxmemory_clients' eviction: closes the live client other than `self`
   // holding the most (its ServerStats::client_bytes share), if that is at
   // least `at_least` bytes, and writes its share off; whether it did.
