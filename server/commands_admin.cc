@@ -661,6 +661,8 @@ void CmdInfo(ServerState& server, ClientState&, const Args& args,
     line("client_memory_refusals",
          std::to_string(st.client_memory_refusals.load()));
     line("evicted_clients", std::to_string(st.evicted_clients.load()));
+    line("reads_moved_off_loop",
+         std::to_string(st.reads_moved_off_loop.load()));
     line("scan_cursors", std::to_string(server.cursors.size()));
     line("scan_cursor_bytes", std::to_string(server.cursors.bytes()));
     line("scan_parked_iterators", std::to_string(server.cursors.parked()));

@@ -20,6 +20,7 @@
 
 #include "command_table.h"
 #include "error_mapping.h"
+#include "fast_path.h"
 #include "resp_writer.h"
 
 namespace fencedkv {
@@ -236,8 +237,40 @@ void CmdMemory(ServerState& server, ClientState&, const Args& args,
                                           VarintLength(stored_value)));
 }
 
-void CmdExists(ServerState& server, ClientState&, const Args& args,
+// A read of many keys: within kLoopReadBytes and kLoopReadTime while it runs
+// on an event loop (ClientState::loop_read_budget), unbounded elsewhere.
+class LoopReadBudget {
+ public:
+  explicit LoopReadBudget(ClientState& client)
+      : client_(client), on_(client.loop_read_budget) {
+    if (on_) start_ = std::chrono::steady_clock::now();
+  }
+  // After a read of `bytes`: true if the command must stop, reply nothing
+  // and run again off the loop (client.read_deferred is set).
+  bool Spent(size_t bytes) {
+    if (!on_) return false;
+    bytes_ += bytes;
+    if (bytes_ < kLoopReadBytes &&
+        (++reads_ % kReadsPerClockLook != 0 ||
+         std::chrono::steady_clock::now() - start_ < kLoopReadTime)) {
+      return false;
+    }
+    client_.read_deferred = true;
+    return true;
+  }
+
+ private:
+  static constexpr size_t kReadsPerClockLook = 16;
+  ClientState& client_;
+  const bool on_;
+  std::chrono::steady_clock::time_point start_;
+  size_t bytes_ = 0;
+  size_t reads_ = 0;
+};
+
+void CmdExists(ServerState& server, ClientState& client, const Args& args,
                std::string* out) {
+  LoopReadBudget budget(client);
   int64_t n = 0;
   std::string value;
   for (size_t i = 1; i < args.size(); ++i) {
@@ -248,12 +281,14 @@ void CmdExists(ServerState& server, ClientState&, const Args& args,
       ReplyStatus(s, out);
       return;
     }
+    if (budget.Spent(s.ok() ? value.size() : 0)) return;
   }
   resp::Integer(out, n);
 }
 
-void CmdMget(ServerState& server, ClientState&, const Args& args,
+void CmdMget(ServerState& server, ClientState& client, const Args& args,
              std::string* out) {
+  LoopReadBudget budget(client);
   std::string reply;
   resp::ArrayHeader(&reply, args.size() - 1);
   std::string value;
@@ -268,6 +303,7 @@ void CmdMget(ServerState& server, ClientState&, const Args& args,
       return;
     }
     if (ReplyTooLarge(server, reply.size(), out)) return;
+    if (budget.Spent(s.ok() ? value.size() : 0)) return;
   }
   out->append(reply);
 }

@@ -490,7 +490,27 @@ void Connection::Process() {
       AfterDispatch();
       continue;
     }
+    // An MGET or EXISTS runs here within a budget: past it, it ran in vain
+    // and runs again on the long-command thread (fast_path.h,
+    // kLoopReadBytes).
+    static const CommandSpec* const kMget = LookupCommand("mget");
+    static const CommandSpec* const kExists = LookupCommand("exists");
+    client_.loop_read_budget =
+        admission.cmd == kMget || admission.cmd == kExists;
     Execute(server_->state_, client_, args_, admission, &out_);
+    client_.loop_read_budget = false;
+    if (client_.read_deferred) {
+      client_.read_deferred = false;
+      out_.resize(before);  // (it replied nothing)
+      server_->stats_.reads_moved_off_loop.fetch_add(1,
+                                                     std::memory_order_relaxed);
+      if (OffloadCommand(admission, false, false)) {
+        offload_start_ = t0;  // its latency counts from its start here
+        break;
+      }
+      // The long-command thread is stopping: here, unbounded.
+      Execute(server_->state_, client_, args_, admission, &out_);
+    }
     if (is_write) {
       TEST_SYNC_POINT("Connection::WriteReleased");
       if (!repl->tracker().CommitsAtOnce()) {

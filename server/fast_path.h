@@ -9,6 +9,7 @@
 #ifndef FENCEDKV_SERVER_FAST_PATH_H_
 #define FENCEDKV_SERVER_FAST_PATH_H_
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 
@@ -33,12 +34,13 @@ enum class Route : uint8_t {
   // SCAN, KEYS, DBSIZE, and REPLICAOF (which waits on the network): on the
   // scan thread.
   kScanThread,
-  // A long command, on the database thread if it has room: an EXEC of at
-  // least kOffloadExecCommands queued commands, kOffloadArgs queued
-  // arguments or kOffloadBytes queued bytes, a command with keys (DEL, MSET,
-  // MGET, EXISTS, ...) of at
-  // least kOffloadArgs arguments or kOffloadBytes bytes, or an INFO or
-  // COMMAND of at least kOffloadArgs arguments.
+  // A long command, on the long-command thread: an EXEC of at least
+  // kOffloadExecCommands queued commands, kOffloadArgs queued arguments or
+  // kOffloadBytes queued bytes, a command with keys (DEL, MSET, MGET,
+  // EXISTS, ...) of at least kOffloadArgs arguments or kOffloadBytes bytes,
+  // or an INFO or COMMAND of at least kOffloadArgs arguments. (An MGET or
+  // EXISTS of fewer keys starts on the loop and moves there once it has
+  // read kLoopReadBytes or run kLoopReadTime: ClientState::loop_read_budget.)
   kLongExec,
 };
 
@@ -48,12 +50,21 @@ constexpr size_t kOffloadExecCommands = 64;
 // So does a command with keys of at least this many arguments, or an EXEC
 // whose queue holds that many: their cost is per key (1 to 7 us each; one
 // DEL of 1M keys held a loop 5.3 s, an EXEC of three 300k-pair MSETs
-// 6.5 s), not per command. Below it a command costs a few ms at most.
+// 6.5 s), not per command. Below it a command costs a few ms at most,
+// unless it reads large values (below).
 constexpr size_t kOffloadArgs = 1024;
 // So does a command with keys whose arguments hold at least this many
 // bytes: a value is copied into the batch, the WAL and the memtable (about
 // 10 ms per MiB on the loop, one 60 MB SET 0.6 s).
 constexpr size_t kOffloadBytes = size_t{1} << 20;
+// An MGET or EXISTS on the loop that has read this many bytes of values, or
+// run this long, stops and runs again on the long-command thread (a read
+// changes nothing, so running it twice is safe): its cost is in the values
+// it reads, which the arguments do not tell. Before, an MGET of 1000 keys
+// of 64 KB (below kOffloadArgs) held its loop for 100 to 400 ms. What the
+// loop reads in vain is bounded by these plus one value.
+constexpr size_t kLoopReadBytes = size_t{1} << 20;
+constexpr std::chrono::microseconds kLoopReadTime{2000};
 
 // The route of `args`, which `admission` (Admit's verdict on it, for
 // `client`) admits or not. For kGroupedWrite, *batch is cleared and holds

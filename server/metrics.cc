@@ -89,6 +89,10 @@ class Collector : public prometheus::Collectable {
     add("fencedkv_evicted_clients_total",
         "Clients closed by --maxmemory_clients (each held the most)",
         T::Counter, static_cast<double>(stats_->evicted_clients.load()));
+    add("fencedkv_reads_moved_off_loop_total",
+        "MGETs and EXISTS that read 1 MiB or ran 2 ms on an event loop and "
+        "ran again on the long-command thread",
+        T::Counter, static_cast<double>(stats_->reads_moved_off_loop.load()));
     add("fencedkv_connection_timeouts_total",
         "Connections closed by --timeout or --auth_timeout", T::Counter,
         static_cast<double>(stats_->timeouts.load()));

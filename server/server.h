@@ -144,6 +144,9 @@ struct ServerStats {
   // clients closed to make room (Redis 7's evicted_clients).
   std::atomic<uint64_t> client_memory_refusals{0};
   std::atomic<uint64_t> evicted_clients{0};
+  // MGETs and EXISTS that outgrew their budget on an event loop and ran
+  // again on the long-command thread (fast_path.h, kLoopReadBytes).
+  std::atomic<uint64_t> reads_moved_off_loop{0};
 
   static constexpr size_t kShards = 16;
   struct alignas(64) Shard {

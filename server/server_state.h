@@ -75,6 +75,12 @@ struct ClientState {
   // What they hold (max_multi_bytes): per command sizeof(QueuedCommand),
   // per argument its bytes plus sizeof(std::string).
   size_t queued_bytes = 0;
+  // Set by the connection while an MGET or EXISTS runs on its event loop:
+  // one that has read kLoopReadBytes of values or run kLoopReadTime
+  // (fast_path.h) stops without a reply and sets read_deferred, and the
+  // connection runs it again on the long-command thread.
+  bool loop_read_budget = false;
+  bool read_deferred = false;
 };
 
 // MULTI's queue length as CLIENT LIST shows it (multi=): -1 outside MULTI.
