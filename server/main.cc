@@ -37,6 +37,7 @@
 #include "etcd_revision.h"
 #include "lease_slot.h"
 #include "metrics.h"
+#include "process_memory.h"
 #include "repl_stream.h"
 #include "replication.h"
 #include "server.h"
@@ -165,60 +166,6 @@ bool OneHeap() {
   return all.find(":glibc.malloc.arena_max=1:") != std::string::npos;
 }
 
-// The files that may hold a memory limit of this process: the root ones of
-// the cgroup mounts (a container sees its own cgroup there), and for its
-// cgroup in /proc/self/cgroup (v2 "0::/path", v1 "N:memory:/path"; a
-// systemd service's MemoryMax=, a nested group) that cgroup's and every
-// ancestor's, since the lowest limit on the way up applies.
-std::vector<std::string> CgroupLimitFiles() {
-  std::vector<std::string> files = {
-      "/sys/fs/cgroup/memory.max",
-      "/sys/fs/cgroup/memory/memory.limit_in_bytes"};
-  std::ifstream in("/proc/self/cgroup");
-  std::string line;
-  while (std::getline(in, line)) {
-    const size_t a = line.find(':');
-    const size_t b = a == std::string::npos ? a : line.find(':', a + 1);
-    if (b == std::string::npos) continue;
-    const std::string controllers = "," + line.substr(a + 1, b - a - 1) + ",";
-    std::string path = line.substr(b + 1);
-    const char* base;
-    const char* file;
-    if (line.compare(0, a, "0") == 0 && controllers == ",,") {
-      base = "/sys/fs/cgroup";
-      file = "/memory.max";
-    } else if (controllers.find(",memory,") != std::string::npos) {
-      base = "/sys/fs/cgroup/memory";
-      file = "/memory.limit_in_bytes";
-    } else {
-      continue;
-    }
-    while (path.size() > 1 && path[0] == '/') {
-      files.push_back(base + path + file);
-      path.erase(path.rfind('/'));
-    }
-  }
-  return files;
-}
-
-// The memory this process may use: the machine's, or the lowest cgroup
-// limit above it if that is lower (v2 or v1). 4 GiB if unknown.
-size_t AvailableMemory() {
-  const long pages = sysconf(_SC_PHYS_PAGES);
-  const long page = sysconf(_SC_PAGESIZE);
-  size_t bytes = pages > 0 && page > 0
-                     ? static_cast<size_t>(pages) * static_cast<size_t>(page)
-                     : size_t{4} << 30;
-  for (const std::string& f : CgroupLimitFiles()) {
-    std::ifstream in(f);
-    unsigned long long limit = 0;
-    if (in >> limit && limit > 0 && limit < bytes) {  // ("max": no limit)
-      bytes = static_cast<size_t>(limit);
-    }
-  }
-  return bytes;
-}
-
 int Fail(const char* step, const fencedkv::Status& s) {
   LOG(ERROR) << step << ": " << s.ToString();
   std::fprintf(stderr, "fencedkv-server: %s: %s\n", step, s.ToString().c_str());
@@ -272,7 +219,7 @@ int main(int argc, char** argv) {
   // only resident memory), and within an eighth of the memory the process
   // may have (a container's limit), so it cannot push a small one over.
   // (Read once: --maxmemory_clients' default is a quarter of it.)
-  const size_t available_memory = AvailableMemory();
+  const size_t available_memory = fencedkv::server::AvailableMemory();
   if (prefault_mb < 0 && !OneHeap()) prefault_mb = 0;
   if (prefault_mb < 0) {
     const auto eighth = static_cast<int64_t>(available_memory >> 23);

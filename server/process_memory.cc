@@ -3,6 +3,9 @@
 #include "process_memory.h"
 
 #include <cstdio>
+#include <fstream>
+#include <iterator>
+#include <sstream>
 
 #include <malloc.h>
 #include <unistd.h>
@@ -59,6 +62,153 @@ std::string HumanBytes(uint64_t bytes) {
     std::snprintf(buf, sizeof(buf), "%.2fT", d / (1024.0 * 1024 * 1024 * 1024));
   }
   return buf;
+}
+
+namespace {
+
+// A mountinfo field with its octal escapes (\040 space, \011 tab, \012
+// newline, \134 backslash) undone.
+std::string Unescape(const std::string& field) {
+  std::string out;
+  for (size_t i = 0; i < field.size(); ++i) {
+    if (field[i] == '\\' && i + 3 < field.size() && field[i + 1] >= '0' &&
+        field[i + 1] <= '3' && field[i + 2] >= '0' && field[i + 2] <= '7' &&
+        field[i + 3] >= '0' && field[i + 3] <= '7') {
+      out.push_back(static_cast<char>((field[i + 1] - '0') * 64 +
+                                      (field[i + 2] - '0') * 8 +
+                                      (field[i + 3] - '0')));
+      i += 3;
+    } else {
+      out.push_back(field[i]);
+    }
+  }
+  return out;
+}
+
+struct CgroupMount {
+  bool v2;
+  std::string root;   // the cgroup mounted there
+  std::string point;  // where
+};
+
+// The cgroup2 mounts and the v1 mounts of the memory controller.
+std::vector<CgroupMount> CgroupMounts(const std::string& mountinfo) {
+  std::vector<CgroupMount> mounts;
+  std::istringstream lines(mountinfo);
+  std::string line;
+  while (std::getline(lines, line)) {
+    std::istringstream in(line);
+    std::vector<std::string> f{std::istream_iterator<std::string>(in),
+                               std::istream_iterator<std::string>()};
+    // id parent major:minor root point options [optional...] - type source
+    // super-options
+    size_t dash = 6;
+    while (dash < f.size() && f[dash] != "-") ++dash;
+    if (dash + 3 >= f.size()) continue;  // (also: fewer than 10 fields)
+    const std::string& type = f[dash + 1];
+    const std::string super = "," + f[dash + 3] + ",";
+    CgroupMount m;
+    if (type == "cgroup2") {
+      m.v2 = true;
+    } else if (type == "cgroup" &&
+               super.find(",memory,") != std::string::npos) {
+      m.v2 = false;
+    } else {
+      continue;
+    }
+    m.root = Unescape(f[3]);
+    m.point = Unescape(f[4]);
+    mounts.push_back(std::move(m));
+  }
+  return mounts;
+}
+
+}  // namespace
+
+std::vector<std::string> CgroupLimitFiles(const std::string& cgroup,
+                                          const std::string& mountinfo) {
+  std::vector<CgroupMount> mounts = CgroupMounts(mountinfo);
+  if (mounts.empty()) {
+    mounts = {{true, "/", "/sys/fs/cgroup"},
+              {false, "/", "/sys/fs/cgroup/memory"}};
+  }
+  std::vector<std::string> files;
+  auto add = [&files](std::string file) {
+    for (const std::string& f : files) {
+      if (f == file) return;
+    }
+    files.push_back(std::move(file));
+  };
+  std::istringstream lines(cgroup);
+  std::string line;
+  while (std::getline(lines, line)) {
+    const size_t a = line.find(':');
+    const size_t b = a == std::string::npos ? a : line.find(':', a + 1);
+    if (b == std::string::npos) continue;
+    const std::string controllers = "," + line.substr(a + 1, b - a - 1) + ",";
+    const std::string path = line.substr(b + 1);
+    bool v2;
+    if (line.compare(0, a, "0") == 0 && controllers == ",,") {
+      v2 = true;
+    } else if (controllers.find(",memory,") != std::string::npos) {
+      v2 = false;
+    } else {
+      continue;
+    }
+    // (Outside the namespace's root, "/../x": no mount shows it.)
+    if (path.empty() || path[0] != '/' ||
+        (path + "/").find("/../") != std::string::npos) {
+      continue;
+    }
+    for (const CgroupMount& m : mounts) {
+      if (m.v2 != v2) continue;
+      std::string rel;
+      if (m.root == "/") {
+        rel = path == "/" ? "" : path;
+      } else if (path == m.root) {
+        rel = "";
+      } else if (path.compare(0, m.root.size(), m.root) == 0 &&
+                 path[m.root.size()] == '/') {
+        rel = path.substr(m.root.size());
+      } else {
+        continue;  // a mount of another cgroup
+      }
+      const char* file = v2 ? "/memory.max" : "/memory.limit_in_bytes";
+      for (;;) {
+        add(m.point + rel + file);
+        if (rel.empty()) break;
+        rel.erase(rel.rfind('/'));
+      }
+    }
+  }
+  // The mount roots themselves (a container's own cgroup), whatever
+  // /proc/self/cgroup says.
+  for (const CgroupMount& m : mounts) {
+    add(m.point + (m.v2 ? "/memory.max" : "/memory.limit_in_bytes"));
+  }
+  return files;
+}
+
+size_t AvailableMemory() {
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long page = sysconf(_SC_PAGESIZE);
+  size_t bytes = pages > 0 && page > 0
+                     ? static_cast<size_t>(pages) * static_cast<size_t>(page)
+                     : size_t{4} << 30;
+  auto slurp = [](const char* name) {
+    std::ifstream in(name);
+    return std::string(std::istreambuf_iterator<char>(in),
+                       std::istreambuf_iterator<char>());
+  };
+  for (const std::string& f : CgroupLimitFiles(slurp("/proc/self/cgroup"),
+                                               slurp("/proc/self/mountinfo"))) {
+    std::ifstream in(f);
+    unsigned long long limit = 0;
+    if (in >> limit && limit > 0 && limit < bytes) {  // ("max": no limit)
+      bytes = static_cast<size_t>(limit);
+    }
+  }
+  return bytes;
 }
 
 }  // namespace server

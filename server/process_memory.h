@@ -5,8 +5,10 @@
 #ifndef FENCEDKV_SERVER_PROCESS_MEMORY_H_
 #define FENCEDKV_SERVER_PROCESS_MEMORY_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace fencedkv {
 namespace server {
@@ -25,6 +27,25 @@ uint64_t RssBytes();
 uint64_t NotePeakMemory(ServerState* state);
 // Redis' "human" form: 1.23M, 512B, 2.00G.
 std::string HumanBytes(uint64_t bytes);
+
+// The files that may hold a memory limit of a process whose
+// /proc/self/cgroup reads `cgroup` and /proc/self/mountinfo `mountinfo`:
+// for its cgroup (v2 "0::/path"; v1 "N:...memory...:/path") that cgroup's
+// and every ancestor's that a cgroup mount shows (v2 memory.max, v1
+// memory.limit_in_bytes), since the lowest limit on the way up applies.
+// The cgroup's path is resolved through the mount's root (mountinfo's 4th
+// field): a container that shares the host's cgroup namespace sees
+// "/docker/<id>/sub" in /proc/self/cgroup but has "/docker/<id>" mounted
+// at /sys/fs/cgroup/memory, so its limit is in
+// /sys/fs/cgroup/memory/sub/..., not .../docker/<id>/sub/.... Without a
+// readable mountinfo, the usual mount points are assumed (v2 at
+// /sys/fs/cgroup, v1 at /sys/fs/cgroup/memory, each mounting the root).
+std::vector<std::string> CgroupLimitFiles(const std::string& cgroup,
+                                          const std::string& mountinfo);
+// The memory this process may use: the machine's, or the lowest memory
+// limit of its cgroup and the cgroups above it (CgroupLimitFiles) if lower.
+// 4 GiB if unknown.
+size_t AvailableMemory();
 
 }  // namespace server
 }  // namespace fencedkv

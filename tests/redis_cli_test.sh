@@ -176,6 +176,26 @@ if [ -n "$mine" ] && [ -f "/sys/fs/cgroup/memory${mine%/}/cgroup.procs" ] &&
   check "cgroup: resident under 200 MiB (${rss_kib} KiB)" "yes" \
         "$([ "$rss_kib" -lt $((200 << 10)) ] && echo yes || echo no)"
   stop_server cg
+  # As in a container that shares the host's cgroup namespace: the mount
+  # shows this script's cgroup at the mount point (a private mount
+  # namespace binds it there), while /proc/self/cgroup names the server's
+  # full path. The limit is found through /proc/self/mountinfo's root of
+  # the mount (before, the full path was looked up under the mount point,
+  # where it does not exist: maxmemory_clients was a quarter of the
+  # machine).
+  if [ "${mine%/}" != "" ] && command -v unshare > /dev/null; then
+    printf '#!/bin/sh\necho $$ > "%s/cgroup.procs" && exec unshare -m --propagation private sh -c '"'"'mount --bind "%s" /sys/fs/cgroup/memory && exec "$0" "$@"'"'"' "%s" "$@"\n' \
+      "$cg/server" "/sys/fs/cgroup/memory${mine%/}" "$FENCEDKV_SERVER" > "$E2E_TMP/in_ns.sh"
+    chmod +x "$E2E_TMP/in_ns.sh"
+    FENCEDKV_SERVER="$E2E_TMP/in_ns.sh"
+    start_server cgns
+    FENCEDKV_SERVER=$real_server
+    check "cgroup: the server sees this script's cgroup mounted" "${mine%/}" \
+          "$(awk '$5 == "/sys/fs/cgroup/memory" {root = $4} END {print root}' "/proc/$PID_cgns/mountinfo")"
+    check "cgroup through mountinfo: maxmemory_clients a quarter of 512 MiB" "maxmemory_clients:134217728" \
+          "$(redis-cli -h 127.0.0.1 -p "$PORT_cgns" INFO memory | tr -d '\r' | grep '^maxmemory_clients:')"
+    stop_server cgns
+  fi
   cg_cleanup
   check "cgroup: removed" "no" "$([ -e "$cg" ] && echo yes || echo no)"
   trap e2e_cleanup EXIT
