@@ -245,8 +245,9 @@ class LoopReadBudget {
       : client_(client), on_(client.loop_read_budget) {
     if (on_) start_ = std::chrono::steady_clock::now();
   }
-  // After a read of `bytes`: true if the command must stop, reply nothing
-  // and run again off the loop (client.read_deferred is set).
+  // After a read of `bytes`, with more to read: true if the command must
+  // stop, reply nothing and run again off the loop (client.read_deferred
+  // is set).
   bool Spent(size_t bytes) {
     if (!on_) return false;
     bytes_ += bytes;
@@ -281,7 +282,9 @@ void CmdExists(ServerState& server, ClientState& client, const Args& args,
       ReplyStatus(s, out);
       return;
     }
-    if (budget.Spent(s.ok() ? value.size() : 0)) return;
+    if (i + 1 < args.size() && budget.Spent(s.ok() ? value.size() : 0)) {
+      return;
+    }
   }
   resp::Integer(out, n);
 }
@@ -303,7 +306,10 @@ void CmdMget(ServerState& server, ClientState& client, const Args& args,
       return;
     }
     if (ReplyTooLarge(server, reply.size(), out)) return;
-    if (budget.Spent(s.ok() ? value.size() : 0)) return;
+    // (Past the last key the work is done: it replies.)
+    if (i + 1 < args.size() && budget.Spent(s.ok() ? value.size() : 0)) {
+      return;
+    }
   }
   out->append(reply);
 }

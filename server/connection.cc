@@ -502,10 +502,10 @@ void Connection::Process() {
     if (client_.read_deferred) {
       client_.read_deferred = false;
       out_.resize(before);  // (it replied nothing)
-      server_->stats_.reads_moved_off_loop.fetch_add(1,
-                                                     std::memory_order_relaxed);
       if (OffloadCommand(admission, false, false)) {
         offload_start_ = t0;  // its latency counts from its start here
+        server_->stats_.reads_moved_off_loop.fetch_add(
+            1, std::memory_order_relaxed);
         break;
       }
       // The long-command thread is stopping: here, unbounded.

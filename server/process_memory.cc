@@ -128,9 +128,42 @@ std::vector<CgroupMount> CgroupMounts(const std::string& mountinfo) {
 std::vector<std::string> CgroupLimitFiles(const std::string& cgroup,
                                           const std::string& mountinfo) {
   std::vector<CgroupMount> mounts = CgroupMounts(mountinfo);
-  if (mounts.empty()) {
-    mounts = {{true, "/", "/sys/fs/cgroup"},
-              {false, "/", "/sys/fs/cgroup/memory"}};
+  // A version no mount in mountinfo shows (none readable, or another kind
+  // of file system there): its usual mount point, as mounting the root.
+  bool mounted[2] = {false, false};  // [v2]
+  for (const CgroupMount& m : mounts) mounted[m.v2 ? 1 : 0] = true;
+  if (!mounted[1]) mounts.push_back({true, "/", "/sys/fs/cgroup"});
+  if (!mounted[0]) mounts.push_back({false, "/", "/sys/fs/cgroup/memory"});
+  // The process's cgroup in each version ("0::/path"; "N:...memory...:/path").
+  // One /proc/self/cgroup does not name (unreadable): the root of what the
+  // mounts show.
+  std::vector<std::string> paths[2];
+  bool named[2] = {false, false};
+  std::istringstream lines(cgroup);
+  std::string line;
+  while (std::getline(lines, line)) {
+    const size_t a = line.find(':');
+    const size_t b = a == std::string::npos ? a : line.find(':', a + 1);
+    if (b == std::string::npos) continue;
+    const std::string controllers = "," + line.substr(a + 1, b - a - 1) + ",";
+    int v;
+    if (line.compare(0, a, "0") == 0 && controllers == ",,") {
+      v = 1;
+    } else if (controllers.find(",memory,") != std::string::npos) {
+      v = 0;
+    } else {
+      continue;
+    }
+    named[v] = true;
+    const std::string path = line.substr(b + 1);
+    // (Outside the namespace's root, "/../x": no mount shows it.)
+    if (!path.empty() && path[0] == '/' &&
+        (path + "/").find("/../") == std::string::npos) {
+      paths[v].push_back(path);
+    }
+  }
+  for (int v = 0; v < 2; ++v) {
+    if (!named[v]) paths[v].push_back("/");
   }
   std::vector<std::string> files;
   auto add = [&files](std::string file) {
@@ -139,52 +172,29 @@ std::vector<std::string> CgroupLimitFiles(const std::string& cgroup,
     }
     files.push_back(std::move(file));
   };
-  std::istringstream lines(cgroup);
-  std::string line;
-  while (std::getline(lines, line)) {
-    const size_t a = line.find(':');
-    const size_t b = a == std::string::npos ? a : line.find(':', a + 1);
-    if (b == std::string::npos) continue;
-    const std::string controllers = "," + line.substr(a + 1, b - a - 1) + ",";
-    const std::string path = line.substr(b + 1);
-    bool v2;
-    if (line.compare(0, a, "0") == 0 && controllers == ",,") {
-      v2 = true;
-    } else if (controllers.find(",memory,") != std::string::npos) {
-      v2 = false;
-    } else {
-      continue;
-    }
-    // (Outside the namespace's root, "/../x": no mount shows it.)
-    if (path.empty() || path[0] != '/' ||
-        (path + "/").find("/../") != std::string::npos) {
-      continue;
-    }
-    for (const CgroupMount& m : mounts) {
-      if (m.v2 != v2) continue;
-      std::string rel;
-      if (m.root == "/") {
-        rel = path == "/" ? "" : path;
-      } else if (path == m.root) {
-        rel = "";
-      } else if (path.compare(0, m.root.size(), m.root) == 0 &&
-                 path[m.root.size()] == '/') {
-        rel = path.substr(m.root.size());
-      } else {
-        continue;  // a mount of another cgroup
-      }
-      const char* file = v2 ? "/memory.max" : "/memory.limit_in_bytes";
-      for (;;) {
-        add(m.point + rel + file);
-        if (rel.empty()) break;
-        rel.erase(rel.rfind('/'));
+  for (int v = 0; v < 2; ++v) {
+    const char* file = v == 1 ? "/memory.max" : "/memory.limit_in_bytes";
+    for (const std::string& path : paths[v]) {
+      for (const CgroupMount& m : mounts) {
+        if (m.v2 != (v == 1)) continue;
+        std::string rel;
+        if (m.root == "/") {
+          rel = path == "/" ? "" : path;
+        } else if (path == m.root) {
+          rel = "";
+        } else if (path.compare(0, m.root.size(), m.root) == 0 &&
+                   path[m.root.size()] == '/') {
+          rel = path.substr(m.root.size());
+        } else {
+          continue;  // a mount of another cgroup: not this process's limit
+        }
+        for (;;) {
+          add(m.point + rel + file);
+          if (rel.empty()) break;
+          rel.erase(rel.rfind('/'));
+        }
       }
     }
-  }
-  // The mount roots themselves (a container's own cgroup), whatever
-  // /proc/self/cgroup says.
-  for (const CgroupMount& m : mounts) {
-    add(m.point + (m.v2 ? "/memory.max" : "/memory.limit_in_bytes"));
   }
   return files;
 }

@@ -37,9 +37,12 @@ std::string HumanBytes(uint64_t bytes);
 // field): a container that shares the host's cgroup namespace sees
 // "/docker/<id>/sub" in /proc/self/cgroup but has "/docker/<id>" mounted
 // at /sys/fs/cgroup/memory, so its limit is in
-// /sys/fs/cgroup/memory/sub/..., not .../docker/<id>/sub/.... Without a
-// readable mountinfo, the usual mount points are assumed (v2 at
-// /sys/fs/cgroup, v1 at /sys/fs/cgroup/memory, each mounting the root).
+// /sys/fs/cgroup/memory/sub/..., not .../docker/<id>/sub/.... A mount of
+// another cgroup (a sibling, a child) is not read: its limit is not this
+// process's. For a version (v1, v2) of which mountinfo shows no mount
+// (unreadable, or another kind of file system there), its usual mount
+// point is assumed, mounting the root (v2 /sys/fs/cgroup, v1
+// /sys/fs/cgroup/memory).
 std::vector<std::string> CgroupLimitFiles(const std::string& cgroup,
                                           const std::string& mountinfo);
 // The memory this process may use: the machine's, or the lowest memory
