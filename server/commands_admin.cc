@@ -643,7 +643,7 @@ void CmdInfo(ServerState& server, ClientState&, const Args& args,
          std::to_string(IntProperty(db, "fencedkv.value-cache-capacity")));
     line("scan_cursor_bytes", std::to_string(server.cursors.bytes()));
     // Redis 7's name: what clients hold past their idle buffers (grown
-    // input buffers and MULTI queues), and its cap.
+    // input buffers, MULTI queues, replies not taken), and its cap.
     line("mem_clients_normal",
          std::to_string(std::max<int64_t>(0, st.client_bytes.load())));
     line("maxmemory_clients",

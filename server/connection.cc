@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include <glog/logging.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -30,6 +31,11 @@ constexpr size_t kMaxPendingOutput = 4 << 20;
 // (a large request or reply grew them).
 constexpr size_t kKeepBufferBytes = 64 << 10;
 constexpr size_t kKeepScratchItems = 1024;
+// Replies waiting for a client count toward maxmemory_clients (Recharge)
+// from this many bytes on: below it, the share of a client that reads its
+// replies would change with every command, each change an atomic add on
+// one counter every io thread shares.
+constexpr size_t kCountedReplyBytes = 64 << 10;
 // GETs read with one MultiGet at most; fewer than kOffloadGets are read on
 // the loop itself.
 constexpr size_t kMaxGets = 16;
@@ -560,10 +566,22 @@ void Connection::Recharge() {
   const size_t input =
       in_.size > kInitialReadBuffer ? in_.size - kInitialReadBuffer : 0;
   const size_t queue = client_.queued.empty() ? 0 : client_.queued_bytes;
-  const auto held = static_cast<int64_t>(input + queue);
+  const size_t replies = out_.size() >= kCountedReplyBytes ? out_.size() : 0;
+  const auto held = static_cast<int64_t>(input + queue + replies);
   int64_t was = charged_.load(std::memory_order_relaxed);
   // Written off (ReleaseCharge: evicted, or gone): nothing more counts.
   if (was < 0 || held == was) return;
+  // Replies it has not taken grew: room for them as for a request (the
+  // clients holding the most go first); once this one would hold the
+  // most, it is the one evicted (it does not read them). (Its request
+  // buffer and MULTI queue made room before they grew.)
+  if (replies > reply_share_ && held > was &&
+      !server_->state_.MakeClientRoom(client_.id, held,
+                                      replies - reply_share_)) {
+    EvictSelf(held);
+    return;
+  }
+  reply_share_ = replies;
   // Exchanged first: a ReleaseCharge between the two steps takes back
   // `held`, and this adds held - was, so the sum loses `was` either way.
   if (!charged_.compare_exchange_strong(was, held, std::memory_order_relaxed)) {
@@ -571,6 +589,27 @@ void Connection::Recharge() {
   }
   server_->stats_.client_bytes.fetch_add(held - was, std::memory_order_relaxed);
   client_.memory_share = held;
+}
+
+void Connection::EvictSelf(int64_t held) {
+  if (ReleaseCharge() < 0) return;  // written off already
+  const uint64_t n =
+      server_->stats_.evicted_clients.fetch_add(1, std::memory_order_relaxed) +
+      1;
+  // At most one line per 10 s (as for the clients evicted for another).
+  static std::atomic<int64_t> last_log_ms{INT64_MIN / 2};
+  const int64_t now = SteadyMs();
+  int64_t last = last_log_ms.load(std::memory_order_relaxed);
+  if (now - last >= 10000 && last_log_ms.compare_exchange_strong(
+                                 last, now, std::memory_order_relaxed)) {
+    LOG(WARNING) << "client " << client_.id << " evicted: it held " << held
+                 << " bytes of replies it did not take, request buffer and "
+                    "MULTI queue, the most of any client, with all clients "
+                    "together at --maxmemory_clients="
+                 << server_->options_.maxmemory_clients << " (" << n
+                 << " evicted since the start; INFO stats evicted_clients)";
+  }
+  Kill();
 }
 
 int64_t Connection::ReleaseCharge() {
@@ -1043,6 +1082,7 @@ void Connection::ReplyGets() {
   }
   get_keys_.clear();
   get_ends_.clear();
+  Recharge();  // (replies of large values count)
 }
 
 bool Connection::WriteNow() {
@@ -1056,6 +1096,7 @@ bool Connection::WriteNow() {
   }
   if (sent == out_.size()) {
     out_.clear();
+    Recharge();  // (its replies are gone)
     return true;
   }
   if (ec != asio::error::would_block && ec != asio::error::try_again) {
@@ -1073,6 +1114,7 @@ bool Connection::WriteNow() {
                         return;
                       }
                       self->out_.clear();
+                      self->Recharge();  // (its replies are gone)
                       self->Continue();
                     });
   return false;

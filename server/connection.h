@@ -121,9 +121,14 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // small).
   void ShrinkIdle();
   // Brings this connection's share of ServerStats::client_bytes (charged_)
-  // to what it holds now: its input buffer past the idle size and its
-  // MULTI queue. On the loop.
+  // to what it holds now: its input buffer past the idle size, its MULTI
+  // queue, and the replies it has not taken (from kCountedReplyBytes on).
+  // Past maxmemory_clients, grown replies evict the clients holding the
+  // most, this one once it holds the most. On the loop.
   void Recharge();
+  // maxmemory_clients evicts this connection, which holds `held` bytes:
+  // its share is written off and it closes.
+  void EvictSelf(int64_t held);
   // The reply to a command that arrives once shutdown has begun.
   void RefuseShuttingDown();
   // Runs the admitted command in args_ elsewhere, so this loop's other
@@ -237,6 +242,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // once written off (ReleaseCharge). Set on the loop; taken by whichever
   // thread evicts it (an exchange: only one does).
   std::atomic<int64_t> charged_{0};
+  size_t reply_share_ = 0;  // the replies counted in charged_ (Recharge)
   std::string out_;
   std::vector<std::string_view> args_;
   std::vector<size_t> key_positions_;  // MayReadLargeValue's scratch

@@ -79,8 +79,8 @@ class Collector : public prometheus::Collectable {
         "accept() failures (e.g. out of file descriptors)", T::Counter,
         static_cast<double>(stats_->accept_errors.load()));
     add("fencedkv_client_memory_bytes",
-        "What clients hold past their idle buffers: grown request buffers "
-        "and MULTI queues (--maxmemory_clients bounds it)",
+        "What clients hold past their idle buffers: grown request buffers, "
+        "MULTI queues and replies not taken (--maxmemory_clients bounds it)",
         T::Gauge,
         static_cast<double>(std::max<int64_t>(0, stats_->client_bytes.load())));
     add("fencedkv_client_memory_refusals_total",

@@ -581,12 +581,13 @@ bool Server::Impl::EvictLargestClient(uint64_t self, int64_t at_least) {
     int64_t last = last_evict_log_ms_.load(std::memory_order_relaxed);
     if (now - last >= 10000 && last_evict_log_ms_.compare_exchange_strong(
                                    last, now, std::memory_order_relaxed)) {
-      LOG(WARNING) << "client " << largest->id() << " evicted: it held " << most
-                   << " bytes of request buffers and MULTI queue, the most "
-                      "of any client, with all clients together at "
-                      "--maxmemory_clients="
-                   << options_.maxmemory_clients << " (" << n
-                   << " evicted since the start; INFO stats evicted_clients)";
+      LOG(WARNING)
+          << "client " << largest->id() << " evicted: it held " << most
+          << " bytes of request buffer, MULTI queue and replies, the most "
+             "of any client, with all clients together at "
+             "--maxmemory_clients="
+          << options_.maxmemory_clients << " (" << n
+          << " evicted since the start; INFO stats evicted_clients)";
     }
     return true;
   }

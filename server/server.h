@@ -85,8 +85,9 @@ struct ServerOptions {
   size_t max_multi_commands = 10000;
   size_t max_multi_bytes = 64 << 20;
   // All clients together (Redis 7's maxmemory-clients): what connections'
-  // input buffers hold past their idle size and what their MULTI queues
-  // hold, summed over every connection (ServerStats::client_bytes). Past
+  // input buffers hold past their idle size, what their MULTI queues hold
+  // and the replies they have not taken (from 64 KiB), summed over every
+  // connection (ServerStats::client_bytes). Past
   // it the client holding the most is closed: another one (evicted), or
   // the one asking (ServerState::MakeClientRoom): a request with an error
   // and its connection closed, a queued command as past max_multi_bytes.
@@ -136,7 +137,8 @@ struct ServerStats {
   std::atomic<uint64_t> timeouts{0};  // closed by idle_timeout/auth_timeout
   std::atomic<int64_t> blocked{0};    // connections blocked in WAIT
   // What every connection holds past its idle buffers: its input buffer's
-  // growth and its MULTI queue (ServerOptions::maxmemory_clients). Each
+  // growth, its MULTI queue and its replies not taken from 64 KiB on
+  // (ServerOptions::maxmemory_clients). Each
   // connection adds its own share and takes it back as it shrinks or goes
   // (Connection::Recharge).
   std::atomic<int64_t> client_bytes{0};

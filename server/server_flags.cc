@@ -111,7 +111,8 @@ DEFINE_int64(
     "--max_multi_commands)");
 DEFINE_int64(maxmemory_clients, -1,
              "Most bytes all clients together may hold in grown request "
-             "buffers and MULTI queues (as Redis 7's maxmemory-clients). "
+             "buffers, MULTI queues and replies not yet taken (64 KiB or "
+             "more each; as Redis 7's maxmemory-clients). "
              "Past it the clients holding the most are closed until the "
              "others fit: other clients (evicted), or the one asking, once "
              "it would hold the most ('-ERR client memory limit reached', "

@@ -46,7 +46,8 @@ std::string ServerState::ClientMemoryRefusal(const char* outcome) {
   const size_t cap = options != nullptr ? options->maxmemory_clients : 0;
   return "ERR client memory limit reached (maxmemory_clients " +
          std::to_string(cap) +
-         " bytes for all clients' requests and MULTI queues): " + outcome;
+         " bytes for all clients' requests, MULTI queues and replies): " +
+         outcome;
 }
 
 bool ServerState::MakeClientRoom(uint64_t self, int64_t self_after,

@@ -48,7 +48,8 @@ int64_t NowMs();
 struct ClientState {
   uint64_t id = 0;
   // Its share of ServerStats::client_bytes as of the last command
-  // (Connection::Recharge): its grown input buffer and its MULTI queue.
+  // (Connection::Recharge): its grown input buffer, its MULTI queue and its
+  // replies not taken.
   int64_t memory_share = 0;
   std::string name;
   std::string addr;

@@ -769,6 +769,72 @@ TEST_F(HostileTest, AllClientsTogetherAreBounded) {
   EXPECT_EQ(0, server_.Stop());
 }
 
+// Replies a client does not take count toward maxmemory_clients, as they
+// do in Redis 7. They did not: clients that each asked for an MGET of 40 MB
+// and never read held 40 MB each, however many there were (6 of them took
+// the server 240 MB past a cap of 64 MiB, and nothing was evicted). Now a
+// reply that takes the clients past the cap evicts the clients holding the
+// most, its own client once that holds the most.
+TEST_F(HostileTest, RepliesNotTakenCountTowardTheClientsCap) {
+  constexpr size_t kCap = 64 << 20;
+  ASSERT_TRUE(StartServer({"--maxmemory_clients=" + std::to_string(kCap)}));
+  const int port = server_.port();
+  constexpr int kKeys = 100;
+  constexpr size_t kValueBytes = 400 << 10;  // a reply of 40 MB
+  std::vector<std::string> mget{"MGET"};
+  {
+    RespTestClient w(port, 30000);
+    for (int i = 0; i < kKeys; ++i) {
+      mget.push_back("r:" + std::to_string(i));
+      ASSERT_EQ("+OK",
+                w.Call({"SET", mget.back(),
+                        std::string(kValueBytes, 'a' + i % 26), "FENCE", "1"}));
+    }
+  }
+  const std::string request = RespTestClient::Encode(mget);
+  const long rss0 = ReportRss("replies not taken, before");
+  RssSampler rss(server_);
+  // Six clients ask, one after the other, and read nothing (a receive
+  // buffer of 4 KiB).
+  std::vector<std::unique_ptr<RespTestClient>> clients;
+  auto evicted = [&] {
+    return std::stoll(test::InfoFields(port, "stats")["evicted_clients"]);
+  };
+  for (int i = 0; i < 6; ++i) {
+    clients.push_back(
+        std::make_unique<RespTestClient>(port, 30000, "127.0.0.1", 4096));
+    clients.back()->SendRaw(request);
+    // Its reply is queued (and counted) before the next one asks.
+    const long long expect = evicted() + (i > 0 ? 1 : 0);
+    for (int t = 0; t < 500; ++t) {
+      if (ClientBytes(port) >= (30 << 20) && evicted() >= expect) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
+  const long peak_kib = rss.Stop();
+  std::printf(
+      "[ figures  ] 6 clients not reading MGET replies of 40 MB, "
+      "--maxmemory_clients=64 MiB: %lld evicted, clients hold %lld bytes, "
+      "RSS %ld -> %ld KiB\n",
+      evicted(), ClientBytes(port), rss0, peak_kib);
+  // Each later one took the clients past the cap and held as much as the
+  // one before it: that one went.
+  EXPECT_EQ(5, evicted());
+  EXPECT_LE(ClientBytes(port), static_cast<long long>(kCap));
+  EXPECT_GE(ClientBytes(port), 30 << 20);
+  // The evicted ones were closed; the last one takes its whole reply.
+  EXPECT_TRUE(clients[0]->PeerClosed());
+  const std::string reply = clients.back()->Read();
+  EXPECT_EQ(2 + kKeys * (1 + kValueBytes) + (kKeys - 1) + 1, reply.size());
+  for (int t = 0; t < 500 && ClientBytes(port) != 0; ++t) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(0, ClientBytes(port));  // taken: no longer counted
+  EXPECT_LT(peak_kib - rss0, kRssScale * (160 << 10));
+  clients.clear();
+  EXPECT_EQ(0, server_.Stop());
+}
+
 // maxmemory_clients in MULTI: the asker's share is its queue and its input
 // buffer. A 20 MiB SET queued with its 20 MiB buffer makes the asker hold
 // 40 MiB, more than X's 32 MiB: the asker is refused and X stays. (Counting
