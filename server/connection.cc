@@ -435,6 +435,8 @@ void Connection::Process() {
     // are.)
     if (route != Route::kBatchedGet && FlushGets()) break;
     if (route != Route::kGroupedWrite && job_n_ > 0) break;
+    // (Their replies may have evicted it: nothing more runs.)
+    if (closed_) break;
     // A WAIT may block the connection, which then writes nothing until it
     // ends (maybe never): it starts only once every reply before it is
     // written, as Redis has sent them before it blocks. (Parsed again
@@ -536,7 +538,7 @@ void Connection::Process() {
       break;
     }
   }
-  if (!reads_pending_) FlushGets();
+  if (!reads_pending_ && !closed_) FlushGets();
   if (in_begin_ != begin) {
     last_command_ms_.store(SteadyMs(), std::memory_order_relaxed);
   }
@@ -571,6 +573,9 @@ void Connection::Recharge() {
   int64_t was = charged_.load(std::memory_order_relaxed);
   // Written off (ReleaseCharge: evicted, or gone): nothing more counts.
   if (was < 0 || held == was) return;
+  // A client on its way out (killed, closed, its peer gone) takes no more,
+  // and never evicts others for a reply that goes nowhere.
+  if (held > was && (closed_ || closing())) return;
   // Replies it has not taken grew: room for them as for a request (the
   // clients holding the most go first); once this one would hold the
   // most, it is the one evicted (it does not read them). (Its request
@@ -592,24 +597,20 @@ void Connection::Recharge() {
 }
 
 void Connection::EvictSelf(int64_t held) {
-  if (ReleaseCharge() < 0) return;  // written off already
-  const uint64_t n =
-      server_->stats_.evicted_clients.fetch_add(1, std::memory_order_relaxed) +
-      1;
-  // At most one line per 10 s (as for the clients evicted for another).
-  static std::atomic<int64_t> last_log_ms{INT64_MIN / 2};
-  const int64_t now = SteadyMs();
-  int64_t last = last_log_ms.load(std::memory_order_relaxed);
-  if (now - last >= 10000 && last_log_ms.compare_exchange_strong(
-                                 last, now, std::memory_order_relaxed)) {
-    LOG(WARNING) << "client " << client_.id << " evicted: it held " << held
-                 << " bytes of replies it did not take, request buffer and "
-                    "MULTI queue, the most of any client, with all clients "
-                    "together at --maxmemory_clients="
-                 << server_->options_.maxmemory_clients << " (" << n
-                 << " evicted since the start; INFO stats evicted_clients)";
+  // Written off for good, a share of 0 too (nothing it does later counts,
+  // nor evicts others on its behalf).
+  const int64_t was = charged_.exchange(-1, std::memory_order_relaxed);
+  if (was < 0) return;  // written off already (evicted by another)
+  if (was > 0) {
+    server_->stats_.client_bytes.fetch_sub(was, std::memory_order_relaxed);
   }
-  Kill();
+  killed_.store(true, std::memory_order_relaxed);
+  // Closing already (CLIENT KILL, a timeout, its peer gone): not counted
+  // as an eviction.
+  if (!closing()) server_->NoteEviction(client_.id, held);
+  // Closed now, not after this pass: no reply of its own goes out, and no
+  // command it sent runs after this.
+  CloseNow(/*flush=*/false);
 }
 
 int64_t Connection::ReleaseCharge() {

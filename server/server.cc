@@ -573,25 +573,26 @@ bool Server::Impl::EvictLargestClient(uint64_t self, int64_t at_least) {
     // eviction.
     if (largest->closing()) return true;
     largest->Kill();  // on its own loop
-    const uint64_t n =
-        stats_.evicted_clients.fetch_add(1, std::memory_order_relaxed) + 1;
-    // At most one line per 10 s: clients holding little each at a small
-    // cap could otherwise make one line per request.
-    const int64_t now = SteadyMs();
-    int64_t last = last_evict_log_ms_.load(std::memory_order_relaxed);
-    if (now - last >= 10000 && last_evict_log_ms_.compare_exchange_strong(
-                                   last, now, std::memory_order_relaxed)) {
-      LOG(WARNING)
-          << "client " << largest->id() << " evicted: it held " << most
-          << " bytes of request buffer, MULTI queue and replies, the most "
-             "of any client, with all clients together at "
-             "--maxmemory_clients="
-          << options_.maxmemory_clients << " (" << n
-          << " evicted since the start; INFO stats evicted_clients)";
-    }
+    NoteEviction(largest->id(), most);
     return true;
   }
   return false;
+}
+
+void Server::Impl::NoteEviction(uint64_t id, int64_t held) {
+  const uint64_t n =
+      stats_.evicted_clients.fetch_add(1, std::memory_order_relaxed) + 1;
+  const int64_t now = SteadyMs();
+  int64_t last = last_evict_log_ms_.load(std::memory_order_relaxed);
+  if (now - last >= 10000 && last_evict_log_ms_.compare_exchange_strong(
+                                 last, now, std::memory_order_relaxed)) {
+    LOG(WARNING) << "client " << id << " evicted: it held " << held
+                 << " bytes (request buffer, MULTI queue, replies not yet "
+                    "sent), the most of any client, with all clients "
+                    "together at --maxmemory_clients="
+                 << options_.maxmemory_clients << " (" << n
+                 << " evicted since the start; INFO stats evicted_clients)";
+  }
 }
 
 void Server::Impl::Stop(std::chrono::milliseconds deadline) {

@@ -103,6 +103,12 @@ class Server::Impl {
   // reads and long EXECs.
   std::unique_ptr<DbWorker> worker_;
 
+  // maxmemory_clients evicted client `id`, which held `held` bytes: counts
+  // it (INFO stats evicted_clients) and says so in the log, one line per
+  // 10 s at most (clients holding little each at a small cap could
+  // otherwise make one line per request).
+  void NoteEviction(uint64_t id, int64_t held);
+
  private:
   // On `loop`: applies the grouped writes of its connections as one
   // DB::WriteGroup, here or (--sync) on the database thread, and answers
@@ -127,7 +133,7 @@ class Server::Impl {
   // ServerState::evict_client.
   bool EvictLargestClient(uint64_t self, int64_t at_least)
       LOCKS_EXCLUDED(conns_mu_);
-  // When EvictLargestClient last logged (steady ms): one line per 10 s.
+  // When NoteEviction last logged (steady ms): one line per 10 s.
   std::atomic<int64_t> last_evict_log_ms_{-10000};
   // The live connections, for CLIENT LIST and Stop.
   std::vector<std::shared_ptr<Connection>> LiveConnections()

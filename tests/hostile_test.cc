@@ -663,12 +663,29 @@ TEST_F(HostileTest, MultiQueueIsBounded) {
 
 // For the --maxmemory_clients tests: what the clients of the server on
 // `port` hold (INFO memory mem_clients_normal); the same once it is at
-// least `at_least` (or 5 s passed); a SET's header up to its value.
+// least `at_least`, or 0 (or 5 s passed); a SET's header up to its value.
 long long ClientBytes(int port) {
   return std::stoll(test::InfoFields(port, "memory")["mem_clients_normal"]);
 }
 long long WaitClientBytes(int port, long long at_least) {
   for (int i = 0; i < 500 && ClientBytes(port) < at_least; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return ClientBytes(port);
+}
+// MSET of the 1000 keys `prefix`(1000 * batch + i) to "v", FENCE 1.
+std::vector<std::string> SmallKeysMset(const std::string& prefix, int batch) {
+  std::vector<std::string> mset{"MSET"};
+  for (int i = 0; i < 1000; ++i) {
+    mset.push_back(prefix + std::to_string(batch * 1000 + i));
+    mset.push_back("v");
+  }
+  mset.push_back("FENCE");
+  mset.push_back("1");
+  return mset;
+}
+long long WaitNoClientBytes(int port) {
+  for (int i = 0; i < 500 && ClientBytes(port) != 0; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   return ClientBytes(port);
@@ -826,12 +843,86 @@ TEST_F(HostileTest, RepliesNotTakenCountTowardTheClientsCap) {
   EXPECT_TRUE(clients[0]->PeerClosed());
   const std::string reply = clients.back()->Read();
   EXPECT_EQ(2 + kKeys * (1 + kValueBytes) + (kKeys - 1) + 1, reply.size());
-  for (int t = 0; t < 500 && ClientBytes(port) != 0; ++t) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  EXPECT_EQ(0, ClientBytes(port));  // taken: no longer counted
+  EXPECT_EQ(0, WaitNoClientBytes(port));  // taken: no longer counted
   EXPECT_LT(peak_kib - rss0, kRssScale * (160 << 10));
   clients.clear();
+  EXPECT_EQ(0, server_.Stop());
+}
+
+// A client evicted for its own replies (it holds the most) is closed at
+// once: it was still sent them, and a command it had sent after them still
+// ran (a helper's review: a pipelined DEL deleted after the eviction), and
+// the eviction was counted twice.
+TEST_F(HostileTest, AClientEvictedForItsRepliesGetsNoneAndRunsNothingMore) {
+  ASSERT_TRUE(StartServer({"--maxmemory_clients=2097152"}));
+  const int port = server_.port();
+  {
+    RespTestClient w(port);
+    for (const char* k : {"g0", "g1", "g2"}) {
+      ASSERT_EQ("+OK",
+                w.Call({"SET", k, std::string(900 << 10, 'g'), "FENCE", "1"}));
+    }
+    ASSERT_EQ("+OK", w.Call({"SET", "side", "v", "FENCE", "1"}));
+  }
+  RespTestClient c(port, 10000);
+  // Three GETs answered together (2.7 MB of replies), then two writes.
+  c.SendRaw(RespTestClient::Encode({"GET", "g0"}) +
+            RespTestClient::Encode({"GET", "g1"}) +
+            RespTestClient::Encode({"GET", "g2"}) +
+            RespTestClient::Encode({"DEL", "side", "FENCE", "1"}) +
+            RespTestClient::Encode({"SET", "side2", "v", "FENCE", "1"}));
+  EXPECT_EQ("EOF", c.Read().substr(0, 80));
+  RespTestClient check(port);
+  EXPECT_EQ(":1", check.Call({"EXISTS", "side"}));
+  EXPECT_EQ(":0", check.Call({"EXISTS", "side2"}));
+  EXPECT_EQ("1", test::InfoFields(port, "stats")["evicted_clients"]);
+  EXPECT_EQ(0, WaitNoClientBytes(port));
+  EXPECT_EQ(0, server_.Stop());
+}
+
+// A client killed while its command ran elsewhere (KEYS on the scan
+// thread) had that reply, which goes nowhere, counted when it came back:
+// past the cap it evicted another client that was waiting for its own
+// (a helper's review: every run, kills 0 to 40 ms after the KEYS). A
+// client on its way out takes no more and evicts no one.
+TEST_F(HostileTest, AKilledClientsLateReplyEvictsNoOne) {
+  // B's MGET of two 10 MiB values holds 20971550 bytes of replies; with A's
+  // KEYS reply (about 700 KB) the clients would pass the cap.
+  std::ofstream(dir_.Sub("users.acl"))
+      << "user default on nopass ~* &* +@all\n";
+  ASSERT_TRUE(StartServer({"--maxmemory_clients=21271520", "--io_threads=2",
+                           "--aclfile=" + dir_.Sub("users.acl")}));
+  const int port = server_.port();
+  {
+    RespTestClient w(port, 60000);
+    for (const char* k : {"big", "big2"}) {
+      ASSERT_EQ("+OK",
+                w.Call({"SET", k, std::string(10 << 20, 'b'), "FENCE", "1"}));
+    }
+    for (int i = 0; i < 500; ++i) {
+      ASSERT_EQ("+OK", w.Call(SmallKeysMset("s:", i)));
+    }
+  }
+  RespTestClient admin(port, 30000);
+  RespTestClient b(port, 30000, "127.0.0.1", 4096);
+  const std::string b_id = b.Call({"CLIENT", "ID"});
+  b.Send({"MGET", "big", "big2"});
+  EXPECT_GE(WaitClientBytes(port, 20 << 20), 20 << 20);
+  for (int round = 0; round < 3; ++round) {
+    RespTestClient a(port, 30000);
+    const std::string a_id = a.Call({"CLIENT", "ID"});
+    a.Send({"KEYS", "*0"});
+    ASSERT_EQ(":1", admin.Call({"CLIENT", "KILL", "ID", a_id.substr(1)}));
+    EXPECT_EQ("EOF", a.Read().substr(0, 80));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  EXPECT_EQ("0", test::InfoFields(port, "stats")["evicted_clients"]);
+  const std::string list = admin.Call({"CLIENT", "LIST"});
+  EXPECT_NE(std::string::npos, list.find("id=" + b_id.substr(1) + " "));
+  // B takes its whole reply: "*[" "$" value "," "$" value "]".
+  const std::string reply = b.Read();
+  EXPECT_EQ(2 + 2 * (1 + (10u << 20)) + 1 + 1, reply.size())
+      << reply.substr(0, 80);
   EXPECT_EQ(0, server_.Stop());
 }
 
@@ -1490,16 +1581,7 @@ TEST_F(HostileTest, CommandsQueuedByClientsThatWentAreSkipped) {
                            "--aclfile=" + dir_.Sub("users.acl")}));
   RespTestClient admin(server_.port());
   // 200,000 keys in the memtable: each KEYS * a walk of some tens of ms.
-  for (int b = 0; b < 200; ++b) {
-    std::vector<std::string> mset{"MSET"};
-    for (int i = 0; i < 1000; ++i) {
-      mset.push_back("key:" + std::to_string(b * 1000 + i));
-      mset.push_back("v");
-    }
-    mset.push_back("FENCE");
-    mset.push_back("1");
-    admin.Send(mset);
-  }
+  for (int b = 0; b < 200; ++b) admin.Send(SmallKeysMset("key:", b));
   for (int b = 0; b < 200; ++b) ASSERT_EQ("+OK", admin.Read());
   // Every client connected and queued before the kill.
   auto wait_connected = [&](long n) {
