@@ -498,13 +498,10 @@ void Connection::Process() {
       AfterDispatch();
       continue;
     }
-    // An MGET or EXISTS runs here within a budget: past it, it ran in vain
-    // and runs again on the long-command thread (fast_path.h,
-    // kLoopReadBytes).
-    static const CommandSpec* const kMget = LookupCommand("mget");
-    static const CommandSpec* const kExists = LookupCommand("exists");
-    client_.loop_read_budget =
-        admission.cmd == kMget || admission.cmd == kExists;
+    // A read that may run again (MGET, EXISTS) runs here within a budget:
+    // past it, it ran in vain and runs again on the long-command thread
+    // (fast_path.h, kLoopReadBytes).
+    client_.loop_read_budget = true;
     Execute(server_->state_, client_, args_, admission, &out_);
     client_.loop_read_budget = false;
     if (client_.read_deferred) {

@@ -76,10 +76,11 @@ struct ClientState {
   // What they hold (max_multi_bytes): per command sizeof(QueuedCommand),
   // per argument its bytes plus sizeof(std::string).
   size_t queued_bytes = 0;
-  // Set by the connection while an MGET or EXISTS runs on its event loop:
-  // one that has read kLoopReadBytes of values or run kLoopReadTime
-  // (fast_path.h) stops without a reply and sets read_deferred, and the
-  // connection runs it again on the long-command thread.
+  // Set by the connection while a command runs on its event loop: an MGET
+  // or EXISTS (the reads that may run twice) that has read kLoopReadBytes
+  // of values or run kLoopReadTime (fast_path.h) stops without a reply and
+  // sets read_deferred, and the connection runs it again on the
+  // long-command thread. Other handlers ignore it.
   bool loop_read_budget = false;
   bool read_deferred = false;
 };
