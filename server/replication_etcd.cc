@@ -139,6 +139,25 @@ void Replication::EtcdLoop() {
   // waited out, not probed again.
   std::optional<int64_t> own_previous_lease;
   int64_t primary_dead_since = 0;
+  // A takeover that could not make this server the primary (it cannot
+  // write its replication state or its database: a full or lost disk) is
+  // not tried again before takeover_not_before, each failure doubling the
+  // wait (1 s to 10 s), and INFO's etcd_last_error says why meanwhile.
+  // Each try raises the record's epoch: a survivor on a full disk raised
+  // it ten times a second, and nothing it showed named the disk.
+  int64_t takeover_not_before = 0;
+  int64_t takeover_backoff_ms = 0;
+  std::string takeover_error;
+  auto takeover_failed = [&](const std::string& why) {
+    takeover_backoff_ms = std::min<int64_t>(
+        10000, std::max<int64_t>(1000, 2 * takeover_backoff_ms));
+    takeover_not_before = ReplNowMs() + takeover_backoff_ms;
+    takeover_error = why + "; next takeover attempt in " +
+                     std::to_string(takeover_backoff_ms) + " ms";
+    LOG(ERROR) << "replication: " << takeover_error;
+    MutexLock lock(&mu_);
+    etcd_error_ = takeover_error;
+  };
   // Since when a server that has seen no epoch has found the record
   // missing (0: it has not): it creates it only after a TTL of that, by
   // which the members of an etcd that lost its data have registered again
@@ -670,11 +689,31 @@ void Replication::EtcdLoop() {
           // Nor while a full copy waits for this server's restart: the
           // record would name a primary that cannot take writes (Busy).
           // (An epoch past kMaxEpoch, which Parse refuses, is never made.)
-          const bool may = member && r.epoch < kMaxEpoch &&
-                           ReplNowMs() < lease_deadline &&
-                           RestartPending().ok() &&
-                           (best || now - primary_dead_since >
-                                        2 * options_.etcd_lease_ttl_ms);
+          const bool waiting_out = now < takeover_not_before;
+          if (waiting_out) {
+            MutexLock lock(&mu_);
+            etcd_error_ = takeover_error;
+          }
+          bool may = member && !waiting_out && r.epoch < kMaxEpoch &&
+                     ReplNowMs() < lease_deadline && RestartPending().ok() &&
+                     (best || now - primary_dead_since >
+                                  2 * options_.etcd_lease_ttl_ms);
+          if (may) {
+            // Before the epoch is raised: this server can write what a
+            // primary must (its replication state, durably).
+            Status probe;
+            {
+              MutexLock lock(&mu_);
+              probe = state_.Store(options_.db_path);
+            }
+            if (!probe.ok()) {
+              takeover_failed(
+                  "takeover: cannot write this server's "
+                  "replication state: " +
+                  probe.ToString());
+              may = false;
+            }
+          }
           if (may) {
             ShardRecord next = r;
             next.epoch = r.epoch + 1;
@@ -710,7 +749,14 @@ void Replication::EtcdLoop() {
               }
               MutexLock role(&role_mu_);
               s = BecomePrimary(&next, lease_deadline);
-              if (!s.ok()) LOG(ERROR) << "replication: " << s.ToString();
+              if (s.ok()) {
+                takeover_backoff_ms = 0;
+                takeover_error.clear();
+              } else {
+                takeover_failed(
+                    "took over epoch " + std::to_string(next.epoch) +
+                    " but cannot become the primary: " + s.ToString());
+              }
             } else if (!s.ok()) {
               fail("takeover txn", s);
             }

@@ -815,6 +815,50 @@ TEST_F(EtcdReplicationTest, APausedPrimaryGetsNothingAcknowledgedAndRejoins) {
   writer.Join();
 }
 
+// The only in-sync survivor cannot write its replication state (a full or
+// lost disk; here a directory where the state's temporary file goes): it
+// does not take over, says why in etcd_last_error, and takes over once at
+// epoch + 1 when it can. Before, its takeover raised the record's epoch,
+// failed to become the primary, and went again on the next pass: epoch 1 to
+// 66 in 7 s (a helper's review found 36,000 an hour), with no error shown.
+TEST_F(EtcdReplicationTest,
+       ATakeoverThatCannotWriteItsStateDoesNotRaiseTheEpoch) {
+  const int old = PrimaryIndex(5000);
+  ASSERT_GE(old, 0);
+  // The only in-sync replica left once `old` dies.
+  const int survivor = (old + 1) % kServers;
+  servers_[(old + 2) % kServers].Kill9();
+  ASSERT_TRUE(WaitUntil([&] { return IsrSize() == 2; }, 20000)) << Record();
+  const int epoch = std::atoi(Info(ports_[old])["shard_epoch"].c_str());
+  ASSERT_GT(epoch, 0);
+  const std::string blocker =
+      dir_.Sub("s" + std::to_string(survivor)) + "/db/REPLICATION.tmp";
+  ASSERT_EQ(0, mkdir(blocker.c_str(), 0755));
+  ASSERT_EQ(0, mkdir((blocker + "/x").c_str(), 0755));  // (not removable)
+  servers_[old].Kill9();
+  EXPECT_TRUE(LastErrorSays(
+      survivor, "cannot write this server's replication state", 15000));
+  std::this_thread::sleep_for(milliseconds(4000));  // two lease TTLs
+  const auto record_epoch = [&] {
+    const std::string r = Record();
+    const size_t at = r.find("\"epoch\":");
+    return at == std::string::npos ? -1 : std::atoi(r.c_str() + at + 8);
+  };
+  EXPECT_EQ(epoch, record_epoch()) << Record();
+  EXPECT_EQ("slave", Info(ports_[survivor])["role"]);
+  ASSERT_EQ(0, std::system(("rm -rf '" + blocker + "'").c_str()));
+  ASSERT_TRUE(WaitUntil(
+      [&] { return Info(ports_[survivor])["role"] == "master"; }, 30000))
+      << Info(ports_[survivor])["etcd_last_error"];
+  EXPECT_EQ(epoch + 1, record_epoch()) << Record();
+  EXPECT_EQ(std::to_string(epoch + 1), Info(ports_[survivor])["shard_epoch"]);
+  // The others come back and follow it.
+  ASSERT_TRUE(StartServer(old));
+  ASSERT_TRUE(StartServer((old + 2) % kServers));
+  ASSERT_TRUE(WaitUntil([&] { return IsrSize() == kServers; }, 30000));
+  EXPECT_TRUE(SetKeys(survivor, 5));
+}
+
 // A deposed primary restarted without its etcd flags started in manual
 // mode and promoted itself to its highest seen epoch + 1: the number etcd
 // gave the new primary. Restarted with its flags, it was taken back from
