@@ -471,8 +471,10 @@ bool FrameReader::Next(std::vector<std::string_view>* words) {
   }
   if (begin_ == in_.size()) return false;
   if (in_[begin_] != '*') {
-    error_ = "not a RESP array (first byte 0x" +
-             std::to_string(static_cast<unsigned char>(in_[begin_])) + ")";
+    static const char kHex[] = "0123456789abcdef";
+    const auto byte = static_cast<unsigned char>(in_[begin_]);
+    error_ = std::string("not a RESP array (first byte 0x") + kHex[byte >> 4] +
+             kHex[byte & 15] + ")";
     return false;
   }
   size_t consumed = 0;

@@ -210,6 +210,20 @@ TEST(ReplAddressTest, AMappedIpv4PeerIsNamedByItsIpv4Address) {
   EXPECT_EQ("127.0.0.1:4242", addr);
 }
 
+// A frame that is not a RESP array names its first byte in hex (before:
+// its decimal value after "0x": "0x72" for 'H').
+TEST(FrameReaderTest, ANonArrayNamesItsFirstByteInHex) {
+  FrameReader in(1024);
+  in.buffer()->append("HELLO\r\n");
+  std::vector<std::string_view> words;
+  EXPECT_FALSE(in.Next(&words));
+  EXPECT_EQ("not a RESP array (first byte 0x48)", in.error());
+  FrameReader low(1024);
+  low.buffer()->append("\x01x");
+  EXPECT_FALSE(low.Next(&words));
+  EXPECT_EQ("not a RESP array (first byte 0x01)", low.error());
+}
+
 }  // namespace
 }  // namespace server
 }  // namespace fencedkv

@@ -80,13 +80,29 @@ Status RenameDurably(const std::string& from, const std::string& to) {
 }
 
 // Whether `dir` opens as a fencedkv database: RocksDB's read-only open (no
-// lock, nothing written) and every required meta record. OK and, if asked,
-// its latest sequence and fence configuration; else why not.
+// lock, nothing written) and every required meta record; with
+// `verify_tables`, also every SST file's block checksums (a full copy:
+// the open reads only the tables' footers and index, so a damaged data
+// block of a primary's file passed, replaced the replica's good copy and
+// failed its reads after the restart). OK and, if asked, its latest
+// sequence and fence configuration; else why not.
 Status OpenAsDatabase(const std::string& dir, uint64_t* seq = nullptr,
-                      StoreConfig* config = nullptr) {
+                      StoreConfig* config = nullptr,
+                      bool verify_tables = false) {
   std::unique_ptr<ReadOnlyStore> store;
   Status s = ReadOnlyStore::OpenChecked(dir, &store);
   if (!s.ok()) return s;
+  if (verify_tables) {
+    std::string damage;
+    size_t files = 0;
+    uint64_t bytes = 0;
+    store->VerifyTableChecksums(
+        [&damage](std::string text) {
+          if (damage.empty()) damage = std::move(text);
+        },
+        &files, &bytes);
+    if (!damage.empty()) return Status::Corruption(damage);
+  }
   if (seq != nullptr) *seq = store->db()->GetLatestSequenceNumber();
   if (config != nullptr) *config = store->config();
   return Status::OK();
@@ -1152,7 +1168,6 @@ void Replication::StreamTo(ReplSocket* socket, const std::string& addr,
       std::atomic_thread_fence(std::memory_order_seq_cst);
       if (db_->GetLatestSequenceNumber() > sent) wait = false;
     }
-    const size_t before = in.buffered();
     s = socket->ReadSome(in.buffer(),
                          milliseconds(!wait                ? 0
                                       : link->wake_fd >= 0 ? kLinkIdleWaitMs
@@ -1160,8 +1175,10 @@ void Replication::StreamTo(ReplSocket* socket, const std::string& addr,
                          kMaxAckFrame, link->wake_fd);
     link->sleeping.store(false, std::memory_order_relaxed);
     if (!s.ok()) break;
-    if (in.buffered() != before) last_heard = ReplNowMs();
+    // Only whole frames are signs of life: a peer that sent a byte of one
+    // now and then held the link (and a --max_replicas slot) for good.
     while (in.Next(&words)) {
+      last_heard = ReplNowMs();
       uint64_t seq;
       if (words.size() == 2 && words[0] == "FENCEDKV.ACK" &&
           ParseU64Text(words[1], &seq)) {
@@ -1480,6 +1497,20 @@ Status Replication::ReplicaSession(const std::string& primary,
   }
   announced.sized = full && w.size() == 7;
   const std::string& history = w[2];
+  // A primary continues only the history the handshake named (another
+  // one, or none, gets a full copy). Anything else is not this replica's
+  // primary (an impostor on its address, a broken peer): adopted, its
+  // history was stored without a byte of data, and the real primary's
+  // stream was then refused as another history's.
+  const std::string& asked = handshake[1];
+  if (!full && (asked == "-" || history != asked)) {
+    return Status::NotSupported(
+        primary + " answered +CONTINUE for history " + PrintableWord(history) +
+        ", but this replica asked for " +
+        (asked == "-" ? std::string("a full copy") : "history " + asked) +
+        ": not a fencedkv primary continuing this replica's log; nothing "
+        "was changed");
+  }
   ReplState next;
   std::string why;
   if (!AdoptPrimaryState(st, history, epoch, epochs, etcd_mode(), &next,
@@ -1693,11 +1724,17 @@ Status Replication::ReceiveFullSync(ReplSocket* socket, FrameReader* in,
   for (;;) {
     if (!in->Next(&words)) {
       if (!in->error().empty()) return FrameError(*in);
+      // Only bytes that came now count: part of a frame that waits in the
+      // buffer for the rest is no sign of life (a primary that stopped in
+      // the middle of a frame held the copy, and its disk, for good).
+      const size_t before = in->buffered();
       Status s = socket->ReadSome(in->buffer(), milliseconds(200), 1 << 20);
       if (!s.ok()) return s;
-      if (in->buffered() > 0) last_heard = ReplNowMs();
+      if (in->buffered() != before) last_heard = ReplNowMs();
       if (ReplNowMs() - last_heard > options_.timeout_ms) {
-        return Status::IOError("the full sync stalled");
+        return Status::IOError("the full sync stalled: nothing from " +
+                               primary + " for " +
+                               std::to_string(options_.timeout_ms) + " ms");
       }
       continue;
     }
@@ -1762,7 +1799,7 @@ Status Replication::ReceiveFullSync(ReplSocket* socket, FrameReader* in,
     // database, and the server could not start again.)
     uint64_t copy_seq = 0;
     StoreConfig config;
-    Status s = OpenAsDatabase(tmp, &copy_seq, &config);
+    Status s = OpenAsDatabase(tmp, &copy_seq, &config, /*verify_tables=*/true);
     if (!s.ok()) return refuse("it does not open: " + s.ToString());
     const std::string domain = db_->GetFenceDomain().ToString();
     const std::string mode = FenceModeName(db_->GetFenceMode());

@@ -107,8 +107,31 @@ class FakePeer {
   std::unique_ptr<test::ScopedThread> thread_;
 };
 
+// A stand-in primary's side of a handshake (below).
+void ServeFakeSync(int fd, const std::string& reply);
+
 class ReplicationE2ETest : public testing::Test {
  protected:
+  // Server `port` made a replica of a peer that answers its handshake with
+  // `reply`: success once its link fails with `error`; then it is made a
+  // primary again (REPLICAOF NO ONE) and the peer stopped.
+  static testing::AssertionResult FailsAgainstFake(int port,
+                                                   const std::string& reply,
+                                                   const std::string& error) {
+    FakePeer fake([&](int fd) { ServeFakeSync(fd, reply); });
+    Client c(port);
+    const std::string replicaof =
+        c.Call({"REPLICAOF", "127.0.0.1", std::to_string(fake.port())});
+    if (replicaof != "+OK") {
+      return testing::AssertionFailure() << "REPLICAOF: " << replicaof;
+    }
+    testing::AssertionResult failed = LinkFailsWith(port, error);
+    const std::string back = c.Call({"REPLICAOF", "NO", "ONE"});
+    if (back != "+OK") {
+      return testing::AssertionFailure() << "REPLICAOF NO ONE: " << back;
+    }
+    return failed;
+  }
   ReplicationE2ETest() {
     std::ofstream(dir_.Sub("acl")) << "user default on nopass ~* &* +@all\n";
   }
@@ -155,6 +178,15 @@ class ReplicationE2ETest : public testing::Test {
            r["slave_repl_offset"] == p["master_repl_offset"] &&
            p["slave0"].find("offset=" + p["master_repl_offset"] + ",") !=
                std::string::npos;
+  }
+  // Starts `s` as a primary holding one fenced key, `key` = v; returns its
+  // digest ("" if it did not start).
+  std::string StartHoldingOneKey(Server* s, const std::string& name,
+                                 const std::string& key) {
+    if (!StartPrimary(s, name)) return "";
+    Client c(s->port());
+    if (c.Call({"SET", key, "v", "FENCE", "7"}) != "+OK") return "";
+    return Digest(s->port());
   }
   // a: a primary with Write's round 0; b: its replica, caught up (after
   // its first full copy).
@@ -1289,12 +1321,8 @@ TEST_F(ReplicationE2ETest, AMalformedFullCopyLeavesTheDatabaseUntouched) {
 // does not open is replaced by <db>.replaced, kept until the copy opened.
 TEST_F(ReplicationE2ETest, AnInterruptedSwapOfAFullCopyIsUndoneAtStart) {
   Server r;
-  ASSERT_TRUE(StartPrimary(&r, "r"));
-  {
-    Client c(r.port());
-    ASSERT_EQ("+OK", c.Call({"SET", "k", "v", "FENCE", "7"}));
-  }
-  const std::string digest = Digest(r.port());
+  const std::string digest = StartHoldingOneKey(&r, "r", "k");
+  ASSERT_FALSE(digest.empty());
   ASSERT_EQ(0, r.Stop());
   const std::string db = dir_.Sub("r-db");
   std::filesystem::rename(db, db + ".replaced");
@@ -1423,19 +1451,15 @@ TEST_F(ReplicationE2ETest, ReplicaOfADeposedPrimaryFailsUpFront) {
 TEST_F(ReplicationE2ETest, LinkErrorsNameTheLimitAndLeaveNoPartialCopy) {
   Server r;
   ASSERT_TRUE(StartPrimary(&r, "r"));
-  const std::string history(32, 'a');
-  {
-    FakePeer fake([&](int fd) {
-      ServeFakeSync(fd, "+CONTINUE 1 " + history +
-                            " 1:0\r\n*4\r\n$12\r\nFENCEDKV.LOG\r\n$1\r\n1\r\n$"
-                            "1\r\n9\r\n$99999999999\r\n");
-    });
-    Client c(r.port());
-    ASSERT_EQ("+OK",
-              c.Call({"REPLICAOF", "127.0.0.1", std::to_string(fake.port())}));
-    EXPECT_TRUE(LinkFailsWith(r.port(), "--max_request_bytes"));
-    ASSERT_EQ("+OK", c.Call({"REPLICAOF", "NO", "ONE"}));
-  }
+  // (A primary continues only the history the replica asked for.)
+  const std::string history = Info(r.port())["repl_history"];
+  ASSERT_EQ(32u, history.size()) << history;
+  EXPECT_TRUE(
+      FailsAgainstFake(r.port(),
+                       "+CONTINUE 1 " + history +
+                           " 1:0\r\n*4\r\n$12\r\nFENCEDKV.LOG\r\n$1\r\n1\r\n$"
+                           "1\r\n9\r\n$99999999999\r\n",
+                       "--max_request_bytes"));
   const std::string tmp = dir_.Sub("r-db") + ".fullsync.tmp";
   FakePeer fake([&](int fd) {
     const std::string reply = "+FULLSYNC 1 " + std::string(32, 'b') +
@@ -1451,6 +1475,147 @@ TEST_F(ReplicationE2ETest, LinkErrorsNameTheLimitAndLeaveNoPartialCopy) {
       [&] { return Info(r.port())["master_sync_in_progress"] == "1"; }, 10000));
   ASSERT_EQ("+OK", c.Call({"REPLICAOF", "NO", "ONE"}));
   EXPECT_FALSE(std::filesystem::exists(tmp));
+}
+
+// A peer that stops sending in the middle of a frame is dropped on time, on
+// both sides, and leaves nothing behind. Before: a full copy whose primary
+// stopped after part of a frame waited for it for good (a partial frame in
+// the buffer counted as fresh traffic), keeping <db>.fullsync.tmp, up to
+// the whole free disk, until the peer closed; and a primary kept a link
+// whose replica sent a byte of an acknowledgement now and then (2 s
+// timeout, the link still up after 10 s).
+TEST_F(ReplicationE2ETest, APeerStoppedInTheMiddleOfAFrameIsDroppedOnTime) {
+  Server r;
+  const std::string digest = StartHoldingOneKey(&r, "r", "mine");
+  ASSERT_FALSE(digest.empty());
+  const std::string tmp = dir_.Sub("r-db") + ".fullsync.tmp";
+  // 3 of a file's 100 bytes, then nothing (the connection stays open for
+  // 10 s).
+  EXPECT_TRUE(
+      FailsAgainstFake(r.port(),
+                       "+FULLSYNC 1 " + std::string(32, 'b') +
+                           " - 1 100 5\r\n*3\r\n$13\r\nFENCEDKV.FILE\r\n$7\r\n"
+                           "CURRENT\r\n$100\r\nabc",
+                       "the full sync stalled"));
+  EXPECT_FALSE(std::filesystem::exists(tmp));
+  EXPECT_EQ(digest, Digest(r.port()));
+
+  // The primary's side: a replica that acknowledges one byte at a time.
+  auto info = Info(r.port());
+  Client fake_replica(r.port(), 20000);
+  const std::string reply = fake_replica.Call(
+      {"FENCEDKV.SYNC", info["repl_history"], "127.0.0.1:4243",
+       info["repl_epoch"], info["repl_epoch"], info["master_repl_offset"],
+       "key", "monotonic", "nosync"});
+  ASSERT_EQ(0u, reply.rfind("+CONTINUE", 0)) << reply;
+  auto linked = [&] {
+    for (const auto& [k, v] : Info(r.port())) {
+      if (k.rfind("slave", 0) == 0 && v.find("port=4243,") != std::string::npos)
+        return true;
+    }
+    return false;
+  };
+  ASSERT_TRUE(WaitUntil(linked, 5000));
+  const std::string dribble = "*2\r\n$12\r\nFENCEDKV.ACK\r\n$40\r\n1111111111";
+  bool dropped = false;
+  const auto start = std::chrono::steady_clock::now();
+  for (size_t i = 0; i < dribble.size() && !dropped; ++i) {
+    fake_replica.SendRaw(dribble.substr(i, 1));
+    std::this_thread::sleep_for(std::chrono::milliseconds(400));
+    dropped = !linked();
+  }
+  const double secs =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
+  EXPECT_TRUE(dropped) << "still linked after " << secs << " s";
+  EXPECT_LT(secs, 8.0);
+}
+
+// A +CONTINUE for a history other than the one the replica asked for is
+// not a primary continuing its log (an impostor on its address): refused,
+// nothing stored. Before, the replica took the other history into its
+// REPLICATION file without receiving a byte, and then refused its real
+// primary's stream as another history's (until an operator's REPLICAOF).
+TEST_F(ReplicationE2ETest, AContinueForAnotherHistoryIsRefused) {
+  Server r;
+  ASSERT_TRUE(StartPrimary(&r, "r"));
+  const std::string mine = Info(r.port())["repl_history"];
+  ASSERT_EQ(32u, mine.size()) << mine;
+  const std::string other(32, 'f');
+  EXPECT_TRUE(FailsAgainstFake(r.port(), "+CONTINUE 1 " + other + " -\r\n",
+                               "answered +CONTINUE for history " + other));
+  EXPECT_EQ(mine, Info(r.port())["repl_history"]);
+  std::ifstream state(dir_.Sub("r-db") + "/REPLICATION");
+  std::stringstream text;
+  text << state.rdbuf();
+  EXPECT_EQ(std::string::npos, text.str().find(other)) << text.str();
+}
+
+// A full copy whose table files are damaged (a primary's bad disk) is
+// refused before it replaces anything: the replica keeps its data. Before,
+// only the copy's open was checked, which reads a table's footer and index
+// but not its data blocks: the copy replaced the replica's database, and
+// after the restart its reads failed ("block checksum mismatch"). (A real
+// primary's checkpoint may notice the damage itself; a peer sends the
+// files of a stopped server's database here, one byte flipped.)
+TEST_F(ReplicationE2ETest, AFullCopyWithADamagedTableIsRefused) {
+  Server p;
+  // A small memtable: the writes below are flushed into tables.
+  ASSERT_TRUE(StartPrimary(&p, "p", {"--write_buffer_size=65536"}));
+  {
+    Client c(p.port());
+    const std::string value(200, 'x');
+    for (int i = 0; i < 2000; ++i) {
+      ASSERT_EQ("+OK",
+                c.Call({"SET", "k" + std::to_string(i), value, "FENCE", "1"}));
+    }
+  }
+  ASSERT_EQ(0, p.Stop());
+  // A checkpoint's files: tables, the manifest, CURRENT, options, logs.
+  std::vector<std::pair<std::string, std::string>> files;
+  std::string largest;
+  size_t bytes = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir_.Sub("p-db"))) {
+    const std::string name = e.path().filename();
+    const std::string ext = e.path().extension();
+    if (ext != ".sst" && ext != ".log" && name != "CURRENT" &&
+        name.rfind("MANIFEST-", 0) != 0 && name.rfind("OPTIONS-", 0) != 0) {
+      continue;
+    }
+    std::ifstream in(e.path(), std::ios::binary);
+    std::stringstream content;
+    content << in.rdbuf();
+    files.emplace_back(name, content.str());
+    bytes += files.back().second.size();
+    if (ext == ".sst" &&
+        (largest.empty() ||
+         files.back().second.size() >
+             std::filesystem::file_size(dir_.Sub("p-db") + "/" + largest))) {
+      largest = name;
+    }
+  }
+  ASSERT_FALSE(largest.empty());
+  std::string reply = "+FULLSYNC 1 " + std::string(32, 'b') + " - " +
+                      std::to_string(files.size()) + " " +
+                      std::to_string(bytes) + " 0\r\n";
+  for (auto& [name, content] : files) {
+    if (name == largest) content[100] = static_cast<char>(content[100] ^ 0x5a);
+    reply += Client::Encode({"FENCEDKV.FILE", name, content});
+  }
+  reply += Client::Encode({"FENCEDKV.FILESDONE", std::to_string(files.size())});
+  FakePeer fake([&](int fd) { ServeFakeSync(fd, reply); });
+  Server r;
+  const std::string digest = StartHoldingOneKey(&r, "r", "mine");
+  ASSERT_FALSE(digest.empty());
+  Client c(r.port());
+  ASSERT_EQ("+OK",
+            c.Call({"REPLICAOF", "127.0.0.1", std::to_string(fake.port())}));
+  EXPECT_TRUE(LinkFailsWith(r.port(), "checksum mismatch"));
+  EXPECT_TRUE(LinkFailsWith(r.port(), "database is unchanged"));
+  ASSERT_EQ("+OK", c.Call({"REPLICAOF", "NO", "ONE"}));
+  EXPECT_EQ(digest, Digest(r.port()));
+  EXPECT_EQ("$v", c.Call({"GET", "mine"}));
+  EXPECT_FALSE(std::filesystem::exists(dir_.Sub("r-db") + ".fullsync.tmp"));
 }
 
 }  // namespace

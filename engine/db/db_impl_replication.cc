@@ -530,8 +530,9 @@ Status DBImpl::ApplyLogBatch(const WriteOptions& options,
         "false: the pipelined path numbers a failed write anyway");
   }
   if (LogBatchCount(data) == 0) {
-    return Status::InvalidArgument("not a log batch (",
-                                   std::to_string(data.size()) + " bytes)");
+    return Status::InvalidArgument("not a log batch (" +
+                                   std::to_string(data.size()) +
+                                   " bytes, no record)");
   }
   const uint64_t expected = db_->GetLatestSequenceNumber() + 1;
   if (first_sequence != expected) {

@@ -147,8 +147,12 @@ TEST_F(ReplicationTest, GapsAndRepeatsAreRefused) {
   ASSERT_FENCEDKV_OK(replica->ApplyLogBatch(WriteOptions(), s1, first));
   EXPECT_TRUE(
       replica->ApplyLogBatch(WriteOptions(), s1, first).IsInvalidArgument());
-  EXPECT_TRUE(
-      replica->ApplyLogBatch(WriteOptions(), s2, "junk").IsInvalidArgument());
+  const Status junk = replica->ApplyLogBatch(WriteOptions(), s2, "junk");
+  EXPECT_TRUE(junk.IsInvalidArgument());
+  // (Before: "not a log batch (: 4 bytes)".)
+  EXPECT_NE(std::string::npos,
+            junk.ToString().find("not a log batch (4 bytes, no record)"))
+      << junk.ToString();
   ASSERT_FENCEDKV_OK(replica->ApplyLogBatch(WriteOptions(), s2, second));
   CatchUp(primary.get(), replica.get());  // (the recovery sentinel, if any)
   EXPECT_EQ(Digest(primary.get()), Digest(replica.get()));
