@@ -80,31 +80,43 @@ Status RenameDurably(const std::string& from, const std::string& to) {
 }
 
 // Whether `dir` opens as a fencedkv database: RocksDB's read-only open (no
-// lock, nothing written) and every required meta record; with
-// `verify_tables`, also every SST file's block checksums (a full copy:
-// the open reads only the tables' footers and index, so a damaged data
-// block of a primary's file passed, replaced the replica's good copy and
-// failed its reads after the restart). OK and, if asked, its latest
-// sequence and fence configuration; else why not.
+// lock, nothing written) and every required meta record. OK and, if asked,
+// its latest sequence and fence configuration; else why not.
 Status OpenAsDatabase(const std::string& dir, uint64_t* seq = nullptr,
-                      StoreConfig* config = nullptr,
-                      bool verify_tables = false) {
+                      StoreConfig* config = nullptr) {
   std::unique_ptr<ReadOnlyStore> store;
   Status s = ReadOnlyStore::OpenChecked(dir, &store);
   if (!s.ok()) return s;
-  if (verify_tables) {
-    std::string damage;
-    size_t files = 0;
-    uint64_t bytes = 0;
-    store->VerifyTableChecksums(
-        [&damage](std::string text) {
-          if (damage.empty()) damage = std::move(text);
-        },
-        &files, &bytes);
-    if (!damage.empty()) return Status::Corruption(damage);
-  }
   if (seq != nullptr) *seq = store->db()->GetLatestSequenceNumber();
   if (config != nullptr) *config = store->config();
+  return Status::OK();
+}
+
+// Every table file of the database at `dir` read in full and its block
+// checksums verified: the read-only open reads a table's footer and index,
+// not its data blocks. OK; Corruption naming the first damaged table (as
+// a file name, the copy's directory being temporary); an IOError once
+// stop() says so (checked between files: a copy may be large).
+Status VerifyCopyTables(const std::string& dir,
+                        const std::function<bool()>& stop) {
+  std::unique_ptr<ReadOnlyStore> store;
+  Status s = ReadOnlyStore::OpenChecked(dir, &store);
+  if (!s.ok()) return s;
+  std::string damage;
+  size_t files = 0;
+  uint64_t bytes = 0;
+  store->VerifyTableChecksums(
+      [&damage](std::string text) {
+        if (damage.empty()) damage = std::move(text);
+      },
+      &files, &bytes, [&] { return !damage.empty() || stop(); });
+  if (!damage.empty()) {
+    // "SST file <dir>/000012.sst: ..." -> "000012.sst: ..."
+    const std::string prefix = "SST file " + dir + "/";
+    if (damage.rfind(prefix, 0) == 0) damage = damage.substr(prefix.size());
+    return Status::Corruption(damage);
+  }
+  if (stop()) return Status::IOError("stopped while checking the copy");
   return Status::OK();
 }
 
@@ -1359,7 +1371,8 @@ void Replication::ReplicaLoop(const std::string& primary, uint64_t generation) {
     bool refused;
     {
       MutexLock lock(&mu_);
-      refused = !refused_copy_.empty();
+      refused = !refused_copy_.empty() || copy_damaged_;
+      copy_damaged_ = false;
     }
     // Each try at a refused copy costs the primary a checkpoint: asked
     // less often (an operator's REPLICAOF ends the wait at once).
@@ -1561,7 +1574,8 @@ Status Replication::ReplicaSession(const std::string& primary,
   }
   if (full) {
     SetLink("sync", "");
-    s = ReceiveFullSync(socket.get(), &in, next, announced, primary);
+    s = ReceiveFullSync(socket.get(), &in, next, announced, primary,
+                        generation);
     if (!s.ok()) return s;
     {
       // Before this thread ends: a promotion or another REPLICAOF, which
@@ -1677,7 +1691,8 @@ Status Replication::FrameError(const FrameReader& in) const {
 Status Replication::ReceiveFullSync(ReplSocket* socket, FrameReader* in,
                                     const ReplState& adopted,
                                     const CopyAnnounced& announced,
-                                    const std::string& primary) {
+                                    const std::string& primary,
+                                    uint64_t generation) {
   const std::string tmp = FullSyncTmpDir(options_.db_path);
   const std::string ready = FullSyncDir(options_.db_path);
   std::error_code ec;
@@ -1799,7 +1814,7 @@ Status Replication::ReceiveFullSync(ReplSocket* socket, FrameReader* in,
     // database, and the server could not start again.)
     uint64_t copy_seq = 0;
     StoreConfig config;
-    Status s = OpenAsDatabase(tmp, &copy_seq, &config, /*verify_tables=*/true);
+    Status s = OpenAsDatabase(tmp, &copy_seq, &config);
     if (!s.ok()) return refuse("it does not open: " + s.ToString());
     const std::string domain = db_->GetFenceDomain().ToString();
     const std::string mode = FenceModeName(db_->GetFenceMode());
@@ -1814,6 +1829,20 @@ Status Replication::ReceiveFullSync(ReplSocket* socket, FrameReader* in,
       return refuse("it ends at sequence " + std::to_string(copy_seq) +
                     ", before the " + std::to_string(announced.seq) +
                     " announced");
+    }
+    // A damaged table is the primary's own file (a checkpoint links its
+    // tables, it reads none): refused, and asked for again only every
+    // kRefusedCopyRetryMs, each try costing the primary a whole copy.
+    s = VerifyCopyTables(tmp, [&] { return ReplicaStopping(generation); });
+    if (!s.ok() && ReplicaStopping(generation)) return s;
+    if (!s.ok()) {
+      {
+        MutexLock lock(&mu_);
+        copy_damaged_ = true;
+      }
+      return refuse("a table the primary sent is damaged (" + s.ToString() +
+                    "): the primary's own file needs repair (fencedkv-admin "
+                    "check on its database names every damaged file)");
     }
   }
   ReplState keep = adopted;

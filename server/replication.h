@@ -293,13 +293,14 @@ class Replication {
   };
   // Receives the copy into FullSyncTmpDir, checks it (the files and bytes
   // announced, and that it opens as a fencedkv database with this server's
-  // fence configuration and the sequence announced), then renames it to
-  // FullSyncDir. Any failure deletes what arrived; the database is never
-  // touched here.
+  // fence configuration and the sequence announced, every table's block
+  // checksums verified), then renames it to FullSyncDir. Any failure
+  // deletes what arrived; the database is never touched here. Stops when
+  // the replica thread of `generation` is to stop.
   Status ReceiveFullSync(ReplSocket* socket, FrameReader* in,
                          const ReplState& adopted,
                          const CopyAnnounced& announced,
-                         const std::string& primary);
+                         const std::string& primary, uint64_t generation);
   // A frame the replica could not read, as an error naming the limit.
   Status FrameError(const FrameReader& in) const;
   bool ReplicaStopping(uint64_t generation) LOCKS_EXCLUDED(mu_);
@@ -358,6 +359,10 @@ class Replication {
   // if none was): REPLICAOF of the same primary then starts over instead
   // of answering "Already connected".
   std::string refused_copy_ GUARDED_BY(mu_);
+  // The last full copy was refused for a damaged table (the primary's
+  // file): the next try waits kRefusedCopyRetryMs too, as each costs the
+  // primary a whole copy. Read and cleared by the replica thread.
+  bool copy_damaged_ GUARDED_BY(mu_) = false;
   // As a primary: the replicas of the in-sync set (the commit rule waits
   // for each), kept by UpdateIsr.
   std::vector<std::string> isr_ GUARDED_BY(mu_);

@@ -140,11 +140,13 @@ void Replication::EtcdLoop() {
   std::optional<int64_t> own_previous_lease;
   int64_t primary_dead_since = 0;
   // A takeover that could not make this server the primary (it cannot
-  // write its replication state or its database: a full or lost disk) is
-  // not tried again before takeover_not_before, each failure doubling the
-  // wait (1 s to 10 s), and INFO's etcd_last_error says why meanwhile.
-  // Each try raises the record's epoch: a survivor on a full disk raised
-  // it ten times a second, and nothing it showed named the disk.
+  // write its replication state or its database: a full or lost disk),
+  // whether it found so before its txn or after, is not tried again before
+  // takeover_not_before, each failure doubling the wait (1 s to 10 s; a
+  // live primary starts it over), and INFO's etcd_last_error says why
+  // meanwhile. Each try past the txn raises the record's epoch: a survivor
+  // on a full disk raised it ten times a second, and nothing it showed
+  // named the disk.
   int64_t takeover_not_before = 0;
   int64_t takeover_backoff_ms = 0;
   std::string takeover_error;
@@ -497,7 +499,12 @@ void Replication::EtcdLoop() {
           view_members_ = alive;
           have_view_ = true;
           view_ms_ = ReplNowMs();
-          etcd_error_.clear();
+          // (A takeover that failed keeps saying why until its next try.)
+          if (now < takeover_not_before) {
+            etcd_error_ = takeover_error;
+          } else {
+            etcd_error_.clear();
+          }
         }
         SeeEpoch(r.epoch);
         uint64_t my_epoch;
@@ -651,6 +658,9 @@ void Replication::EtcdLoop() {
           }
         } else if (r.primary != me && primary_alive) {
           primary_dead_since = 0;
+          // A live primary: the next failure starts the wait over.
+          takeover_backoff_ms = 0;
+          takeover_not_before = 0;
           if (leading)
             StepDown("epoch " + std::to_string(r.epoch) + " belongs to " +
                      r.primary);
@@ -690,10 +700,6 @@ void Replication::EtcdLoop() {
           // record would name a primary that cannot take writes (Busy).
           // (An epoch past kMaxEpoch, which Parse refuses, is never made.)
           const bool waiting_out = now < takeover_not_before;
-          if (waiting_out) {
-            MutexLock lock(&mu_);
-            etcd_error_ = takeover_error;
-          }
           bool may = member && !waiting_out && r.epoch < kMaxEpoch &&
                      ReplNowMs() < lease_deadline && RestartPending().ok() &&
                      (best || now - primary_dead_since >
@@ -713,6 +719,9 @@ void Replication::EtcdLoop() {
                   probe.ToString());
               may = false;
             }
+            // (The store's two fsyncs may have taken this server past its
+            // lease deadline, which a takeover must not be.)
+            may = may && ReplNowMs() < lease_deadline;
           }
           if (may) {
             ShardRecord next = r;

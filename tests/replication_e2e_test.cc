@@ -85,6 +85,7 @@ class FakePeer {
           while (!done_) {
             const int c = accept(fd_, nullptr, nullptr);
             if (c < 0) break;
+            ++accepted_;
             serve(c);
             close(c);
           }
@@ -98,12 +99,14 @@ class FakePeer {
     thread_.reset();
     close(fd_);
   }
-  int port() const { return port_; }  // 0 if it could not listen
+  int port() const { return port_; }                 // 0 if it could not listen
+  int accepted() const { return accepted_.load(); }  // connections so far
 
  private:
   const int fd_;
   int port_ = 0;
   std::atomic<bool> done_{false};
+  std::atomic<int> accepted_{0};
   std::unique_ptr<test::ScopedThread> thread_;
 };
 
@@ -1610,8 +1613,14 @@ TEST_F(ReplicationE2ETest, AFullCopyWithADamagedTableIsRefused) {
   Client c(r.port());
   ASSERT_EQ("+OK",
             c.Call({"REPLICAOF", "127.0.0.1", std::to_string(fake.port())}));
+  EXPECT_TRUE(LinkFailsWith(r.port(), "a table the primary sent is damaged"));
   EXPECT_TRUE(LinkFailsWith(r.port(), "checksum mismatch"));
   EXPECT_TRUE(LinkFailsWith(r.port(), "database is unchanged"));
+  // Asked again only after 10 s (each try costs the primary a whole copy;
+  // before, after 1 s).
+  const int asked = fake.accepted();
+  std::this_thread::sleep_for(std::chrono::seconds(3));
+  EXPECT_EQ(asked, fake.accepted());
   ASSERT_EQ("+OK", c.Call({"REPLICAOF", "NO", "ONE"}));
   EXPECT_EQ(digest, Digest(r.port()));
   EXPECT_EQ("$v", c.Call({"GET", "mine"}));

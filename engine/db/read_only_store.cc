@@ -200,7 +200,7 @@ int HeldDescriptor(const std::unordered_multimap<std::string, int>& held,
 
 void ReadOnlyStore::VerifyTableChecksums(
     const std::function<void(std::string)>& violation, size_t* files,
-    uint64_t* bytes) const {
+    uint64_t* bytes, const std::function<bool()>& stop) const {
   std::vector<rocksdb::LiveFileMetaData> live;
   db_->GetLiveFilesMetaData(&live);
   // The open read every table file (max_open_files -1: all at once) and
@@ -217,6 +217,7 @@ void ReadOnlyStore::VerifyTableChecksums(
   *files = 0;
   *bytes = 0;
   for (const auto& f : live) {
+    if (stop && stop()) return;
     ++*files;
     *bytes += f.size;
     const std::string path = f.db_path + f.name;  // the name starts with '/'

@@ -86,9 +86,11 @@ class ReadOnlyStore {
   // Read by name if no such descriptor is found (no /proc) or the view was
   // opened through another Env. Calls violation(text) once per file that
   // cannot be read or is damaged; *files and *bytes count what was read.
-  // One file is open at a time beside the view's own descriptors.
+  // One file is open at a time beside the view's own descriptors. Stops
+  // before the next file once `stop` (if given) returns true.
   void VerifyTableChecksums(const std::function<void(std::string)>& violation,
-                            size_t* files, uint64_t* bytes) const;
+                            size_t* files, uint64_t* bytes,
+                            const std::function<bool()>& stop = nullptr) const;
 
   // An iterator over `cf` in total order, checksums verified, not filling
   // the block cache.
