@@ -44,6 +44,11 @@ enum CommandFlags : uint32_t {
   // whether it was deposed (up to 1 s). Run on ServerState::scans like
   // kCmdIterates: a silent target held every client of the loop 1 s.
   kCmdOffLoop = 1 << 7,
+  // A write that reads each key's record, value included, before it
+  // writes (DEL counts what it deleted). Unlike a read it cannot stop half
+  // way and run again, so from kOffloadRecordReadArgs arguments on it runs
+  // on the long-command thread (fast_path.h).
+  kCmdReadsRecords = 1 << 8,
 };
 
 // Where a command's keys are among its arguments, as in Redis' command

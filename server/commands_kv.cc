@@ -497,7 +497,7 @@ void AppendKvCommands(std::vector<CommandSpec>* t) {
   t->push_back({"del",
                 CmdWrite,
                 -2,
-                kCmdWrite | kCmdMulti | kCmdMovableKeys,
+                kCmdWrite | kCmdMulti | kCmdMovableKeys | kCmdReadsRecords,
                 {1, -3, 1},
                 kCatWrite});
   t->push_back({"mset",

@@ -23,9 +23,11 @@ Route ChooseRoute(const Admission& admission, const ClientState& client,
   const bool has_keys =
       (cmd->keys.first > 0 || (cmd->flags & kCmdMovableKeys) != 0) &&
       (cmd->flags & kCmdIterates) == 0;
-  static const CommandSpec* const kDel = LookupCommand("del");
   if (has_keys && args.size() >= kOffloadArgs) return Route::kLongExec;
-  if (cmd == kDel && args.size() >= kOffloadDelArgs) return Route::kLongExec;
+  if ((cmd->flags & kCmdReadsRecords) != 0 &&
+      args.size() >= kOffloadRecordReadArgs) {
+    return Route::kLongExec;
+  }
   if (has_keys && args.size() > 1) {
     // A write's cost grows with its bytes too (copied into the batch, the
     // WAL and the memtable): one SET of 60 MB held its loop 0.6 s.

@@ -38,7 +38,8 @@ enum class Route : uint8_t {
   // kOffloadExecCommands queued commands, kOffloadArgs queued arguments or
   // kOffloadBytes queued bytes, a command with keys (DEL, MSET, MGET,
   // EXISTS, ...) of at least kOffloadArgs arguments or kOffloadBytes bytes,
-  // a DEL of at least kOffloadDelArgs arguments, or an INFO or COMMAND of
+  // a write that reads each key's record (kCmdReadsRecords: DEL) of at
+  // least kOffloadRecordReadArgs arguments, or an INFO or COMMAND of
   // at least kOffloadArgs arguments. (An MGET or
   // EXISTS of fewer keys starts on the loop and moves there once it has
   // read kLoopReadBytes or run kLoopReadTime: ClientState::loop_read_budget.)
@@ -58,11 +59,11 @@ constexpr size_t kOffloadArgs = 1024;
 // bytes: a value is copied into the batch, the WAL and the memtable (about
 // 10 ms per MiB on the loop, one 60 MB SET 0.6 s).
 constexpr size_t kOffloadBytes = size_t{1} << 20;
-// A DEL of at least this many arguments runs there too: it reads each
-// key's record to count what it deleted, values included, and cannot stop
-// half-way and run again as a read can (below): a DEL of 1000 keys of
-// 64 KB held its loop 50-70 ms.
-constexpr size_t kOffloadDelArgs = 128;
+// A write that reads each key's record (kCmdReadsRecords: DEL, which
+// counts what it deleted, values included) runs there too from this many
+// arguments on: it cannot stop half-way and run again as a read can
+// (below); a DEL of 1000 keys of 64 KB held its loop 50-70 ms.
+constexpr size_t kOffloadRecordReadArgs = 128;
 // An MGET or EXISTS on the loop that has read this many bytes of values, or
 // run this long, stops and runs again on the long-command thread (a read
 // changes nothing, so running it twice is safe): its cost is in the values

@@ -183,8 +183,8 @@ TEST_F(FastPathTest, CommandsWithManyKeysLeaveTheLoop) {
   del.push_back("1");  // kOffloadArgs arguments
   EXPECT_EQ("long-exec", RouteOf(del));
   // A DEL reads each key's record, values too (1000 keys of 64 KB: 50-70
-  // ms on the loop): from kOffloadDelArgs arguments on.
-  del.resize(kOffloadDelArgs - 2);
+  // ms on the loop): from kOffloadRecordReadArgs arguments on.
+  del.resize(kOffloadRecordReadArgs - 2);
   del.push_back("FENCE");
   del.push_back("1");
   EXPECT_EQ("long-exec", RouteOf(del));
