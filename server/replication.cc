@@ -92,27 +92,24 @@ Status OpenAsDatabase(const std::string& dir, uint64_t* seq = nullptr,
   return Status::OK();
 }
 
-// Every table file of the database at `dir` read in full and its block
+// Every table file of the open `store` read in full and its block
 // checksums verified: the read-only open reads a table's footer and index,
 // not its data blocks. OK; Corruption naming the first damaged table (as
-// a file name, the copy's directory being temporary); an IOError once
-// stop() says so (checked between files: a copy may be large).
-Status VerifyCopyTables(const std::string& dir,
+// a file name, the store's directory being a temporary copy); an IOError
+// once stop() says so (checked between files: a copy may be large).
+Status VerifyCopyTables(const ReadOnlyStore& store,
                         const std::function<bool()>& stop) {
-  std::unique_ptr<ReadOnlyStore> store;
-  Status s = ReadOnlyStore::OpenChecked(dir, &store);
-  if (!s.ok()) return s;
   std::string damage;
   size_t files = 0;
   uint64_t bytes = 0;
-  store->VerifyTableChecksums(
+  store.VerifyTableChecksums(
       [&damage](std::string text) {
         if (damage.empty()) damage = std::move(text);
       },
       &files, &bytes, [&] { return !damage.empty() || stop(); });
   if (!damage.empty()) {
     // "SST file <dir>/000012.sst: ..." -> "000012.sst: ..."
-    const std::string prefix = "SST file " + dir + "/";
+    const std::string prefix = "SST file " + store.path() + "/";
     if (damage.rfind(prefix, 0) == 0) damage = damage.substr(prefix.size());
     return Status::Corruption(damage);
   }
@@ -1812,10 +1809,12 @@ Status Replication::ReceiveFullSync(ReplSocket* socket, FrameReader* in,
     // this server's fence configuration, holding what the primary had
     // when it answered. (Before, an empty or damaged copy replaced the
     // database, and the server could not start again.)
-    uint64_t copy_seq = 0;
-    StoreConfig config;
-    Status s = OpenAsDatabase(tmp, &copy_seq, &config);
+    // (Open in this block only: closed before the copy is renamed.)
+    std::unique_ptr<ReadOnlyStore> store;
+    Status s = ReadOnlyStore::OpenChecked(tmp, &store);
     if (!s.ok()) return refuse("it does not open: " + s.ToString());
+    const uint64_t copy_seq = store->db()->GetLatestSequenceNumber();
+    const StoreConfig& config = store->config();
     const std::string domain = db_->GetFenceDomain().ToString();
     const std::string mode = FenceModeName(db_->GetFenceMode());
     if (config.spec.ToString() != domain ||
@@ -1833,7 +1832,7 @@ Status Replication::ReceiveFullSync(ReplSocket* socket, FrameReader* in,
     // A damaged table is the primary's own file (a checkpoint links its
     // tables, it reads none): refused, and asked for again only every
     // kRefusedCopyRetryMs, each try costing the primary a whole copy.
-    s = VerifyCopyTables(tmp, [&] { return ReplicaStopping(generation); });
+    s = VerifyCopyTables(*store, [&] { return ReplicaStopping(generation); });
     if (!s.ok() && ReplicaStopping(generation)) return s;
     if (!s.ok()) {
       {
